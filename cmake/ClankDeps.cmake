@@ -1,0 +1,9 @@
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LUA REQUIRED lua5.4)
+pkg_check_modules(LIBUV REQUIRED libuv>=1.44)
+pkg_check_modules(LLHTTP libllhttp>=9.2)
+if(NOT LLHTTP_FOUND)
+  message(FATAL_ERROR "llhttp >= 9.2 was not found. Debian 12 ships only 8.1, which "
+    "accepts a CR inside header values (CVE-2023-30589). Run vendor/deps.sh as root: "
+    "it installs libllhttp-dev 9.2 from Debian 13, pinned so that nothing else comes from there.")
+endif()

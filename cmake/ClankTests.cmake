@@ -1,0 +1,28 @@
+# Every busted spec file is one ctest test, run with plain lua5.4 (/usr/bin/busted
+# starts with `env lua`, which may be another Lua or none).
+find_program(LUA_INTERPRETER lua5.4 REQUIRED)
+find_program(BUSTED busted REQUIRED)
+
+set(CLANK_TEST_ENV
+  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/?.lua\;\;"
+  "LUA_CPATH=${CMAKE_BINARY_DIR}/?.so\;\;"
+  "CLANK_RUN=$<TARGET_FILE:clank-run>"
+  "CLANK_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+if(CLANK_SANITIZE)
+  list(APPEND CLANK_TEST_ENV
+    "LD_PRELOAD=${CLANK_ASAN_RUNTIME}"
+    "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:suppressions=${CMAKE_SOURCE_DIR}/spec/asan.supp"
+    "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/spec/lsan.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    "CLANK_SANITIZED=1")
+endif()
+
+file(GLOB_RECURSE CLANK_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+foreach(spec ${CLANK_SPECS})
+  file(RELATIVE_PATH name ${CMAKE_SOURCE_DIR}/spec ${spec})
+  string(REGEX REPLACE "_spec\\.lua$" "" name ${name})
+  add_test(NAME ${name}
+    COMMAND ${LUA_INTERPRETER} ${BUSTED} --output=plainTerminal ${spec}
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
+endforeach()

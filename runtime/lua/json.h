@@ -1,0 +1,20 @@
+/* clank.json seen from C: the canonical encoder and the number formatter,
+   used by the server, the bridge and the schema messages. */
+#ifndef CLANK_JSON_H
+#define CLANK_JSON_H
+
+#include <lua.h>
+
+#include "util/buf.h"
+
+/* ECMAScript Number.prototype.toString of d into out (>= 32 bytes, NUL-terminated);
+   returns the length. */
+size_t clank_json_format_number(double d, char *out);
+
+/* Appends the canonical JSON of the value at idx to out. schema_idx is 0 or
+   the index of a clank.Schema that guides array-ness. Raises a Lua error on
+   values JSON cannot hold; allocates nothing with malloc that an error would
+   leak (out belongs to the caller). */
+void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out);
+
+#endif

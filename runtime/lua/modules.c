@@ -1,0 +1,19 @@
+#include "lua/modules.h"
+
+#include <lauxlib.h>
+
+static const luaL_Reg clank_modules[] = {
+  {"clank.core", luaopen_clank_core},
+  {"clank.json", luaopen_clank_json},
+  {"clank.schema", luaopen_clank_schema},
+  {NULL, NULL}
+};
+
+void clank_preload_modules(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  for (const luaL_Reg *m = clank_modules; m->func; m++) {
+    lua_pushcfunction(L, m->func);
+    lua_setfield(L, -2, m->name);
+  }
+  lua_pop(L, 1);
+}

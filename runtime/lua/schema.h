@@ -1,0 +1,21 @@
+/* clank.schema seen from C: what clank.json needs to encode guided by a schema
+   (empty tables as [] where the schema says array). */
+#ifndef CLANK_SCHEMA_H
+#define CLANK_SCHEMA_H
+
+#include <lua.h>
+#include <stddef.h>
+
+typedef struct clank_schema_node_s clank_schema_node_t;
+
+/* The compiled schema held by the clank.Schema userdata at idx, or NULL. */
+const clank_schema_node_t *clank_schema_node(lua_State *L, int idx);
+/* optional/nullable unwrapped; 1 when the node is an array schema. */
+int clank_schema_node_is_array(const clank_schema_node_t *n);
+/* The item schema of an array node, else NULL. */
+const clank_schema_node_t *clank_schema_node_items(const clank_schema_node_t *n);
+/* The schema of property `key` of an object node, else NULL. */
+const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n,
+                                                      const char *key, size_t len);
+
+#endif

@@ -1,0 +1,1 @@
+/* in progress */ typedef int clank_placeholder_t;

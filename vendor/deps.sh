@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything Clank needs on Debian 12, as root. Idempotent: when every
+# package is already there it touches nothing and asks no registry.
+#   vendor/deps.sh           build and run dependencies
+#   vendor/deps.sh --test    and what the test suite needs
+#   vendor/deps.sh --bench   and what bench/ needs
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
+          cmake pkg-config gcc make libssl-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --test) packages+=(lua-sql-sqlite3 lua-sql-postgres postgresql sqlite3) ;;
+    --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux) ;;
+    *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${packages[@]}" libllhttp-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# llhttp must be >= 9.2 (Debian 12's 8.1 accepts CR in header values, CVE-2023-30589).
+if ! pkg-config --atleast-version=9.2 libllhttp 2>/dev/null; then
+  case " ${missing[*]} " in *" libllhttp-dev "*) ;; *) missing+=(libllhttp-dev) ;; esac
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# llhttp 9.2 comes from Debian 13, pinned so that nothing else does.
+sudo_if_needed install -m 644 "$here/apt/clank-trixie.sources" /etc/apt/sources.list.d/clank-trixie.sources
+sudo_if_needed install -m 644 "$here/apt/clank-llhttp.pref" /etc/apt/preferences.d/clank-llhttp
+sudo_if_needed apt-get update -qq
+sudo_if_needed apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if apt-get -s dist-upgrade 2>/dev/null | grep -E '^Inst' | grep -q 'trixie'; then
+  echo "deps.sh: refusing: a dist-upgrade would take packages from trixie; check $here/apt" >&2
+  exit 1
+fi
+pkg-config --atleast-version=9.2 libllhttp || { echo "deps.sh: llhttp >= 9.2 was not installed" >&2; exit 1; }
