@@ -1,1 +1,343 @@
-/* in progress */ typedef int clank_placeholder_t;
+/* Dispatch (SPEC §2): reserved paths, then the app's routes, each run in a
+   coroutine the loop resumes; the route's answer becomes the response. */
+#include "dispatch.h"
+
+#include <arpa/inet.h>
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "host.h"
+#include "http/response.h"
+#include "lua/json.h"
+
+/* One request in a handler. Lives on the C stack while the handler runs
+   straight through; moved to the heap when it waits. */
+typedef struct exchange_s {
+  clank_conn_t *conn;
+  clank_host_t *host;
+  clank_gen_t *gen;
+  lua_State *co;
+  int co_ref;
+  int heap;
+  int abandoned; /* the connection went away */
+} exchange_t;
+
+static exchange_t *exchange_of(lua_State *co) { return *(exchange_t **)lua_getextraspace(co); }
+
+/* ---- the header block ---- */
+
+static int span_is(const char *p, size_t n, const char *s) {
+  return n == strlen(s) && memcmp(p, s, n) == 0;
+}
+
+static int span_starts(const char *p, size_t n, const char *s) {
+  size_t k = strlen(s);
+  return n >= k && memcmp(p, s, k) == 0;
+}
+
+static int loopback_name(const char *name, size_t n) {
+  if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
+  if (span_is(name, n, "[::1]")) return 1;
+  char ip[16];
+  if (n >= sizeof ip) return 0;
+  memcpy(ip, name, n);
+  ip[n] = '\0';
+  struct in_addr a;
+  return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* DNS rebinding defence (SPEC §13): on a loopback listener the Host must name
+   a loopback address, or a host of allowedOrigins. */
+static int host_allowed(const clank_gen_t *g, const clank_request_t *r) {
+  const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
+  if (h == NULL) return 1; /* HTTP/1.0 */
+  const char *v = clank_header_value(r, h);
+  size_t n = h->value_len;
+  for (int i = 0; i < g->nallowed_hosts; i++)
+    if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
+  size_t name_len = n;
+  if (n > 0 && v[0] == '[') {
+    const char *close = memchr(v, ']', n);
+    if (close == NULL) return 0;
+    name_len = (size_t)(close - v) + 1;
+  } else {
+    const char *colon = memchr(v, ':', n);
+    if (colon) name_len = (size_t)(colon - v);
+  }
+  if (name_len < n) {
+    if (v[name_len] != ':' || n - name_len < 2 || n - name_len > 6) return 0;
+    for (size_t i = name_len + 1; i < n; i++)
+      if (v[i] < '0' || v[i] > '9') return 0;
+  }
+  return loopback_name(v, name_len);
+}
+
+static int reserved_path(const clank_gen_t *g, const char *p, size_t n) {
+  return span_is(p, n, "/manifest") || span_is(p, n, "/.well-known/clank") ||
+         span_starts(p, n, "/actions/") || span_starts(p, n, "/__clank/") ||
+         (g->has_views && (span_is(p, n, "/") || span_starts(p, n, "/views/")));
+}
+
+int clank_dispatch_head(clank_conn_t *c) {
+  clank_host_t *h = c->server->host;
+  clank_gen_t *g = h->gen;
+  clank_request_t *r = &c->req;
+  if (c->server->loopback && !host_allowed(g, r)) {
+    clank_conn_answer_text(c, 403, "Host not allowed.", 0);
+    return 0;
+  }
+  const char *path = clank_request_url(r);
+  size_t path_len = clank_request_path_len(r);
+  const clank_route_t *route = NULL;
+  if (!reserved_path(g, path, path_len)) {
+    route = clank_gen_route(g, r->method, path, path_len);
+    if (route == NULL && r->method == HTTP_HEAD)
+      route = clank_gen_route(g, HTTP_GET, path, path_len);
+  }
+  if (route == NULL) {
+    clank_conn_answer_text(c, 404, "Not found.", 0);
+    return 0;
+  }
+  c->route = route;
+  return 1;
+}
+
+/* ---- the route's answer ---- */
+
+static int header_token(const char *s, size_t n) {
+  static const char extra[] = "!#$%&'*+-.^_`|~";
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+          (ch && strchr(extra, ch))))
+      return 0;
+  }
+  return 1;
+}
+
+static int header_value_ok(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
+  }
+  return 1;
+}
+
+/* Raises after undoing the partly written response. */
+static int bad_response(lua_State *co, clank_buf_t *out, size_t mark, const char *what) {
+  out->len = mark;
+  return luaL_error(co, "bad route response: %s", what);
+}
+
+static void write_header(lua_State *co, clank_buf_t *out, size_t mark, const char *name,
+                         size_t name_len, int vidx) {
+  size_t vlen;
+  if (lua_type(co, vidx) != LUA_TSTRING && lua_type(co, vidx) != LUA_TNUMBER)
+    bad_response(co, out, mark, "header values must be strings, numbers or lists of them");
+  const char *v = lua_tolstring(co, vidx, &vlen);
+  if (!header_value_ok(v, vlen)) bad_response(co, out, mark, "a header value holds a control character");
+  clank_buf_append(out, name, name_len);
+  clank_buf_append(out, ": ", 2);
+  clank_buf_append(out, v, vlen);
+  clank_buf_append(out, "\r\n", 2);
+}
+
+/* Writes { status, headers?, body? } (at idx) into the connection's output. */
+static void write_response(lua_State *co, exchange_t *x, int idx) {
+  clank_conn_t *c = x->conn;
+  if (!lua_istable(co, idx))
+    luaL_error(co, "bad route response: expected a table { status, headers?, body? }, got %s",
+               luaL_typename(co, idx));
+  lua_getfield(co, idx, "status");
+  int isint;
+  lua_Integer status = lua_tointegerx(co, -1, &isint);
+  if (!isint || status < 200 || status > 599)
+    luaL_error(co, "bad route response: status must be an integer from 200 to 599");
+  lua_pop(co, 1);
+  if (x->abandoned || c->closing) return;
+
+  int body_idx = lua_gettop(co) + 1;
+  lua_getfield(co, idx, "body");
+  const char *body = "";
+  size_t body_len = 0;
+  int json = 0;
+  if (lua_type(co, body_idx) == LUA_TSTRING) {
+    body = lua_tolstring(co, body_idx, &body_len);
+  } else if (lua_type(co, body_idx) == LUA_TTABLE) {
+    clank_buf_reset(&x->gen->scratch);
+    clank_json_encode(co, body_idx, 0, &x->gen->scratch);
+    body = x->gen->scratch.data;
+    body_len = x->gen->scratch.len;
+    json = 1;
+  } else if (!lua_isnil(co, body_idx)) {
+    luaL_error(co, "bad route response: body must be a string or a table, got %s",
+               luaL_typename(co, body_idx));
+  }
+
+  clank_request_t *r = &c->req;
+  clank_response_meta_t m = {
+      .status = (int)status,
+      .keep_alive = clank_conn_keep_alive(c),
+      .http10 = r->http_minor == 0,
+      .head_only = r->method == HTTP_HEAD,
+  };
+  clank_buf_t *out = &c->out;
+  size_t mark = out->len;
+  clank_response_begin(out, &m, clank_server_date(c->server));
+  int has_type = 0;
+  if (lua_getfield(co, idx, "headers") == LUA_TTABLE) {
+    int headers = lua_gettop(co);
+    for (lua_pushnil(co); lua_next(co, headers); lua_pop(co, 1)) {
+      size_t name_len;
+      if (lua_type(co, -2) != LUA_TSTRING) bad_response(co, out, mark, "header names must be strings");
+      const char *name = lua_tolstring(co, -2, &name_len);
+      if (!header_token(name, name_len)) bad_response(co, out, mark, "a header name is not a token");
+      if (!strcasecmp(name, "content-length") || !strcasecmp(name, "transfer-encoding") ||
+          !strcasecmp(name, "connection"))
+        bad_response(co, out, mark, "content-length, transfer-encoding and connection are the server's");
+      if (!strcasecmp(name, "content-type")) has_type = 1;
+      if (lua_istable(co, -1)) {
+        lua_Integer n = luaL_len(co, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+          lua_rawgeti(co, -1, i);
+          write_header(co, out, mark, name, name_len, lua_gettop(co));
+          lua_pop(co, 1);
+        }
+      } else {
+        write_header(co, out, mark, name, name_len, lua_gettop(co));
+      }
+    }
+  } else if (!lua_isnil(co, -1)) {
+    bad_response(co, out, mark, "headers must be a table");
+  }
+  lua_pop(co, 1);
+  if (!has_type)
+    clank_buf_appends(out, json ? "content-type: application/json\r\n"
+                                : "content-type: text/plain; charset=utf-8\r\n");
+  clank_response_end(out, &m, body, body_len);
+  if (!m.keep_alive) c->close_after = 1;
+  c->answered = 1;
+  clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
+                   clank_request_url(r), r->url_len, m.status, body_len,
+                   (double)(uv_hrtime() - r->started_ns) / 1e6);
+}
+
+/* The coroutine's body: [handler, request, context fn or nil] →
+   ctx = context(request); response = handler(request, ctx); write it.
+   Every step is a continuation, so each may wait. */
+static int route_step(lua_State *co, int status, lua_KContext step) {
+  (void)status;
+  switch (step) {
+  case 0:
+    if (!lua_isnil(co, 3)) {
+      lua_pushvalue(co, 3);
+      lua_pushvalue(co, 2);
+      lua_callk(co, 1, 1, 1, route_step);
+    } else {
+      lua_newtable(co);
+    }
+    /* fallthrough */
+  case 1:
+    lua_pushvalue(co, 1);
+    lua_pushvalue(co, 2);
+    lua_pushvalue(co, 4);
+    lua_callk(co, 2, 1, 2, route_step);
+    /* fallthrough */
+  default:
+    write_response(co, exchange_of(co), 5);
+    return 0;
+  }
+}
+
+static int route_entry(lua_State *co) { return route_step(co, LUA_OK, 0); }
+
+/* ---- running and finishing ---- */
+
+static void finish(exchange_t *x, int reusable) {
+  x->gen->inflight--;
+  clank_gen_thread_done(x->gen, x->co, x->co_ref, reusable);
+  if (!x->heap) return;
+  clank_conn_t *c = x->conn;
+  c->exchange = NULL;
+  free(x);
+  clank_conn_handler_done(c);
+}
+
+static void log_failure(exchange_t *x, lua_State *co) {
+  clank_request_t *r = &x->conn->req;
+  const char *msg = lua_tostring(co, -1);
+  if (msg == NULL) {
+    if (luaL_callmeta(co, -1, "__tostring") && lua_isstring(co, -1))
+      msg = lua_tostring(co, -1);
+    else
+      msg = lua_pushfstring(co, "(error object is a %s value)", luaL_typename(co, -1));
+  }
+  luaL_traceback(co, co, msg, 0);
+  clank_log_msg(&x->host->log, "error", "route %s %.*s failed: %s",
+                llhttp_method_name((llhttp_method_t)r->method), (int)r->url_len,
+                clank_request_url(r), lua_tostring(co, -1));
+}
+
+/* Resumes the coroutine; returns 1 while it waits. */
+static int run(exchange_t *x, int nargs) {
+  lua_State *co = x->co;
+  int nres;
+  int st = lua_resume(co, NULL, nargs, &nres);
+  if (st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == &x->gen->sched) {
+    lua_pop(co, 1);
+    return 1;
+  }
+  if (st == LUA_YIELD) {
+    lua_pop(co, nres);
+    lua_pushliteral(co, "a route yielded outside a runtime wait (coroutine.yield in a handler)");
+  }
+  if (st != LUA_OK) {
+    log_failure(x, co);
+    clank_conn_t *c = x->conn;
+    if (!x->abandoned && !c->closing && !c->answered)
+      clank_conn_answer_text(c, 500, "Internal server error.", 0);
+  }
+  finish(x, st == LUA_OK);
+  return 0;
+}
+
+int clank_dispatch_message(clank_conn_t *c) {
+  clank_host_t *h = c->server->host;
+  clank_gen_t *g = h->gen;
+  const clank_route_t *route = c->route;
+  exchange_t x = {.conn = c, .host = h, .gen = g};
+  x.co = clank_gen_thread(g, &x.co_ref);
+  lua_State *co = x.co;
+  *(exchange_t **)lua_getextraspace(co) = &x;
+  lua_pushcfunction(co, route_entry);
+  lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
+  clank_request_push(co, &c->req);
+  if (g->context_ref != LUA_NOREF)
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
+  else
+    lua_pushnil(co);
+  g->inflight++;
+  if (!run(&x, 3)) return 0;
+  exchange_t *hx = malloc(sizeof *hx);
+  if (hx == NULL) abort(); /* cannot keep a suspended handler anywhere */
+  *hx = x;
+  hx->heap = 1;
+  *(exchange_t **)lua_getextraspace(co) = hx;
+  c->exchange = hx;
+  return 1;
+}
+
+void clank_dispatch_abandon(clank_conn_t *c) {
+  exchange_t *x = c->exchange;
+  if (x) x->abandoned = 1;
+}
+
+/* The scheduler's resume: a wait of this coroutine is over. */
+void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs);
+void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs) {
+  (void)s;
+  run(exchange_of(co), nargs);
+}

@@ -1,1 +1,248 @@
-/* in progress */ typedef int clank_placeholder_t;
+#include "generation.h"
+
+#include <ctype.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <llhttp.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/modules.h"
+
+#ifndef CLANK_LUA_DIR
+#define CLANK_LUA_DIR "/usr/share/clank/lua"
+#endif
+
+/* Message handler: the error with a traceback, for the log. */
+static int traceback(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      msg = lua_tostring(L, -1);
+    else
+      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* lua/ next to the binary's folder (the build tree or an install), else the
+   compiled-in source folder. */
+static void find_lua_dir(char *out, size_t n) {
+  char exe[PATH_MAX];
+  size_t len = sizeof exe;
+  if (uv_exepath(exe, &len) == 0) {
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    const char *rel[] = {"/../lua", "/../share/clank/lua"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+      char probe[PATH_MAX + 64];
+      if (strlen(exe) + 40 > sizeof probe - 32) break;
+      snprintf(probe, sizeof probe, "%s%s/clank/init.lua", exe, rel[i]);
+      if (access(probe, R_OK) == 0) {
+        snprintf(out, n, "%.*s%s", (int)(n - 32), exe, rel[i]);
+        return;
+      }
+    }
+  }
+  snprintf(out, n, "%s", CLANK_LUA_DIR);
+}
+
+/* Prepends the runtime's and the app's folders, keeping the defaults and
+   LUA_PATH_5_4 / LUA_CPATH_5_4 that luaL_openlibs put there. */
+static void set_paths(lua_State *L, const char *app_path) {
+  char lua_dir[PATH_MAX];
+  find_lua_dir(lua_dir, sizeof lua_dir);
+  char app_dir[PATH_MAX];
+  if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, sizeof app_dir, "%s", app_path);
+  char *slash = strrchr(app_dir, '/');
+  if (slash) *slash = '\0';
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir,
+                  app_dir, app_dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "path");
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "cpath");
+  lua_pushfstring(L, "%s/?.so;%s", app_dir, lua_tostring(L, -1));
+  lua_setfield(L, -3, "cpath");
+  lua_pop(L, 2);
+}
+
+static const struct {
+  const char *name;
+  int method;
+} route_methods[] = {
+  {"GET", HTTP_GET}, {"HEAD", HTTP_HEAD}, {"POST", HTTP_POST}, {"PUT", HTTP_PUT},
+  {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
+};
+
+static int read_routes(clank_gen_t *g, lua_State *L, char *err, size_t errlen) {
+  if (lua_getfield(L, -1, "routes") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  int n = 0;
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
+  g->routes = calloc((size_t)n + 1, sizeof *g->routes);
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+    const char *space = strchr(key, ' ');
+    int method = -1;
+    for (size_t i = 0; space && i < sizeof route_methods / sizeof route_methods[0]; i++)
+      if (strlen(route_methods[i].name) == (size_t)(space - key) &&
+          strncmp(key, route_methods[i].name, (size_t)(space - key)) == 0)
+        method = route_methods[i].method;
+    if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1)) {
+      snprintf(err, errlen, "route '%s' must be \"METHOD /path\" = function", key);
+      lua_pop(L, 3);
+      return -1;
+    }
+    clank_route_t *r = &g->routes[g->nroutes++];
+    r->method = method;
+    r->path = strdup(space + 1);
+    r->path_len = strlen(r->path);
+    lua_pushvalue(L, -1);
+    r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* allowedOrigins → the host[:port] each allows in a Host header. */
+static void read_allowed_hosts(clank_gen_t *g, lua_State *L) {
+  if (lua_getfield(L, -1, "allowedOrigins") == LUA_TTABLE) {
+    lua_Integer n = luaL_len(L, -1);
+    g->allowed_hosts = calloc((size_t)n + 1, sizeof *g->allowed_hosts);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, -1, i);
+      const char *origin = lua_tostring(L, -1);
+      const char *sep = origin ? strstr(origin, "://") : NULL;
+      if (sep) {
+        char *host = strdup(sep + 3);
+        for (char *p = host; *p; p++) *p = (char)tolower((unsigned char)*p);
+        g->allowed_hosts[g->nallowed_hosts++] = host;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
+  if (lua_getfield(L, -1, "name") == LUA_TSTRING) {
+    g->name = strdup(lua_tostring(L, -1));
+  } else {
+    const char *base = strrchr(app_path, '/');
+    base = base ? base + 1 : app_path;
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".lua") == 0) n -= 4;
+    g->name = strndup(base, n);
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, -1, "context") == LUA_TFUNCTION)
+    g->context_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  else
+    lua_pop(L, 1);
+  if (lua_getfield(L, -1, "views") == LUA_TTABLE) g->has_views = luaL_len(L, -1) > 0;
+  lua_pop(L, 1);
+  read_allowed_hosts(g, L);
+}
+
+clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path,
+                            void (*resume)(clank_sched_t *, lua_State *, int), char *err,
+                            size_t errlen) {
+  clank_gen_t *g = calloc(1, sizeof *g);
+  lua_State *L = luaL_newstate();
+  if (g == NULL || L == NULL) {
+    snprintf(err, errlen, "out of memory");
+    free(g);
+    if (L) lua_close(L);
+    return NULL;
+  }
+  g->L = L;
+  g->context_ref = LUA_NOREF;
+  g->sched.loop = loop;
+  g->sched.resume = resume;
+  luaL_openlibs(L);
+  clank_preload_modules(L);
+  clank_sched_install(L, &g->sched);
+  set_paths(L, app_path);
+
+  lua_pushcfunction(L, traceback);
+  int rc = luaL_loadfile(L, app_path);
+  if (rc == LUA_OK) rc = lua_pcall(L, 0, 1, -2);
+  if (rc != LUA_OK) {
+    snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error loading the app");
+    clank_gen_close(g);
+    return NULL;
+  }
+  int is_app = 0;
+  if (lua_istable(L, -1) && luaL_getmetafield(L, -1, "__name") != LUA_TNIL) {
+    is_app = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "clank.App") == 0;
+    lua_pop(L, 1);
+  }
+  if (!is_app) {
+    snprintf(err, errlen, "%s: must return clank.app { ... } (it returned a %s value)", app_path,
+             luaL_typename(L, -1));
+    clank_gen_close(g);
+    return NULL;
+  }
+  read_app(g, L, app_path);
+  if (read_routes(g, L, err, errlen) != 0) {
+    clank_gen_close(g);
+    return NULL;
+  }
+  g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, 0);
+  return g;
+}
+
+void clank_gen_close(clank_gen_t *g) {
+  clank_sched_cancel_all(&g->sched);
+  lua_close(g->L);
+  clank_buf_free(&g->scratch);
+  for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
+  free(g->routes);
+  for (int i = 0; i < g->nallowed_hosts; i++) free(g->allowed_hosts[i]);
+  free(g->allowed_hosts);
+  free(g->name);
+  free(g);
+}
+
+const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,
+                                     size_t path_len) {
+  for (int i = 0; i < g->nroutes; i++) {
+    const clank_route_t *r = &g->routes[i];
+    if (r->method == method && r->path_len == path_len && memcmp(r->path, path, path_len) == 0)
+      return r;
+  }
+  return NULL;
+}
+
+lua_State *clank_gen_thread(clank_gen_t *g, int *ref) {
+  if (g->npool > 0) {
+    g->npool--;
+    *ref = g->pool[g->npool];
+    return g->pool_threads[g->npool];
+  }
+  lua_State *co = lua_newthread(g->L);
+  *ref = luaL_ref(g->L, LUA_REGISTRYINDEX);
+  return co;
+}
+
+void clank_gen_thread_done(clank_gen_t *g, lua_State *co, int ref, int reusable) {
+  *(void **)lua_getextraspace(co) = NULL;
+  if (reusable && g->npool < CLANK_THREAD_POOL) {
+    lua_settop(co, 0);
+    g->pool[g->npool] = ref;
+    g->pool_threads[g->npool] = co;
+    g->npool++;
+    return;
+  }
+  /* A coroutine that failed keeps its broken stack: let it be collected. */
+  luaL_unref(g->L, LUA_REGISTRYINDEX, ref);
+}

@@ -1,1 +1,165 @@
-/* in progress */ typedef int clank_placeholder_t;
+/* The host: loads the app, serves it, stops on signals (SPEC §2, §13). */
+#include "host.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs);
+
+/* The access log (and every other line) goes out once per loop iteration. */
+static void flush_log(uv_prepare_t *p) {
+  clank_host_t *h = p->data;
+  clank_log_flush(&h->log);
+}
+
+/* Raises the soft file limit to the hard one; the connection cap follows it. */
+static unsigned raise_nofile(clank_host_t *h) {
+  struct rlimit rl;
+  unsigned cap = h->opts.limits.max_connections;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return cap;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  /* Leave room for the listener, the log, app files and database handles. */
+  rlim_t usable = rl.rlim_cur > 128 ? rl.rlim_cur - 64 : rl.rlim_cur / 2;
+  if (rl.rlim_cur != RLIM_INFINITY && usable < cap) {
+    clank_log_msg(&h->log, "warn",
+                  "the file limit (%llu) lowers the connection cap from %u to %llu",
+                  (unsigned long long)rl.rlim_cur, cap, (unsigned long long)usable);
+    cap = (unsigned)usable;
+  }
+  return cap;
+}
+
+static void close_handle(uv_handle_t *handle, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(handle)) uv_close(handle, NULL);
+}
+
+static void teardown(clank_host_t *h) {
+  if (h->torn_down) return;
+  h->torn_down = 1;
+  if (h->gen) clank_sched_cancel_all(&h->gen->sched);
+  uv_walk(&h->loop, close_handle, NULL);
+}
+
+static void server_drained(clank_server_t *s) { teardown(s->host); }
+
+static void stop_deadline(uv_timer_t *t) {
+  clank_host_t *h = t->data;
+  clank_log_msg(&h->log, "warn", "stop: requests still running after %llu ms were cut off",
+                (unsigned long long)h->opts.limits.stop_ms);
+  clank_server_close_all(&h->server);
+  teardown(h);
+}
+
+static void on_signal(uv_signal_t *sig, int signum) {
+  clank_host_t *h = sig->data;
+  if (signum == SIGHUP) {
+    clank_log_msg(&h->log, "info", "SIGHUP: reloading is not available yet");
+    return;
+  }
+  if (++h->stop_requests > 1) {
+    clank_log_msg(&h->log, "warn", "second signal: exiting at once");
+    clank_log_flush(&h->log);
+    _exit(1);
+  }
+  clank_log_msg(&h->log, "info", "stopping: finishing requests in flight");
+  uv_timer_start(&h->stop_timer, stop_deadline, h->opts.limits.stop_ms, 0);
+  uv_unref((uv_handle_t *)&h->stop_timer);
+  clank_server_stop(&h->server);
+}
+
+static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
+  uv_signal_init(&h->loop, sig);
+  sig->data = h;
+  uv_signal_start(sig, on_signal, signum);
+  uv_unref((uv_handle_t *)sig);
+}
+
+/* Frees connections that were still owned by a handler when the loop ended. */
+static void free_leftovers(clank_host_t *h) {
+  clank_conn_t *c = h->server.conns;
+  while (c) {
+    clank_conn_t *next = c->next;
+    free(c->exchange);
+    c->exchange = NULL;
+    clank_buf_free(&c->in);
+    clank_buf_free(&c->out);
+    clank_buf_free(&c->wbuf);
+    clank_request_free(&c->req);
+    free(c);
+    c = next;
+  }
+  h->server.conns = NULL;
+}
+
+static int load(clank_host_t *h) {
+  char err[4096];
+  h->gen = clank_gen_load(&h->loop, h->opts.app_path, clank_dispatch_resume, err, sizeof err);
+  if (h->gen == NULL) {
+    fprintf(stderr, "clank-run: cannot load %s:\n%s\n", h->opts.app_path, err);
+    return -1;
+  }
+  return 0;
+}
+
+int clank_host_main(const clank_options_t *o) {
+  clank_host_t *h = calloc(1, sizeof *h);
+  if (h == NULL) return 1;
+  h->opts = *o;
+  clank_log_init(&h->log, o->log_format, 2);
+  signal(SIGPIPE, SIG_IGN);
+  uv_loop_init(&h->loop);
+  int code = 0;
+  if (load(h) != 0) {
+    code = 1;
+    goto done;
+  }
+  if (o->check) goto done;
+
+  h->server.host = h;
+  h->server.log = &h->log;
+  h->server.limits = o->limits;
+  h->server.max_connections = raise_nofile(h);
+  h->server.on_drained = server_drained;
+  char err[256];
+  int port;
+  if (clank_server_listen(&h->server, &h->loop, o->host, o->port, &port, err, sizeof err) != 0) {
+    clank_log_flush(&h->log);
+    fprintf(stderr, "clank-run: %s\n", err);
+    code = 1;
+    goto done;
+  }
+  uv_prepare_init(&h->loop, &h->flush);
+  h->flush.data = h;
+  uv_prepare_start(&h->flush, flush_log);
+  uv_unref((uv_handle_t *)&h->flush);
+  uv_timer_init(&h->loop, &h->stop_timer);
+  h->stop_timer.data = h;
+  uv_unref((uv_handle_t *)&h->stop_timer);
+  start_signal(h, &h->sigint, SIGINT);
+  start_signal(h, &h->sigterm, SIGTERM);
+  start_signal(h, &h->sighup, SIGHUP);
+
+  const char *shown = strchr(o->host, ':') ? "[" : "";
+  printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,
+         *shown ? "]" : "", port);
+  fflush(stdout);
+  uv_run(&h->loop, UV_RUN_DEFAULT);
+
+done:
+  teardown(h);
+  while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
+  free_leftovers(h);
+  if (h->gen) clank_gen_close(h->gen);
+  clank_log_free(&h->log);
+  free(h);
+  return code;
+}

@@ -1,1 +1,118 @@
-/* in progress */ typedef int clank_placeholder_t;
+#include "options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: clank-run [options] app.lua\n"
+    "\n"
+    "Serves a Clank app over HTTP.\n"
+    "\n"
+    "  --host HOST        address to listen on (default 127.0.0.1)\n"
+    "  --port N           port (default $PORT, else 8080; 0 picks a free port)\n"
+    "  --no-watch         do not reload the app when its files change\n"
+    "  --workers N        worker processes (default 1)\n"
+    "  --log text|json    log format on stderr (default text)\n"
+    "  --check            load the app, print its manifest, exit\n"
+    "  --version          print the version and exit\n"
+    "  --help             print this help and exit\n";
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int bad_usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "clank-run: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", usage);
+  return CLANK_OPTIONS_USAGE;
+}
+
+/* CLANK_TEST_LIMITS="header_ms=200,idle_ms=300,...": lets the specs cross the
+   time limits without waiting for them. */
+static void parse_test_limits(clank_limits_t *l, const char *spec) {
+  char copy[512];
+  snprintf(copy, sizeof copy, "%s", spec);
+  for (char *save = NULL, *item = strtok_r(copy, ",", &save); item;
+       item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    long v;
+    if (!eq || parse_int(eq + 1, 0, 1L << 30, &v) != 0) continue;
+    *eq = '\0';
+    if (!strcmp(item, "header_ms")) l->header_ms = (uint64_t)v;
+    else if (!strcmp(item, "body_ms")) l->body_ms = (uint64_t)v;
+    else if (!strcmp(item, "idle_ms")) l->idle_ms = (uint64_t)v;
+    else if (!strcmp(item, "drain_ms")) l->drain_ms = (uint64_t)v;
+    else if (!strcmp(item, "stop_ms")) l->stop_ms = (uint64_t)v;
+    else if (!strcmp(item, "max_connections")) l->max_connections = (unsigned)v;
+  }
+}
+
+int clank_options_parse(clank_options_t *o, int argc, char **argv) {
+  *o = (clank_options_t){
+      .host = "127.0.0.1",
+      .port = 8080,
+      .watch = 1,
+      .workers = 1,
+      .log_format = CLANK_LOG_TEXT,
+      .limits = {.header_ms = 10000, .body_ms = 30000, .idle_ms = 60000, .drain_ms = 2000,
+                 .stop_ms = 10000, .max_connections = 10000},
+  };
+  long v;
+  const char *env_port = getenv("PORT");
+  if (env_port && *env_port) {
+    if (parse_int(env_port, 0, 65535, &v) != 0) return bad_usage("bad $PORT: %s", env_port);
+    o->port = (int)v;
+  }
+  const char *test_limits = getenv("CLANK_TEST_LIMITS");
+  if (test_limits) parse_test_limits(&o->limits, test_limits);
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
+      return CLANK_OPTIONS_EXIT_OK;
+    } else if (!strcmp(a, "--version")) {
+      printf("clank-run %s\n", CLANK_VERSION);
+      return CLANK_OPTIONS_EXIT_OK;
+    } else if (!strcmp(a, "--check")) {
+      o->check = 1;
+    } else if (!strcmp(a, "--no-watch")) {
+      o->watch = 0;
+    } else if (!strcmp(a, "--host")) {
+      if (!next || !*next) return bad_usage("%s needs a value", a);
+      o->host = argv[++i];
+    } else if (!strcmp(a, "--port")) {
+      if (!next || parse_int(next, 0, 65535, &v) != 0)
+        return bad_usage("--port needs a number from 0 to 65535, got %s", next ? next : "nothing");
+      o->port = (int)v;
+      i++;
+    } else if (!strcmp(a, "--workers")) {
+      if (!next || parse_int(next, 1, 256, &v) != 0)
+        return bad_usage("--workers needs a number from 1 to 256, got %s", next ? next : "nothing");
+      o->workers = (int)v;
+      i++;
+    } else if (!strcmp(a, "--log")) {
+      if (next && !strcmp(next, "text")) o->log_format = CLANK_LOG_TEXT;
+      else if (next && !strcmp(next, "json")) o->log_format = CLANK_LOG_JSON;
+      else return bad_usage("--log needs text or json, got %s", next ? next : "nothing");
+      i++;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return bad_usage("unknown option %s", a);
+    } else if (o->app_path) {
+      return bad_usage("one app only; extra argument %s", a);
+    } else {
+      o->app_path = a;
+    }
+  }
+  if (!o->app_path) return bad_usage("%s", "missing app.lua");
+  return CLANK_OPTIONS_RUN;
+}

@@ -7,6 +7,7 @@ local clank = {
   sleep = core.sleep,
   schema = require "clank.schema",
   json = require "clank.json",
+  app = require "clank.app",
 }
 
 return clank

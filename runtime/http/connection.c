@@ -1,1 +1,441 @@
-/* in progress */ typedef int clank_placeholder_t;
+/* One client connection: reading, parsing with llhttp plus the server's own
+   checks (SPEC §13), limits and their timers, ordered output. */
+#include <stdlib.h>
+#include <strings.h>
+
+#include "dispatch.h"
+#include "http/response.h"
+#include "http/server.h"
+
+#define PIPELINE_BUFFER (64 * 1024) /* input buffered while a handler runs */
+#define READ_CHUNK (64 * 1024)
+#define DRAIN_MAX (64 * 1024)          /* unread body discarded after an early answer */
+#define OUTPUT_HIGH (4 * 1024 * 1024) /* unsent output that stops reading */
+
+static void timer_fired(uv_timer_t *t);
+static void process(clank_conn_t *c);
+
+static clank_conn_t *conn_of(llhttp_t *p) { return p->data; }
+
+static void arm(clank_conn_t *c, uint64_t ms) {
+  if (!c->closing) uv_timer_start(&c->timer, timer_fired, ms, 0);
+}
+
+static void disarm(clank_conn_t *c) {
+  if (!c->closing) uv_timer_stop(&c->timer);
+}
+
+/* ---- lifetime ---- */
+
+static void conn_free(clank_conn_t *c) {
+  clank_server_t *s = c->server;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  clank_buf_free(&c->in);
+  clank_buf_free(&c->out);
+  clank_buf_free(&c->wbuf);
+  clank_request_free(&c->req);
+  free(c);
+}
+
+static void handle_closed(uv_handle_t *h) {
+  clank_conn_t *c = h->data;
+  if (--c->open_handles == 0 && c->exchange == NULL) conn_free(c);
+}
+
+void clank_conn_close(clank_conn_t *c) {
+  if (c->closing) return;
+  c->closing = 1;
+  clank_server_t *s = c->server;
+  s->nconns--;
+  if (c->exchange) clank_dispatch_abandon(c);
+  uv_close((uv_handle_t *)&c->tcp, handle_closed);
+  uv_close((uv_handle_t *)&c->timer, handle_closed);
+  if (s->stopping && s->nconns == 0 && s->on_drained) s->on_drained(s);
+}
+
+/* ---- output ---- */
+
+static void update_reading(clank_conn_t *c);
+
+static void write_done(uv_write_t *req, int status) {
+  clank_conn_t *c = req->data;
+  c->writing = 0;
+  clank_buf_reset(&c->wbuf);
+  if (status < 0) {
+    clank_conn_close(c);
+    return;
+  }
+  clank_conn_flush(c);
+  update_reading(c);
+}
+
+void clank_conn_flush(clank_conn_t *c) {
+  if (c->closing || c->writing) return; /* write_done flushes again */
+  if (c->out.len > 0) {
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) {
+      clank_conn_close(c);
+      return;
+    }
+    clank_buf_consume(&c->out, (size_t)n);
+  }
+  if (c->out.len > 0) {
+    /* The kernel took part of it: hand the rest to libuv, and let new output
+       gather in the other buffer meanwhile. */
+    clank_buf_t t = c->wbuf;
+    c->wbuf = c->out;
+    c->out = t;
+    c->writing = 1;
+    c->wreq.data = c;
+    uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
+      c->writing = 0;
+      clank_conn_close(c);
+    }
+    return;
+  }
+  if (c->close_after && c->phase != CLANK_PHASE_HANDLER) clank_conn_close(c);
+}
+
+int clank_conn_keep_alive(clank_conn_t *c) {
+  return !c->close_after && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
+}
+
+void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
+  clank_response_meta_t m = {
+      .status = status,
+      .keep_alive = !close && clank_conn_keep_alive(c),
+      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
+      .head_only = c->req.method == HTTP_HEAD,
+  };
+  if (!m.keep_alive) c->close_after = 1;
+  clank_response_text(&c->out, &m, clank_server_date(c->server), body);
+  c->answered = 1;
+  clank_request_t *r = &c->req;
+  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
+                   status, strlen(body), (double)(uv_hrtime() - r->started_ns) / 1e6);
+}
+
+/* Answers and stops parsing this connection: what follows cannot be framed. */
+static int refuse(clank_conn_t *c, int status, const char *body) {
+  if (!c->answered) clank_conn_answer_text(c, status, body, 1);
+  c->close_after = 1;
+  c->stop_parsing = 1;
+  return HPE_PAUSED;
+}
+
+/* ---- llhttp callbacks ---- */
+
+static int on_message_begin(llhttp_t *p) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_reset(&c->req);
+  c->req.started_ns = uv_hrtime();
+  c->answered = 0;
+  c->route = NULL;
+  c->drained = 0;
+  c->phase = CLANK_PHASE_HEAD;
+  arm(c, c->server->limits.header_ms);
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  r->method = p->method;
+  size_t line = strlen(llhttp_method_name(p->method)) + 1 + r->url_len + len + sizeof " HTTP/1.1" - 1;
+  if (line > CLANK_MAX_REQUEST_LINE) return refuse(c, 414, "URI too long.");
+  clank_buf_append(&r->head, at, len);
+  r->url_len += (uint32_t)len;
+  return 0;
+}
+
+static int header_room(clank_conn_t *c, size_t more) {
+  clank_request_t *r = &c->req;
+  clank_header_t *h = &r->headers[r->nheaders];
+  return r->header_bytes + h->name_len + h->value_len + more + 4 <= CLANK_MAX_HEADER_BYTES;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  if (r->nheaders >= CLANK_MAX_HEADERS || !header_room(c, len))
+    return refuse(c, 431, "Request header fields too large.");
+  clank_header_t *h = &r->headers[r->nheaders];
+  if (h->name_len == 0) h->name_off = (uint32_t)r->head.len;
+  clank_buf_append(&r->head, at, len);
+  h->name_len += (uint32_t)len;
+  return 0;
+}
+
+static int on_header_field_complete(llhttp_t *p) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  clank_header_t *h = &r->headers[r->nheaders];
+  char *name = r->head.data + h->name_off;
+  for (uint32_t i = 0; i < h->name_len; i++)
+    if (name[i] >= 'A' && name[i] <= 'Z') name[i] = (char)(name[i] + 32);
+  h->value_off = (uint32_t)r->head.len;
+  return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  if (!header_room(c, len)) return refuse(c, 431, "Request header fields too large.");
+  clank_buf_append(&r->head, at, len);
+  r->headers[r->nheaders].value_len += (uint32_t)len;
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  clank_header_t *h = &r->headers[r->nheaders];
+  r->header_bytes += h->name_len + h->value_len + 4;
+  if (++r->nheaders < CLANK_MAX_HEADERS) r->headers[r->nheaders] = (clank_header_t){0};
+  return 0;
+}
+
+static int header_is(const clank_request_t *r, const clank_header_t *h, const char *v) {
+  size_t n = strlen(v);
+  return h->value_len == n && strncasecmp(clank_header_value(r, h), v, n) == 0;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  r->method = p->method;
+  r->http_major = p->http_major;
+  r->http_minor = p->http_minor;
+  if (p->http_major != 1 || p->http_minor > 1)
+    return refuse(c, 505, "HTTP version not supported.");
+  int http11 = p->http_minor == 1;
+
+  int n;
+  clank_request_header(r, "host", 4, &n);
+  if (n > 1 || (http11 && n == 0)) return refuse(c, 400, "Bad request.");
+  const clank_header_t *te = clank_request_header(r, "transfer-encoding", 17, &n);
+  if (te) {
+    if (!http11) return refuse(c, 400, "Bad request.");
+    if (n > 1 || !header_is(r, te, "chunked")) return refuse(c, 501, "Not implemented.");
+  }
+  const clank_header_t *expect = http11 ? clank_request_header(r, "expect", 6, &n) : NULL;
+  if (expect && !header_is(r, expect, "100-continue")) {
+    clank_conn_answer_text(c, 417, "Expectation failed.", 0);
+  }
+
+  int has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+  int read_body = !c->answered && clank_dispatch_head(c);
+  if (c->stop_parsing) return HPE_PAUSED;
+  if (read_body) {
+    if (!(p->flags & F_CHUNKED) && p->content_length > CLANK_MAX_BODY)
+      return refuse(c, 413, "Payload too large.");
+    if (expect && has_body) clank_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+    c->phase = CLANK_PHASE_BODY;
+    if (has_body) arm(c, c->server->limits.body_ms);
+    else disarm(c);
+  } else {
+    /* Answered early: keep the connection only if the unread body is small. */
+    if (!(p->flags & F_CHUNKED) && p->content_length > DRAIN_MAX) {
+      c->close_after = 1;
+      c->stop_parsing = 1;
+      return HPE_PAUSED;
+    }
+    c->phase = CLANK_PHASE_DRAIN;
+    if (has_body) arm(c, c->server->limits.drain_ms);
+    else disarm(c);
+  }
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+  clank_conn_t *c = conn_of(p);
+  if (c->phase == CLANK_PHASE_DRAIN) {
+    c->drained += len;
+    if (c->drained > DRAIN_MAX) {
+      c->close_after = 1;
+      c->stop_parsing = 1;
+      return HPE_PAUSED;
+    }
+    return 0;
+  }
+  clank_buf_t *b = &c->req.body;
+  if (b->len + len > CLANK_MAX_BODY) return refuse(c, 413, "Payload too large.");
+  clank_buf_append(b, at, len);
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  clank_conn_t *c = conn_of(p);
+  disarm(c);
+  if (!c->answered) {
+    if (!clank_conn_keep_alive(c)) c->close_after = 1;
+    c->phase = CLANK_PHASE_HANDLER;
+    if (clank_dispatch_message(c)) return HPE_PAUSED; /* the handler waits */
+  }
+  c->phase = CLANK_PHASE_IDLE;
+  if (c->close_after) {
+    c->stop_parsing = 1;
+    return HPE_PAUSED;
+  }
+  return 0;
+}
+
+void clank_server_init_parser_settings(llhttp_settings_t *s);
+void clank_server_init_parser_settings(llhttp_settings_t *s) {
+  llhttp_settings_init(s);
+  s->on_message_begin = on_message_begin;
+  s->on_url = on_url;
+  s->on_header_field = on_header_field;
+  s->on_header_field_complete = on_header_field_complete;
+  s->on_header_value = on_header_value;
+  s->on_header_value_complete = on_header_value_complete;
+  s->on_headers_complete = on_headers_complete;
+  s->on_body = on_body;
+  s->on_message_complete = on_message_complete;
+}
+
+/* ---- input ---- */
+
+static void framing_error(clank_conn_t *c, llhttp_errno_t err) {
+  if (err == HPE_INVALID_VERSION)
+    refuse(c, 505, "HTTP version not supported.");
+  else
+    refuse(c, 400, "Bad request.");
+}
+
+static void process(clank_conn_t *c) {
+  size_t pos = 0;
+  while (pos < c->in.len && !c->closing && !c->stop_parsing && c->phase != CLANK_PHASE_HANDLER) {
+    const char *start = c->in.data + pos;
+    llhttp_errno_t err = llhttp_execute(&c->parser, start, c->in.len - pos);
+    if (err == HPE_OK) {
+      pos = c->in.len;
+    } else if (err == HPE_PAUSED) {
+      pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+      llhttp_resume(&c->parser);
+    } else {
+      framing_error(c, err);
+      pos = c->in.len;
+    }
+  }
+  if (c->closing) return;
+  clank_buf_consume(&c->in, pos);
+  if (c->stop_parsing) clank_buf_reset(&c->in);
+  if (c->phase == CLANK_PHASE_IDLE && c->eof) c->close_after = 1;
+  if (c->phase == CLANK_PHASE_IDLE && !c->close_after) arm(c, c->server->limits.idle_ms);
+  clank_conn_flush(c);
+  update_reading(c);
+}
+
+static void alloc_input(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  clank_conn_t *c = h->data;
+  if (clank_buf_reserve(&c->in, READ_CHUNK) != 0) {
+    *buf = uv_buf_init(NULL, 0);
+    return;
+  }
+  *buf = uv_buf_init(c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
+}
+
+static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  (void)buf;
+  clank_conn_t *c = stream->data;
+  if (nread == UV_EOF) {
+    c->eof = 1;
+    uv_read_stop(stream);
+    c->reading = 0;
+    if (c->phase == CLANK_PHASE_HANDLER) return; /* answer it, then close */
+    /* A request begun but not finished can never be: close after any answer. */
+    c->close_after = 1;
+    clank_conn_flush(c);
+    return;
+  }
+  if (nread < 0) {
+    clank_conn_close(c);
+    return;
+  }
+  if (nread == 0) return;
+  c->in.len += (size_t)nread;
+  if (c->phase == CLANK_PHASE_HANDLER) {
+    update_reading(c);
+    return;
+  }
+  if (c->phase == CLANK_PHASE_IDLE) disarm(c);
+  process(c);
+}
+
+static void update_reading(clank_conn_t *c) {
+  if (c->closing) return;
+  int want = !c->eof && !c->stop_parsing && c->in.len < PIPELINE_BUFFER &&
+             c->out.len + c->wbuf.len < OUTPUT_HIGH;
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_input, read_input) == 0) c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+}
+
+void clank_conn_handler_done(clank_conn_t *c) {
+  if (c->closing) {
+    if (c->open_handles == 0) conn_free(c);
+    return;
+  }
+  c->phase = CLANK_PHASE_IDLE;
+  if (c->close_after) c->stop_parsing = 1;
+  process(c);
+}
+
+static void timer_fired(uv_timer_t *t) {
+  clank_conn_t *c = t->data;
+  switch (c->phase) {
+  case CLANK_PHASE_HEAD:
+  case CLANK_PHASE_BODY:
+    refuse(c, 408, "Request timeout.");
+    clank_conn_flush(c);
+    break;
+  case CLANK_PHASE_IDLE:
+  case CLANK_PHASE_DRAIN:
+    clank_conn_close(c); /* silently: nothing is owed */
+    break;
+  case CLANK_PHASE_HANDLER:
+    break;
+  }
+}
+
+void clank_conn_accept(clank_server_t *s) {
+  clank_conn_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return;
+  c->server = s;
+  uv_tcp_init(s->loop, &c->tcp);
+  uv_timer_init(s->loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  c->open_handles = 2;
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
+  s->nconns++;
+  llhttp_init(&c->parser, HTTP_REQUEST, &s->settings);
+  c->parser.data = c;
+  if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) != 0) {
+    clank_conn_close(c);
+    return;
+  }
+  if (s->nconns > s->max_connections) {
+    clank_response_meta_t m = {.status = 503, .keep_alive = 0};
+    clank_response_text(&c->out, &m, clank_server_date(s), "Service unavailable.");
+    c->close_after = 1;
+    clank_conn_flush(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  update_reading(c);
+  arm(c, s->limits.idle_ms);
+}

@@ -7,7 +7,6 @@
 #include "lua/values.h"
 
 #define SCHED_KEY "clank.scheduler"
-#define THREADS_KEY "clank.runtime_threads"
 
 clank_sched_t *clank_sched_get(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
@@ -19,39 +18,11 @@ clank_sched_t *clank_sched_get(lua_State *L) {
 void clank_sched_install(lua_State *L, clank_sched_t *s) {
   lua_pushlightuserdata(L, s);
   lua_setfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
-  lua_newtable(L);
-  lua_newtable(L); /* metatable: weak keys, so the set never pins a thread */
-  lua_pushliteral(L, "k");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, THREADS_KEY);
 }
 
-static void mark_thread(lua_State *L, lua_State *co, int on) {
-  lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY);
-  lua_pushthread(co);
-  lua_xmove(co, L, 1);
-  if (on)
-    lua_pushboolean(L, 1);
-  else
-    lua_pushnil(L);
-  lua_rawset(L, -3);
-  lua_pop(L, 1);
-}
-
-void clank_sched_adopt(lua_State *L, lua_State *co) { mark_thread(L, co, 1); }
-void clank_sched_release(lua_State *L, lua_State *co) { mark_thread(L, co, 0); }
-
-static int is_runtime_thread(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, THREADS_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  lua_pushthread(L);
-  int found = lua_rawget(L, -2) != LUA_TNIL;
-  lua_pop(L, 2);
-  return found;
-}
+/* A runtime coroutine carries its host's exchange in its extra space; threads
+   made by coroutine.create copy the main thread's, which stays NULL. */
+static int is_runtime_thread(lua_State *L) { return *(void **)lua_getextraspace(L) != NULL; }
 
 static void wait_unlink(clank_wait_t *w) {
   if (w->prev)
@@ -104,7 +75,9 @@ static int core_sleep(lua_State *L) {
   if (s->waits) s->waits->prev = w;
   s->waits = w;
   uv_timer_start(&w->timer, wait_fired, (uint64_t)ms, 0);
-  return lua_yieldk(L, 0, 0, sleep_done);
+  /* The scheduler's address tells the host this yield is a runtime wait. */
+  lua_pushlightuserdata(L, s);
+  return lua_yieldk(L, 1, 0, sleep_done);
 }
 
 static int core_array(lua_State *L) {

@@ -17,4 +17,13 @@ size_t clank_json_format_number(double d, char *out);
    leak (out belongs to the caller). */
 void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out);
 
+/* Decodes the JSON text s (strict RFC 8259) and pushes the value, returning
+   1; or pushes nil and a message naming the problem and its 1-based byte
+   position, returning 2. Raises only when memory runs out. */
+int clank_json_decode(lua_State *L, const char *s, size_t len);
+
+/* The length of the well-formed UTF-8 character at p (of n > 0 bytes), or 0:
+   overlongs, surrogates and code points above U+10FFFF are refused. */
+size_t clank_json_utf8_char(const unsigned char *p, size_t n);
+
 #endif

@@ -28,9 +28,9 @@ struct clank_sched_s {
 /* The scheduler of this Lua state, or NULL outside clank-run. */
 clank_sched_t *clank_sched_get(lua_State *L);
 void clank_sched_install(lua_State *L, clank_sched_t *s);
-/* Marks co as a coroutine the runtime drives (it may wait). */
-void clank_sched_adopt(lua_State *L, lua_State *co);
-void clank_sched_release(lua_State *L, lua_State *co);
+/* A coroutine the runtime drives has a non-NULL pointer in its
+   lua_getextraspace (the host's exchange); only those may wait. A wait
+   yields one value, the scheduler's address. */
 /* Cancels every pending wait (closing their timers). */
 void clank_sched_cancel_all(clank_sched_t *s);
 

@@ -1,1 +1,114 @@
-/* in progress */ typedef int clank_placeholder_t;
+#include "util/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd) {
+  log->format = format;
+  log->fd = fd;
+  log->buf = (clank_buf_t){0};
+}
+
+static void append_time(clank_buf_t *b) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  struct tm tm;
+  gmtime_r(&tv.tv_sec, &tm);
+  char s[40];
+  size_t n = strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(s + n, sizeof s - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+  clank_buf_appends(b, s);
+}
+
+/* Text lines stay one line: control characters become escapes. JSON strings
+   need the same escapes plus quotes and backslashes. */
+static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '\n') {
+      clank_buf_append(b, "\\n", 2);
+    } else if (c == '\r') {
+      clank_buf_append(b, "\\r", 2);
+    } else if (c == '\t') {
+      clank_buf_append(b, "\\t", 2);
+    } else if (c < 0x20 || c == 0x7f) {
+      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      clank_buf_append(b, e, 6);
+    } else if (json && (c == '"' || c == '\\')) {
+      char e[2] = {'\\', (char)c};
+      clank_buf_append(b, e, 2);
+    } else {
+      clank_buf_appendc(b, (char)c);
+    }
+  }
+}
+
+void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
+  char small[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  clank_buf_t big = {0};
+  const char *msg = small;
+  if ((size_t)n >= sizeof small && clank_buf_reserve(&big, (size_t)n + 1) == 0) {
+    va_start(ap, fmt);
+    vsnprintf(big.data, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    msg = big.data;
+  } else if ((size_t)n >= sizeof small) {
+    n = sizeof small - 1;
+  }
+  clank_buf_t *b = &log->buf;
+  if (log->format == CLANK_LOG_JSON) {
+    clank_buf_appends(b, "{\"time\":\"");
+    append_time(b);
+    clank_buf_appendf(b, "\",\"level\":\"%s\",\"msg\":\"", level);
+    append_escaped(b, msg, (size_t)n, 1);
+    clank_buf_appends(b, "\"}\n");
+  } else {
+    append_time(b);
+    clank_buf_appendf(b, " %s ", level);
+    append_escaped(b, msg, (size_t)n, 0);
+    clank_buf_appendc(b, '\n');
+  }
+  clank_buf_free(&big);
+}
+
+void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
+                      int status, size_t bytes, double ms) {
+  clank_buf_t *b = &log->buf;
+  if (log->format == CLANK_LOG_JSON) {
+    clank_buf_appends(b, "{\"time\":\"");
+    append_time(b);
+    clank_buf_appendf(b, "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"%s\",\"target\":\"",
+                      method);
+    append_escaped(b, target, target_len, 1);
+    clank_buf_appendf(b, "\",\"status\":%d,\"bytes\":%zu,\"ms\":%.3f}\n", status, bytes, ms);
+  } else {
+    append_time(b);
+    clank_buf_appendf(b, " info %s ", method);
+    append_escaped(b, target, target_len, 0);
+    clank_buf_appendf(b, " %d %zuB %.3fms\n", status, bytes, ms);
+  }
+}
+
+void clank_log_flush(clank_log_t *log) {
+  size_t off = 0;
+  while (off < log->buf.len) {
+    ssize_t w = write(log->fd, log->buf.data + off, log->buf.len - off);
+    if (w <= 0) break; /* stderr gone: drop the log rather than block the loop */
+    off += (size_t)w;
+  }
+  clank_buf_reset(&log->buf);
+}
+
+void clank_log_free(clank_log_t *log) {
+  clank_log_flush(log);
+  clank_buf_free(&log->buf);
+}

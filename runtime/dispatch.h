@@ -1,0 +1,17 @@
+/* Where a parsed request goes (SPEC §2 dispatch order): the bridge, the
+   runtime's own paths, views, the app's routes, else 404. */
+#ifndef CLANK_DISPATCH_H
+#define CLANK_DISPATCH_H
+
+#include "http/server.h"
+
+/* At the end of the header block. Returns 1 when the body should be read for
+   a handler, 0 when the request was answered early (the body is discarded). */
+int clank_dispatch_head(clank_conn_t *c);
+/* At the end of the message: runs the handler chosen at the header block.
+   Returns 1 while the handler waits (the connection pauses), else 0. */
+int clank_dispatch_message(clank_conn_t *c);
+/* The connection goes away while its handler waits. */
+void clank_dispatch_abandon(clank_conn_t *c);
+
+#endif

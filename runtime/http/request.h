@@ -1,0 +1,49 @@
+/* One parsed request head and body, reused for every request on a connection:
+   its buffers keep their memory between requests. */
+#ifndef CLANK_REQUEST_H
+#define CLANK_REQUEST_H
+
+#include <lua.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+#define CLANK_MAX_HEADERS 100
+#define CLANK_MAX_REQUEST_LINE 8192
+#define CLANK_MAX_HEADER_BYTES 16384
+#define CLANK_MAX_BODY (1024 * 1024)
+
+typedef struct clank_header_s {
+  uint32_t name_off, name_len; /* names lower-cased */
+  uint32_t value_off, value_len;
+} clank_header_t;
+
+typedef struct clank_request_s {
+  clank_buf_t head; /* the target, then header names and values, by offset */
+  uint32_t url_len;
+  clank_header_t headers[CLANK_MAX_HEADERS];
+  int nheaders;
+  size_t header_bytes;
+  clank_buf_t body;
+  int method; /* llhttp_method_t */
+  int http_major, http_minor;
+  uint64_t started_ns; /* uv_hrtime at the first byte */
+} clank_request_t;
+
+void clank_request_reset(clank_request_t *r);
+void clank_request_free(clank_request_t *r);
+
+static inline const char *clank_request_url(const clank_request_t *r) { return r->head.data; }
+/* The path: the target up to '?', raw (not percent-decoded). */
+size_t clank_request_path_len(const clank_request_t *r);
+/* The first header named `name` (lower-case), or NULL; *count gets how many there are. */
+const clank_header_t *clank_request_header(const clank_request_t *r, const char *name,
+                                           size_t name_len, int *count);
+static inline const char *clank_header_value(const clank_request_t *r, const clank_header_t *h) {
+  return r->head.data + h->value_off;
+}
+
+/* Pushes the Lua request table of SPEC §2. */
+void clank_request_push(lua_State *L, const clank_request_t *r);
+
+#endif

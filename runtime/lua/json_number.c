@@ -1,0 +1,110 @@
+/* clank_json_format_number: ECMAScript Number::toString (ECMA-262 6.1.6.1.20).
+   The digits are the shortest that read back to the same double; the layout
+   (plain, "0.000ddd" or "d.ddde+x") follows the standard's four cases. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/json.h"
+
+/* Reads "d.ddde±x" (any decimal point character: snprintf follows the locale)
+   into its significant digits and returns the decimal exponent. */
+static int split_e(const char *s, char *digits, int *k) {
+  int n = 0;
+  const char *p = s;
+  for (; *p != 'e'; p++)
+    if (*p >= '0' && *p <= '9') digits[n++] = *p;
+  *k = n;
+  return atoi(p + 1);
+}
+
+/* Adds (dir = 1) or takes (dir = -1) one unit in the last of k digits; returns
+   0 when the result would need another digit or lose its leading one. */
+static int step_digits(char *digits, int k, int dir) {
+  int i = k - 1;
+  for (; i >= 0; i--) {
+    char c = (char)(digits[i] + dir);
+    if (c >= '0' && c <= '9') {
+      digits[i] = c;
+      break;
+    }
+    digits[i] = dir > 0 ? '0' : '9';
+  }
+  return i >= 0 && digits[0] != '0';
+}
+
+static double read_back(const char *digits, int k, int e) {
+  char s[48];
+  snprintf(s, sizeof s, "%c.%.*se%d", digits[0], k - 1, digits + 1, e);
+  if (k == 1) snprintf(s, sizeof s, "%ce%d", digits[0], e);
+  return strtod(s, NULL);
+}
+
+/* Shortest digits of d > 0 (finite): the first precision whose correctly
+   rounded decimal reads back as d. The rounded one is the nearest, but at a
+   power of two the interval of d is lopsided, so the neighbour on the far
+   side can read back when the nearest does not: try it too. */
+static int shortest(double d, char *digits, int *k) {
+  char s[48];
+  int e = 0;
+  for (int p = 1; p <= 17; p++) {
+    snprintf(s, sizeof s, "%.*e", p - 1, d);
+    e = split_e(s, digits, k);
+    double r = read_back(digits, p, e);
+    if (r != d && p < 17) {
+      char alt[24];
+      memcpy(alt, digits, (size_t)p);
+      if (step_digits(alt, p, r < d ? 1 : -1) && read_back(alt, p, e) == d) {
+        memcpy(digits, alt, (size_t)p);
+        r = d;
+      }
+    }
+    if (r == d) break; /* 17 digits always read back */
+  }
+  while (*k > 1 && digits[*k - 1] == '0') (*k)--; /* 1.50e+00 has two digits */
+  return e;
+}
+
+size_t clank_json_format_number(double d, char *out) {
+  char digits[24], *o = out;
+  if (isnan(d)) return (size_t)sprintf(out, "NaN");
+  if (isinf(d)) return (size_t)sprintf(out, d < 0 ? "-Infinity" : "Infinity");
+  if (d == 0) return (size_t)sprintf(out, "0"); /* -0 too */
+  if (d < 0) {
+    *o++ = '-';
+    d = -d;
+  }
+  if (d < 9007199254740992.0 && d == floor(d)) /* exact integer: its own digits */
+    return (size_t)(o - out) + (size_t)sprintf(o, "%" PRId64, (int64_t)d);
+  int k;
+  int n = shortest(d, digits, &k) + 1; /* d = 0.digits x 10^n */
+  if (k <= n && n <= 21) {             /* 123000 */
+    memcpy(o, digits, (size_t)k);
+    memset(o + k, '0', (size_t)(n - k));
+    o += n;
+  } else if (0 < n && n <= 21) { /* 12.3 */
+    memcpy(o, digits, (size_t)n);
+    o[n] = '.';
+    memcpy(o + n + 1, digits + n, (size_t)(k - n));
+    o += k + 1;
+  } else if (-6 < n && n <= 0) { /* 0.00123 */
+    *o++ = '0';
+    *o++ = '.';
+    memset(o, '0', (size_t)-n);
+    o += -n;
+    memcpy(o, digits, (size_t)k);
+    o += k;
+  } else { /* 1.23e+21, 1e-7 */
+    *o++ = digits[0];
+    if (k > 1) {
+      *o++ = '.';
+      memcpy(o, digits + 1, (size_t)(k - 1));
+      o += k - 1;
+    }
+    o += sprintf(o, "e%c%d", n - 1 < 0 ? '-' : '+', abs(n - 1));
+  }
+  *o = '\0';
+  return (size_t)(o - out);
+}

@@ -1,0 +1,128 @@
+/* clank.schema internals shared by its files: the compiled node and the
+   functions each part exports to the others.
+
+   A schema is compiled once, by its builder, into one clank_schema_node_t that
+   lives inside the clank.Schema userdata (so nothing is malloc'ed and nothing
+   needs freeing). Strings the node points at (keys, enum values, description,
+   ...) and child schemas are kept alive by the userdata's uservalue, a plain
+   list; Lua never moves strings or userdata, so the pointers stay valid. */
+#ifndef CLANK_SCHEMA_INTERNAL_H
+#define CLANK_SCHEMA_INTERNAL_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include <stddef.h>
+
+#include "lua/schema.h"
+
+#define CLANK_SCHEMA_MT "clank.Schema"
+#define CLANK_SCHEMA_ERROR_MT "clank.ValidationError"
+#define CLANK_SCHEMA_MAX_ISSUES 100
+#define CLANK_SCHEMA_MAX_DEPTH 64
+/* Lua 5.4 interns strings up to LUAI_MAXSHORTLEN (40) bytes: equal short
+   strings share one address, longer ones must be compared by their bytes. */
+#define CLANK_SCHEMA_SHORTLEN 40
+/* Nesting of schemas themselves (wrappers included), bounding C recursion. */
+#define CLANK_SCHEMA_MAX_HEIGHT 200
+
+enum {
+  CLANK_SK_STRING,
+  CLANK_SK_NUMBER,
+  CLANK_SK_BOOLEAN,
+  CLANK_SK_LITERAL,
+  CLANK_SK_ENUM,
+  CLANK_SK_UNKNOWN,
+  CLANK_SK_ARRAY,
+  CLANK_SK_OBJECT,
+  CLANK_SK_OPTIONAL,
+  CLANK_SK_NULLABLE,
+  CLANK_SK_UNION
+};
+
+/* The literal's type when it is clank.null. */
+#define CLANK_SK_LITNULL (-1)
+
+typedef struct clank_schema_str_s {
+  const char *s; /* NULL when absent */
+  size_t len;
+} clank_schema_str_t;
+
+typedef struct clank_schema_num_s {
+  int isint;
+  lua_Integer i;
+  lua_Number n;
+} clank_schema_num_t;
+
+typedef struct clank_schema_prop_s {
+  clank_schema_str_t key;
+  const clank_schema_node_t *node;
+} clank_schema_prop_t;
+
+struct clank_schema_node_s {
+  int kind;
+  int height;                 /* nesting of the schema itself, bounded at build */
+  unsigned char strict;       /* object */
+  unsigned char integer;      /* number */
+  unsigned char has_min, has_max;
+  unsigned char nil_ok;       /* validating nil gives no issue */
+  unsigned char optional_key; /* leaves `required` when it is an object property */
+  clank_schema_num_t min, max;  /* lengths (string, array) or bounds (number) */
+  clank_schema_str_t description, format;
+  clank_schema_str_t pattern;   /* the Lua pattern as given */
+  clank_schema_str_t regex;     /* its ECMA-262 translation */
+  int find_ref;                 /* registry ref: pattern without captures, for string.find */
+  int lit_type;                 /* literal: LUA_TSTRING, LUA_TNUMBER, LUA_TBOOLEAN, CLANK_SK_LITNULL */
+  int lit_bool;
+  clank_schema_num_t lit_num;
+  clank_schema_str_t lit_str;
+  clank_schema_str_t json;      /* literal: the value as JSON; enum: "a, b, c" */
+  const clank_schema_node_t *inner; /* array item; optional and nullable inner */
+  size_t n;                         /* count of props, members or values */
+  size_t nrequired;                 /* object: props whose schema refuses nil */
+  clank_schema_prop_t *props;       /* object, sorted by key bytes */
+  const clank_schema_node_t **members; /* union, in order */
+  clank_schema_str_t *values;          /* enum, in order */
+};
+
+/* Exact comparison of two numbers, integers or floats: -1, 0 or 1. long
+   double holds every int64 and every double exactly on x86-64. */
+static inline int clank_schema_numcmp(const clank_schema_num_t *a, const clank_schema_num_t *b) {
+  if (a->isint && b->isint) return (a->i > b->i) - (a->i < b->i);
+  long double x = a->isint ? (long double)a->i : (long double)a->n;
+  long double y = b->isint ? (long double)b->i : (long double)b->n;
+  return (x > y) - (x < y);
+}
+
+/* schema.c */
+int clank_schema_keycmp(const char *a, size_t la, const char *b, size_t lb);
+const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx);
+
+/* schema_build.c: registers the builders into the module table on top. */
+void clank_schema_open_builders(lua_State *L);
+
+/* Pushes the message of a ValidationError's issue list at idx: paths joined
+   by "." (or "value"), issues by "; "; indexes shifted to 0-based when asked. */
+void clank_schema_push_message(lua_State *L, int idx, int zero_based);
+
+/* schema_validate.c. find is the stack index of string.find. check answers
+   whether the value at idx is valid without allocating; collect pushes the
+   list of issues (empty when valid). */
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find);
+void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find);
+/* Index of property key in an object node, or -1. */
+ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
+
+/* schema_jsonschema.c: pushes a fresh JSON Schema table for n. */
+void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);
+
+/* schema_pattern.c: checks the Lua pattern p and adds its ECMA-262 translation
+   to b (and, to m when not NULL, the pattern without its captures). Returns
+   NULL, or why the pattern cannot be used. */
+const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffer *b);
+void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b);
+
+/* schema_utf8 helpers (schema_validate.c): code points in s, or -1 when s is
+   not valid UTF-8. */
+ptrdiff_t clank_schema_utf8_len(const char *s, size_t len);
+
+#endif

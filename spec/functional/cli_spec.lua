@@ -1,0 +1,177 @@
+-- clank-run's command line (SPEC §2): start-up line, options, exit codes, logs.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local socket = require "socket"
+local cjson = require "cjson"
+
+local basic = server.fixture("basic")
+
+describe("clank-run command line", function()
+  after_each(server.kill_all)
+
+  describe("start-up", function()
+    it("prints exactly `clank-run: serving <name> at http://127.0.0.1:PORT/` on stdout", function()
+      local s = server.start(basic)
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/",
+        s.startup_line)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("picks a real free port for --port 0 and serves on it", function()
+      local s = server.start(basic)
+      assert.is_true(s.port > 0)
+      local res = assert(http.get(s.port, "/hello"))
+      assert.are.equal(200, res.status)
+      assert.are.equal("Hello, world!\n", res.body)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("listens on $PORT when no --port is given", function()
+      local port = server.free_port()
+      local s = server.start(basic, { port = false, env = { PORT = tostring(port) } })
+      assert.are.equal(port, s.port)
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. port .. "/",
+        s.startup_line)
+      local res = assert(http.get(port, "/hello"))
+      assert.are.equal(200, res.status)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("lets --port win over $PORT", function()
+      local port = server.free_port()
+      local s = server.start(basic, { port = 0, env = { PORT = tostring(port) } })
+      assert.are_not.equal(port, s.port)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("exits 1 when the port is already taken", function()
+      local holder = assert(socket.bind("127.0.0.1", 0))
+      local _, port = holder:getsockname()
+      local code, stdout = server.run({ "--port", tostring(port), basic })
+      holder:close()
+      assert.are.equal(1, code)
+      assert.are.equal("", stdout)
+    end)
+  end)
+
+  describe("informational options", function()
+    it("answers --version with exit 0 and a version number on stdout", function()
+      local code, stdout = server.run({ "--version" })
+      assert.are.equal(0, code)
+      assert.truthy(stdout:find("%d+%.%d+%.%d+"), "no version number in " .. stdout)
+    end)
+
+    it("answers --help with exit 0 and the options on stdout", function()
+      local code, stdout = server.run({ "--help" })
+      assert.are.equal(0, code)
+      assert.truthy(stdout:find("--port", 1, true), "--help does not mention --port: " .. stdout)
+    end)
+  end)
+
+  describe("bad usage", function()
+    it("exits 2 on an unknown option", function()
+      local code = server.run({ "--frobnicate", basic })
+      assert.are.equal(2, code)
+    end)
+
+    it("exits 2 when no app is given", function()
+      local code = server.run({})
+      assert.are.equal(2, code)
+    end)
+
+    it("exits 2 when --port is not a number", function()
+      local code = server.run({ "--port", "eighty", basic })
+      assert.are.equal(2, code)
+    end)
+
+    it("exits 2 on an unknown --log format", function()
+      local code = server.run({ "--log", "xml", basic })
+      assert.are.equal(2, code)
+    end)
+  end)
+
+  describe("an app that fails to load", function()
+    it("exits 1 and names the file and line of a syntax error on stderr", function()
+      local code, stdout, stderr = server.run({ "--port", "0", server.fixture("broken") })
+      assert.are.equal(1, code)
+      assert.are.equal("", stdout)
+      assert.truthy(stderr:find("broken/app.lua:3:", 1, true), "stderr: " .. stderr)
+    end)
+
+    it("exits 1 and names the file and line of an error raised while loading", function()
+      local code, _, stderr = server.run({ "--port", "0", server.fixture("raises") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("raises/app.lua:2:", 1, true), "stderr: " .. stderr)
+      assert.truthy(stderr:find("raised while loading", 1, true), "stderr: " .. stderr)
+    end)
+
+    it("exits 1 naming the route that collides with GET /manifest", function()
+      local code, _, stderr = server.run({ "--port", "0", server.fixture("reserved_manifest") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("GET /manifest", 1, true), "stderr: " .. stderr)
+    end)
+
+    it("exits 1 naming the route that collides with /actions/", function()
+      local code, _, stderr = server.run({ "--port", "0", server.fixture("reserved_actions") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("POST /actions/mine", 1, true), "stderr: " .. stderr)
+    end)
+
+    it("exits 1 when the app file does not exist", function()
+      local code, _, stderr = server.run({ "--port", "0", server.fixture("no_such_app") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("no_such_app/app.lua", 1, true), "stderr: " .. stderr)
+    end)
+  end)
+
+  describe("--check", function()
+    it("exits 0 for an app that loads", function()
+      local code = server.run({ "--check", basic })
+      assert.are.equal(0, code)
+    end)
+
+    it("exits 1 for an app that does not load", function()
+      local code, _, stderr = server.run({ "--check", server.fixture("broken") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("broken/app.lua:3:", 1, true), "stderr: " .. stderr)
+    end)
+
+    it("prints exactly the bytes GET /manifest serves", function()
+      pending("waits for the bridge (SPEC §5): GET /manifest is 404 until then")
+    end)
+  end)
+
+  describe("logging", function()
+    it("writes logs to stderr and nothing but the start-up line to stdout", function()
+      local s = server.start(basic)
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+      assert.are.equal(404, assert(http.get(s.port, "/nope")).status)
+      assert.are.equal(500, assert(http.get(s.port, "/boom")).status)
+      assert.are.equal(0, s:stop())
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/\n",
+        s:stdout())
+      local stderr = s:stderr()
+      assert.truthy(stderr:find("/hello", 1, true), "no access log line for /hello: " .. stderr)
+      assert.truthy(stderr:find("boom on purpose", 1, true), "no error log line: " .. stderr)
+    end)
+
+    it("makes every stderr line a JSON object with --log json", function()
+      local s = server.start(basic, { args = { "--log", "json" } })
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+      assert.are.equal(404, assert(http.get(s.port, "/nope")).status)
+      assert.are.equal(500, assert(http.get(s.port, "/boom")).status)
+      assert.are.equal(0, s:stop())
+      local stderr = s:stderr()
+      local lines = 0
+      for line in stderr:gmatch("[^\n]+") do
+        lines = lines + 1
+        local ok, value = pcall(cjson.decode, line)
+        assert.is_true(ok, "not JSON: " .. line)
+        assert.are.equal("table", type(value), "not a JSON object: " .. line)
+        assert.is_nil(value[1], "a JSON array, not an object: " .. line)
+      end
+      assert.is_true(lines >= 3, "expected log lines for 3 requests, got: " .. stderr)
+      assert.truthy(stderr:find("boom on purpose", 1, true), "no error log line: " .. stderr)
+    end)
+  end)
+end)

@@ -1,0 +1,280 @@
+-- The request and response shapes of app routes, dispatch and errors (SPEC §2, §13).
+local server = require "helpers.server"
+local http = require "helpers.http"
+
+local BOOM_LINE = 7 -- the line of error("boom on purpose") in fixtures/apps/basic/app.lua
+
+describe("clank-run routes", function()
+  local s
+
+  setup(function()
+    s = server.start(server.fixture("basic"))
+  end)
+
+  teardown(function()
+    if s then
+      assert.are.equal(0, s:stop())
+    end
+    server.kill_all()
+  end)
+
+  local function inspect(method, target, headers, body)
+    local res = assert(http.request(s.port, method, target, headers, body))
+    assert.are.equal(200, res.status)
+    return http.parse_lines(res.body), res
+  end
+
+  describe("request shape", function()
+    it("passes the method, the raw target as url, the path and scheme = http", function()
+      local r = inspect("GET", "/inspect?a=1&b=two")
+      assert.are.equal("GET", r.method)
+      assert.are.equal("/inspect?a=1&b=two", r.url)
+      assert.are.equal("/inspect", r.path)
+      assert.are.equal("http", r.scheme)
+      assert.are.equal("table", r.query_type)
+      assert.are.equal("table", r.headers_type)
+    end)
+
+    it("keeps percent escapes in url and decodes them in query values", function()
+      local r = inspect("GET", "/inspect?b=x%20y&c=%C3%A9t%C3%A9&d=%26%3D")
+      assert.are.equal("/inspect?b=x%20y&c=%C3%A9t%C3%A9&d=%26%3D", r.url)
+      assert.are.equal("x y", r["query.b"])
+      assert.are.equal("\u{e9}t\u{e9}", r["query.c"])
+      assert.are.equal("&=", r["query.d"])
+    end)
+
+    it("lets the last value win for a repeated query key", function()
+      local r = inspect("GET", "/inspect?a=1&a=2&a=3")
+      assert.are.equal("3", r["query.a"])
+    end)
+
+    it("gives an empty query table when there is no query string", function()
+      local r = inspect("GET", "/inspect")
+      assert.are.equal("table", r.query_type)
+      assert.are.equal("/inspect", r.url)
+      assert.are.equal("/inspect", r.path)
+      for k in pairs(r) do
+        assert.is_nil(k:match("^query%."), "unexpected query key " .. k)
+      end
+    end)
+
+    it("lower-cases header names and joins repeated headers with \", \"", function()
+      local r = inspect("GET", "/inspect", {
+        { "X-Mixed-Case", "Value Kept" },
+        { "X-Multi", "one" },
+        { "X-Multi", "two" },
+        { "x-multi", "three" },
+      })
+      assert.are.equal("Value Kept", r["header.x-mixed-case"])
+      assert.are.equal("one, two, three", r["header.x-multi"])
+      assert.are.equal("127.0.0.1", r["header.host"])
+      assert.is_nil(r["header.X-Mixed-Case"])
+    end)
+
+    it("passes the request body of a POST", function()
+      local r = inspect("POST", "/inspect", { { "Content-Type", "text/plain" } }, "some body")
+      assert.are.equal("POST", r.method)
+      assert.are.equal("some body", r.body)
+      assert.are.equal("9", r["header.content-length"])
+    end)
+
+    it("passes a chunked request body reassembled", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        .. "5\r\nhello\r\n1;ext=1\r\n,\r\n6\r\n world\r\n0\r\n\r\n"))
+      local res = assert(conn:read_response())
+      conn:close()
+      assert.are.equal(200, res.status)
+      assert.are.equal("hello, world", res.body)
+    end)
+
+    it("routes PUT and DELETE by method", function()
+      assert.are.equal("PUT", inspect("PUT", "/inspect", nil, "x").method)
+      assert.are.equal("DELETE", inspect("DELETE", "/inspect").method)
+    end)
+  end)
+
+  describe("response shape", function()
+    it("sends the route's status and body with content-type text/plain; charset=utf-8 by default", function()
+      local res = assert(http.get(s.port, "/hello"))
+      assert.are.equal(200, res.status)
+      assert.are.equal("HTTP/1.1", res.version)
+      assert.are.equal("Hello, world!\n", res.body)
+      assert.are.equal("text/plain; charset=utf-8", res.headers["content-type"])
+      assert.are.equal("14", res.headers["content-length"])
+    end)
+
+    it("sends a custom status", function()
+      local res = assert(http.get(s.port, "/teapot"))
+      assert.are.equal(418, res.status)
+      assert.are.equal("short and stout", res.body)
+    end)
+
+    it("sends the route's headers, a list value as repeated header lines", function()
+      local res = assert(http.get(s.port, "/headers"))
+      assert.are.equal(200, res.status)
+      assert.are.equal("yes", res.headers["x-custom"])
+      assert.are.equal(2, res.count["set-cookie"])
+      local cookies = {}
+      for _, f in ipairs(res.fields) do
+        if f[1] == "set-cookie" then
+          cookies[#cookies + 1] = f[2]
+        end
+      end
+      assert.are.same({ "a=1; Path=/", "b=2; Path=/" }, cookies)
+      assert.are.equal("with headers", res.body)
+    end)
+
+    it("keeps a content-type set by the route", function()
+      local res = assert(http.get(s.port, "/typed"))
+      assert.are.equal("text/html; charset=utf-8", res.headers["content-type"])
+      assert.are.equal(1, res.count["content-type"])
+      assert.are.equal("<p>hi</p>", res.body)
+    end)
+
+    it("sends a table body as canonical JSON with content-type application/json", function()
+      local res = assert(http.get(s.port, "/table"))
+      assert.are.equal(200, res.status)
+      assert.truthy(res.headers["content-type"]:find("^application/json"),
+        res.headers["content-type"])
+      assert.are.equal('{"list":["a","b"],"n":1,"ok":true}', res.body)
+    end)
+
+    it("sends a 204 without a body", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("GET", "/empty") .. http.build("GET", "/hello")))
+      local res = assert(conn:read_response())
+      assert.are.equal(204, res.status)
+      local nxt = assert(conn:read_response())
+      assert.are.equal(200, nxt.status)
+      assert.are.equal("Hello, world!\n", nxt.body)
+      conn:close()
+    end)
+
+    it("answers HEAD on a GET route like GET, with the same content-length and no body", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("HEAD", "/hello")))
+      local res = assert(conn:read_response({ method = "HEAD" }))
+      assert.are.equal(200, res.status)
+      assert.are.equal("14", res.headers["content-length"])
+      assert.are.equal("text/plain; charset=utf-8", res.headers["content-type"])
+      -- no body bytes follow: the next response on the connection parses cleanly
+      assert(conn:send(http.build("GET", "/hello")))
+      local nxt = assert(conn:read_response())
+      assert.are.equal(200, nxt.status)
+      assert.are.equal("Hello, world!\n", nxt.body)
+      conn:close()
+    end)
+
+    it("answers HEAD on a 64 KiB route with content-length 65536 and no body", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("HEAD", "/big") .. http.build("GET", "/hello")))
+      local res = assert(conn:read_response({ method = "HEAD" }))
+      assert.are.equal(200, res.status)
+      assert.are.equal("65536", res.headers["content-length"])
+      local nxt = assert(conn:read_response())
+      assert.are.equal("Hello, world!\n", nxt.body)
+      conn:close()
+    end)
+  end)
+
+  describe("dispatch", function()
+    it("answers an unknown path with 404 text/plain `Not found.`", function()
+      local res = assert(http.get(s.port, "/no/such/path"))
+      assert.are.equal(404, res.status)
+      assert.truthy(res.headers["content-type"]:find("^text/plain"), res.headers["content-type"])
+      assert.are.equal("Not found.", res.body)
+    end)
+
+    it("answers a known path with an unrouted method with 404", function()
+      local res = assert(http.request(s.port, "DELETE", "/hello"))
+      assert.are.equal(404, res.status)
+      assert.are.equal("Not found.", res.body)
+    end)
+
+    it("does not match a route on a path prefix or with a trailing slash", function()
+      assert.are.equal(404, assert(http.get(s.port, "/hello/")).status)
+      assert.are.equal(404, assert(http.get(s.port, "/hellothere")).status)
+    end)
+
+    it("matches a route whatever the query string", function()
+      local res = assert(http.get(s.port, "/hello?x=1"))
+      assert.are.equal(200, res.status)
+      assert.are.equal("Hello, world!\n", res.body)
+    end)
+
+    -- Until the bridge, MCP and views land (SPEC §5, §6, §11) the reserved
+    -- paths are not the app's and answer 404.
+    for _, path in ipairs({ "/manifest", "/.well-known/clank", "/actions/x", "/__clank/x" }) do
+      it("answers the reserved path " .. path .. " with 404 for now", function()
+        local res = assert(http.get(s.port, path))
+        assert.are.equal(404, res.status)
+      end)
+    end
+  end)
+
+  describe("errors", function()
+    it("has the fixture's error on the expected line", function()
+      local f = assert(io.open(server.fixture("basic")))
+      local n = 0
+      for line in f:lines() do
+        n = n + 1
+        if n == BOOM_LINE then
+          assert.truthy(line:find('error("boom on purpose")', 1, true), line)
+        end
+      end
+      f:close()
+    end)
+
+    it("answers a route that raises with 500, a generic body and a file:line log, and keeps serving", function()
+      local before = #s:stderr()
+      local res = assert(http.get(s.port, "/boom"))
+      assert.are.equal(500, res.status)
+      assert.is_nil(res.body:find("boom on purpose", 1, true), "error text leaked: " .. res.body)
+      assert.is_nil(res.body:find("app.lua", 1, true), "file name leaked: " .. res.body)
+      -- the log line may be flushed at the end of the loop iteration
+      local log
+      for _ = 1, 100 do
+        log = s:stderr():sub(before + 1)
+        if log:find("boom on purpose", 1, true) then
+          break
+        end
+        http.sleep(0.02)
+      end
+      local hits = 0
+      for line in log:gmatch("[^\n]+") do
+        if line:find("app.lua:" .. BOOM_LINE .. ": boom on purpose", 1, true) then
+          hits = hits + 1
+        end
+      end
+      assert.are.equal(1, hits, "stderr after the request:\n" .. log)
+      local nxt = assert(http.get(s.port, "/hello"))
+      assert.are.equal(200, nxt.status)
+      assert.are.equal("Hello, world!\n", nxt.body)
+    end)
+
+    it("keeps the connection usable after a 500", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("GET", "/boom") .. http.build("GET", "/hello")))
+      local list = assert(conn:read_responses(2))
+      assert.are.equal(500, list[1].status)
+      assert.are.equal(200, list[2].status)
+      conn:close()
+    end)
+  end)
+end)
+
+describe("clank-run context(request)", function()
+  after_each(server.kill_all)
+
+  it("runs once per routed request, never for a 404, and is the handler's second argument", function()
+    local s = server.start(server.fixture("counting"))
+    local first = assert(http.get(s.port, "/ctx"))
+    assert.are.equal(200, first.status)
+    assert.are.equal("calls=1 path=/ctx marker=from-context", first.body)
+    assert.are.equal(404, assert(http.get(s.port, "/nope")).status)
+    local second = assert(http.get(s.port, "/ctx?again=1"))
+    assert.are.equal("calls=2 path=/ctx marker=from-context", second.body)
+    assert.are.equal(0, s:stop())
+  end)
+end)

@@ -1,0 +1,97 @@
+-- Raw request vectors (spec/functional/vectors.lua), each on a fresh connection,
+-- plus the Expect: 100-continue exchanges that need more than one write.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local vectors = require "functional.vectors"
+
+describe("clank-run request parsing", function()
+  local s
+
+  setup(function()
+    s = server.start(server.fixture("basic"))
+  end)
+
+  teardown(function()
+    if s then
+      assert.are.equal(0, s:stop())
+    end
+    server.kill_all()
+  end)
+
+  for _, v in ipairs(vectors) do
+    local what = v.closes == true and " and closes the connection"
+      or v.closes == false and " and keeps the connection" or ""
+    it("answers " .. v.name .. " with " .. v.status .. what, function()
+      local res, conn = http.raw(s.port, v.raw)
+      assert(res, conn)
+      assert.are.equal(v.status, res.status)
+      if v.content_type then
+        local ct = res.headers["content-type"] or ""
+        assert.are.equal(v.content_type, ct:sub(1, #v.content_type), "content-type " .. ct)
+      end
+      if v.body then
+        assert.are.equal(v.body, res.body)
+      end
+      if v.closes == true then
+        local closed, why = conn:closed(2)
+        assert.is_true(closed, "connection still open: " .. tostring(why))
+      elseif v.closes == false then
+        assert(conn:send(http.build("GET", "/say?v=follow-up")))
+        local nxt = assert(conn:read_response())
+        assert.are.equal(200, nxt.status)
+        assert.are.equal("follow-up", nxt.body)
+      end
+      conn:close()
+    end)
+  end
+
+  describe("Expect: 100-continue", function()
+    it("answers POST /echo with an interim 100 Continue, then 200 once the body is sent", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+        .. "Content-Length: 5\r\n\r\n"))
+      local interim = assert(conn:read_response())
+      assert.are.equal(100, interim.status)
+      assert.are.equal("HTTP/1.1", interim.version)
+      assert(conn:send("hello"))
+      local final = assert(conn:read_response())
+      assert.are.equal(200, final.status)
+      assert.are.equal("hello", final.body)
+      conn:close()
+    end)
+
+    it("answers an unknown path with 404 and no 100 Continue before it", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+        .. "Content-Length: 5\r\n\r\n"))
+      local res = assert(conn:read_response())
+      assert.are.equal(404, res.status)
+      assert.are.equal("Not found.", res.body)
+      conn:close()
+    end)
+
+    it("answers a body over 1 MiB by content-length with 413 and no 100 Continue before it", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+        .. "Content-Length: 1048577\r\n\r\n"))
+      local res = assert(conn:read_response())
+      assert.are.equal(413, res.status)
+      conn:close()
+    end)
+
+    it("answers a foreign Host with 403 and no 100 Continue before it", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: evil.example\r\nExpect: 100-continue\r\n"
+        .. "Content-Length: 5\r\n\r\n"))
+      local res = assert(conn:read_response())
+      assert.are.equal(403, res.status)
+      conn:close()
+    end)
+  end)
+
+  it("still serves normal requests after all the vectors", function()
+    local res = assert(http.get(s.port, "/hello"))
+    assert.are.equal(200, res.status)
+    assert.are.equal("Hello, world!\n", res.body)
+  end)
+end)

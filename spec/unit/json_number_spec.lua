@@ -1,0 +1,88 @@
+-- clank.json.formatNumber: integers exactly, floats as ECMAScript's
+-- Number.prototype.toString (ECMA-262 Number::toString). Expected strings are
+-- written from the standard: shortest round-trip digits, decimal notation for
+-- 1e-7 < |x| < 1e21, "e+"/"e-" exponents otherwise.
+local json = require "clank.json"
+
+describe("clank.json.formatNumber", function()
+  local cases = {
+    -- floats: { value, ECMAScript string }
+    { 0.1, "0.1" },
+    { 0.1 + 0.2, "0.30000000000000004" },
+    { 1 / 3, "0.3333333333333333" },
+    { 1.5, "1.5" },
+    { -1.5, "-1.5" },
+    { 4.35, "4.35" },
+    { 12345.678, "12345.678" },
+    { 3.0, "3" },
+    { -3.0, "-3" },
+    { 100.0, "100" },
+    { 0.0, "0" },
+    { -0.0, "0" },
+    { 2.0 ^ 53, "9007199254740992" },
+    { -(2.0 ^ 53), "-9007199254740992" },
+    { 2.0 ^ 53 + 2, "9007199254740994" },
+    { 2.0 ^ 60, "1152921504606847000" },
+    { 2.0 ^ 63, "9223372036854776000" },
+    { 1e20, "100000000000000000000" },
+    { 123456789012345680000.0, "123456789012345680000" },
+    { 1e21, "1e+21" },
+    { -1e21, "-1e+21" },
+    { 1.5e300, "1.5e+300" },
+    { 1e308, "1e+308" },
+    { 1.7976931348623157e308, "1.7976931348623157e+308" },
+    { 0.000001, "0.000001" },
+    { 0.0000015, "0.0000015" },
+    { 1e-7, "1e-7" },
+    { -1e-7, "-1e-7" },
+    { 1.5e-7, "1.5e-7" },
+    { 123e-20, "1.23e-18" },
+    { 2.2250738585072014e-308, "2.2250738585072014e-308" },
+    { 5e-324, "5e-324" },
+    { 1.5e-323, "1.5e-323" },
+    -- a power of two whose shortest digits lie on the wide side of its
+    -- rounding interval (2^-1017; "%.17g" gives 7.1202363472230444e-307)
+    { 2.0 ^ -1017, "7.120236347223045e-307" },
+    { 0 / 0, "NaN" },
+    { math.huge, "Infinity" },
+    { -math.huge, "-Infinity" },
+  }
+  for _, c in ipairs(cases) do
+    it(("prints the float %.17g as %s"):format(c[1], c[2]), function()
+      assert.equal("float", math.type(c[1]))
+      assert.equal(c[2], json.formatNumber(c[1]))
+    end)
+  end
+
+  local integers = {
+    { 0, "0" },
+    { -1, "-1" },
+    { 9007199254740993, "9007199254740993" },
+    { math.maxinteger, "9223372036854775807" },
+    { math.mininteger, "-9223372036854775808" },
+  }
+  for _, c in ipairs(integers) do
+    it("prints the integer " .. c[2] .. " with all its digits", function()
+      assert.equal("integer", math.type(c[1]))
+      assert.equal(c[2], json.formatNumber(c[1]))
+    end)
+  end
+
+  it("reads back every printed float as the same double", function()
+    local seed = 12345
+    local function rnd() -- a small LCG, so the run is reproducible
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed
+    end
+    for _ = 1, 2000 do
+      local x = (rnd() / 2147483648 - 0.5) * 10.0 ^ (rnd() % 600 - 300)
+      local s = json.formatNumber(x)
+      assert.is_true(x == tonumber(s) + 0.0, s) -- integral text reads as an integer
+    end
+  end)
+
+  it("rejects a non-number argument", function()
+    assert.has_error(function() json.formatNumber("1") end)
+    assert.has_error(function() json.formatNumber() end)
+  end)
+end)
