@@ -27,6 +27,7 @@ expected_body=$'Hello, world!\n'
 expected_type='text/plain; charset=utf-8'
 
 tmp=
+wrk_pid=          # the wrk running now, for the trap
 started=()        # pids of the servers still running, for the trap
 declare -A rps cpu per_core p99 errors failure
 
@@ -48,6 +49,7 @@ stop_pid() {
 
 cleanup() {
   local pid
+  [ -z "$wrk_pid" ] || stop_pid "$wrk_pid"
   for pid in "${started[@]}"; do stop_pid "$pid"; done
   started=()
   [ -n "$tmp" ] && rm -rf "$tmp"
@@ -234,12 +236,18 @@ cpu_ticks() {
   echo "$total"
 }
 
-# run_wrk SECONDS PORT OUT: wrk on its own core, killed if it overruns.
+# run_wrk SECONDS PORT OUT: wrk on its own core, killed if it overruns. It
+# runs in the background so that a signal to this script is handled at once
+# (the trap stops it) instead of after the run.
 run_wrk() {
-  local seconds=$1 port=$2 out=$3
+  local seconds=$1 port=$2 out=$3 status=0
   timeout $((seconds + 30)) taskset -c "$wrk_cpu" \
     wrk -t"$threads" -c"$connections" -d"${seconds}s" --timeout 5s \
-    -s "$here/wrk-report.lua" "http://127.0.0.1:$port/hello" >"$out" 2>&1
+    -s "$here/wrk-report.lua" "http://127.0.0.1:$port/hello" >"$out" 2>&1 &
+  wrk_pid=$!
+  wait "$wrk_pid" || status=$?
+  wrk_pid=
+  return "$status"
 }
 
 # report_field KEY LINE: a number from the line bench/wrk-report.lua prints.

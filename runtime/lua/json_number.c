@@ -42,27 +42,37 @@ static double read_back(const char *digits, int k, int e) {
   return strtod(s, NULL);
 }
 
-/* Shortest digits of d > 0 (finite): the first precision whose correctly
-   rounded decimal reads back as d. The rounded one is the nearest, but at a
-   power of two the interval of d is lopsided, so the neighbour on the far
-   side can read back when the nearest does not: try it too. */
-static int shortest(double d, char *digits, int *k) {
+/* Whether p significant digits can name d exactly (d > 0, finite): the
+   correctly rounded p-digit decimal is the nearest, but at a power of two the
+   rounding interval of d is lopsided, so the neighbour on the far side can
+   read back when the nearest does not: try it too. Fills digits and *e. */
+static int fits(double d, int p, char *digits, int *e) {
   char s[48];
-  int e = 0;
-  for (int p = 1; p <= 17; p++) {
-    snprintf(s, sizeof s, "%.*e", p - 1, d);
-    e = split_e(s, digits, k);
-    double r = read_back(digits, p, e);
-    if (r != d && p < 17) {
-      char alt[24];
-      memcpy(alt, digits, (size_t)p);
-      if (step_digits(alt, p, r < d ? 1 : -1) && read_back(alt, p, e) == d) {
-        memcpy(digits, alt, (size_t)p);
-        r = d;
-      }
-    }
-    if (r == d) break; /* 17 digits always read back */
+  int k;
+  snprintf(s, sizeof s, "%.*e", p - 1, d);
+  *e = split_e(s, digits, &k);
+  double r = read_back(digits, p, *e);
+  if (r == d) return 1;
+  return p < 17 && step_digits(digits, p, r < d ? 1 : -1) && read_back(digits, p, *e) == d;
+}
+
+/* Shortest digits of d > 0: fitting is monotone in p (every p-digit decimal
+   is a (p+1)-digit one), so search 1..17; 17 digits always fit. */
+static int shortest(double d, char *digits, int *k) {
+  char tmp[24];
+  int lo = 1, hi = 17, e = 0, te, found = 0;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (fits(d, mid, tmp, &te)) {
+      hi = mid;
+      memcpy(digits, tmp, (size_t)mid);
+      e = te;
+      found = mid;
+    } else
+      lo = mid + 1;
   }
+  if (found != lo) fits(d, lo, digits, &e);
+  *k = lo;
   while (*k > 1 && digits[*k - 1] == '0') (*k)--; /* 1.50e+00 has two digits */
   return e;
 }
