@@ -29,13 +29,13 @@ expected_type='text/plain; charset=utf-8'
 tmp=
 wrk_pid=          # the wrk running now, for the trap
 started=()        # pids of the servers still running, for the trap
-declare -A rps cpu per_core p99 errors failure
+declare -A rps cpu core per_core p99 errors failure
 
 log() { echo "http.sh: $*" >&2; }
 
 # ------------------------------------------------------------ processes
 
-# Stops a server: SIGTERM, then SIGKILL if it outlives 5 s.
+# Stops a process we started: SIGTERM, then SIGKILL if it outlives 5 s.
 stop_pid() {
   local pid=$1
   kill -TERM "$pid" 2>/dev/null || return 0
@@ -52,7 +52,7 @@ cleanup() {
   [ -z "$wrk_pid" ] || stop_pid "$wrk_pid"
   for pid in "${started[@]}"; do stop_pid "$pid"; done
   started=()
-  [ -n "$tmp" ] && rm -rf "$tmp"
+  if [ -n "$tmp" ]; then rm -rf "$tmp"; fi
 }
 
 # start NAME COMMAND...: runs the server pinned to the server core, output in
@@ -179,14 +179,16 @@ EOF
   server_port=$port
 }
 
-# clank-run from the project's build. Built (Release) only when missing: an
-# existing binary belongs to whoever is working in build/.
+# clank-run from the project's build, built only when missing: an existing
+# binary belongs to whoever is working in build/. A fresh build/ is configured
+# as Release; an existing one keeps its build type (print_setup shows it).
 start_clank() {
+  local configure=(cmake -S "$root" -B "$root/build")
+  [ -f "$root/build/CMakeCache.txt" ] || configure+=(-DCMAKE_BUILD_TYPE=Release)
   if [ ! -x "$clank_run" ]; then
-    log "clank: $clank_run is missing; building it (Release)"
-    if ! { cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release &&
-           cmake --build "$root/build" --target clank-run -j "$(nproc)"; } >"$tmp/clank.err" 2>&1 ||
-       [ ! -x "$clank_run" ]; then
+    log "clank: $clank_run is missing; building it"
+    if ! { "${configure[@]}" && cmake --build "$root/build" --target clank-run -j "$(nproc)"; } \
+         >"$tmp/clank.err" 2>&1 || [ ! -x "$clank_run" ]; then
       startup_failure clank "could not build $clank_run"
       return 1
     fi
@@ -236,6 +238,20 @@ cpu_ticks() {
   echo "$total"
 }
 
+# Busy ticks of one CPU from /proc/stat (user nice system irq softirq steal).
+# Shown beside the server's own share: the difference is other processes, VM
+# steal, and interrupt work done while the server slept (not charged to it).
+core_ticks() {
+  local name user nice system irq softirq steal
+  while read -r name user nice system _ _ irq softirq steal _; do
+    if [ "$name" = "cpu$1" ]; then
+      echo $((user + nice + system + irq + softirq + steal))
+      return
+    fi
+  done </proc/stat
+  echo 0
+}
+
 # run_wrk SECONDS PORT OUT: wrk on its own core, killed if it overruns. It
 # runs in the background so that a signal to this script is handled at once
 # (the trap stops it) instead of after the run.
@@ -256,19 +272,19 @@ report_field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$2"; }
 # measure NAME PORT: warm-up, then the measured run with the server's CPU
 # time read around it.
 measure() {
-  local name=$1 port=$2 ticks0 ticks1 t0 t1 report
+  local name=$1 port=$2 ticks0 ticks1 core0 core1 t0 t1 report
   if ! run_wrk "$warmup" "$port" "$tmp/$name.warmup"; then
     failure[$name]="wrk failed during warm-up"
     log "$name: wrk failed during warm-up:"; sed 's/^/  /' "$tmp/$name.warmup" >&2
     return 1
   fi
-  ticks0=$(cpu_ticks "$server_pid"); t0=$EPOCHREALTIME
+  core0=$(core_ticks "$server_cpu"); ticks0=$(cpu_ticks "$server_pid"); t0=$EPOCHREALTIME
   if ! run_wrk "$duration" "$port" "$tmp/$name.wrk"; then
     failure[$name]="wrk failed"
     log "$name: wrk failed:"; sed 's/^/  /' "$tmp/$name.wrk" >&2
     return 1
   fi
-  t1=$EPOCHREALTIME; ticks1=$(cpu_ticks "$server_pid")
+  t1=$EPOCHREALTIME; ticks1=$(cpu_ticks "$server_pid"); core1=$(core_ticks "$server_cpu")
   kill -0 "$server_pid" 2>/dev/null || { startup_failure "$name" "died during the run"; return 1; }
 
   report=$(grep '^wrk-report ' "$tmp/$name.wrk") || { failure[$name]="no wrk report"; return 1; }
@@ -278,6 +294,8 @@ measure() {
   socket_errors=$(report_field socket_errors "$report"); bad_status=$(report_field bad_status "$report")
   rps[$name]=$(awk -v r="$requests" -v d="$duration_us" 'BEGIN { printf "%.0f", r / (d / 1e6) }')
   cpu[$name]=$(awk -v dt=$((ticks1 - ticks0)) -v hz="$(getconf CLK_TCK)" -v t0="$t0" -v t1="$t1" \
+    'BEGIN { printf "%.3f", dt / hz / (t1 - t0) }')
+  core[$name]=$(awk -v dt=$((core1 - core0)) -v hz="$(getconf CLK_TCK)" -v t0="$t0" -v t1="$t1" \
     'BEGIN { printf "%.3f", dt / hz / (t1 - t0) }')
   per_core[$name]=$(awk -v r="${rps[$name]}" -v c="${cpu[$name]}" \
     'BEGIN { if (c > 0) printf "%.0f", r / c; else print 0 }')
@@ -312,22 +330,22 @@ print_table() {
   local name
   echo
   echo "wrk -t$threads -c$connections -d${duration}s (after ${warmup}s warm-up), server on CPU $server_cpu, wrk on CPU $wrk_cpu"
-  printf '%-6s %10s %6s %12s %9s %7s %14s %15s\n' \
-    server req/s CPU req/s/core 'p99 ms' errors 'vs bare/core' 'vs nginx/core'
+  printf '%-6s %10s %6s %6s %12s %8s %7s %14s %15s\n' \
+    server req/s CPU core req/s/core 'p99 ms' errors 'vs bare/core' 'vs nginx/core'
   for name in $servers; do
     if [ -n "${failure[$name]:-}" ]; then
       printf '%-6s  failed: %s\n' "$name" "${failure[$name]}"
       continue
     fi
-    printf '%-6s %10s %6s %12s %9s %7s %14s %15s\n' "$name" "${rps[$name]}" "${cpu[$name]}" \
-      "${per_core[$name]}" "${p99[$name]}" "${errors[$name]}" \
+    printf '%-6s %10s %6s %6s %12s %8s %7s %14s %15s\n' "$name" "${rps[$name]}" "${cpu[$name]}" \
+      "${core[$name]}" "${per_core[$name]}" "${p99[$name]}" "${errors[$name]}" \
       "$(percent "${per_core[$name]}" "${per_core[bare]:-}")" \
       "$(percent "${per_core[$name]}" "${per_core[nginx]:-}")"
   done
   echo
   for name in $servers; do
     if [ -z "${failure[$name]:-}" ] && awk -v c="${cpu[$name]}" 'BEGIN { exit !(c < 0.9) }'; then
-      echo "note: $name used only ${cpu[$name]} of its core: wrk may be the limit; trust the per-core column"
+      echo "note: $name used only ${cpu[$name]} of its core (wrk or other work was the limit): compare per core"
     fi
     if [ -z "${failure[$name]:-}" ] && [ "${errors[$name]}" != 0 ]; then
       echo "note: $name had ${errors[$name]} socket errors or non-2xx answers (see wrk output)"
@@ -369,7 +387,8 @@ main() {
   fi
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/clank-bench.XXXXXX")
   trap cleanup EXIT
-  trap 'exit 130' INT TERM
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 
   for name in $servers; do bench "$name"; done
   print_setup

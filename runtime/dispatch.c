@@ -15,16 +15,16 @@
 /* One request in a handler. Lives on the C stack while the handler runs
    straight through; moved to the heap when it waits. */
 typedef struct exchange_s {
+  clank_task_t task; /* first: the task table points here */
   clank_conn_t *conn;
   clank_host_t *host;
   clank_gen_t *gen;
-  lua_State *co;
   int co_ref;
   int heap;
   int abandoned; /* the connection went away */
 } exchange_t;
 
-static exchange_t *exchange_of(lua_State *co) { return *(exchange_t **)lua_getextraspace(co); }
+static exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
 
 /* ---- the header block ---- */
 
@@ -50,11 +50,15 @@ static int loopback_name(const char *name, size_t n) {
 
 /* DNS rebinding defence (SPEC §13): on a loopback listener the Host must name
    a loopback address, or a host of allowedOrigins. */
-static int host_allowed(const clank_gen_t *g, const clank_request_t *r) {
-  const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
-  if (h == NULL) return 1; /* HTTP/1.0 */
-  const char *v = clank_header_value(r, h);
-  size_t n = h->value_len;
+static int host_allowed(const clank_gen_t *g, const clank_request_t *r, const clank_target_t *t) {
+  const char *v = t->authority;
+  size_t n = t->authority_len;
+  if (v == NULL) {
+    const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
+    if (h == NULL) return 1; /* HTTP/1.0 */
+    v = clank_header_value(r, h);
+    n = h->value_len;
+  }
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
   size_t name_len = n;
@@ -84,12 +88,14 @@ int clank_dispatch_head(clank_conn_t *c) {
   clank_host_t *h = c->server->host;
   clank_gen_t *g = h->gen;
   clank_request_t *r = &c->req;
-  if (c->server->loopback && !host_allowed(g, r)) {
+  clank_target_t t;
+  clank_request_target(r, &t);
+  if (c->server->loopback && !host_allowed(g, r, &t)) {
     clank_conn_answer_text(c, 403, "Host not allowed.", 0);
     return 0;
   }
-  const char *path = clank_request_url(r);
-  size_t path_len = clank_request_path_len(r);
+  const char *path = t.path;
+  size_t path_len = t.path_len;
   const clank_route_t *route = NULL;
   if (!reserved_path(g, path, path_len)) {
     route = clank_gen_route(g, r->method, path, path_len);
@@ -258,7 +264,7 @@ static int route_entry(lua_State *co) { return route_step(co, LUA_OK, 0); }
 
 static void finish(exchange_t *x, int reusable) {
   x->gen->inflight--;
-  clank_gen_thread_done(x->gen, x->co, x->co_ref, reusable);
+  clank_gen_thread_done(x->gen, x->task.co, x->co_ref, reusable);
   if (!x->heap) return;
   clank_conn_t *c = x->conn;
   c->exchange = NULL;
@@ -282,8 +288,11 @@ static void log_failure(exchange_t *x, lua_State *co) {
 }
 
 /* Resumes the coroutine; returns 1 while it waits. */
+static int run(exchange_t *x, int nargs);
+static void resume_task(clank_task_t *t, int nargs) { run((exchange_t *)t, nargs); }
+
 static int run(exchange_t *x, int nargs) {
-  lua_State *co = x->co;
+  lua_State *co = x->task.co;
   int nres;
   int st = lua_resume(co, NULL, nargs, &nres);
   if (st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == &x->gen->sched) {
@@ -309,9 +318,10 @@ int clank_dispatch_message(clank_conn_t *c) {
   clank_gen_t *g = h->gen;
   const clank_route_t *route = c->route;
   exchange_t x = {.conn = c, .host = h, .gen = g};
-  x.co = clank_gen_thread(g, &x.co_ref);
-  lua_State *co = x.co;
-  *(exchange_t **)lua_getextraspace(co) = &x;
+  x.task.sched = &g->sched;
+  x.task.resume = resume_task;
+  lua_State *co = clank_gen_thread(g, &x.co_ref);
+  clank_task_bind(&x.task, co);
   lua_pushcfunction(co, route_entry);
   lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
   clank_request_push(co, &c->req);
@@ -325,7 +335,8 @@ int clank_dispatch_message(clank_conn_t *c) {
   if (hx == NULL) abort(); /* cannot keep a suspended handler anywhere */
   *hx = x;
   hx->heap = 1;
-  *(exchange_t **)lua_getextraspace(co) = hx;
+  clank_task_bind(&hx->task, co);
+  if (hx->task.wait) hx->task.wait->task = &hx->task;
   c->exchange = hx;
   return 1;
 }
@@ -335,9 +346,3 @@ void clank_dispatch_abandon(clank_conn_t *c) {
   if (x) x->abandoned = 1;
 }
 
-/* The scheduler's resume: a wait of this coroutine is over. */
-void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs);
-void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs) {
-  (void)s;
-  run(exchange_of(co), nargs);
-}

@@ -152,9 +152,7 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   read_allowed_hosts(g, L);
 }
 
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path,
-                            void (*resume)(clank_sched_t *, lua_State *, int), char *err,
-                            size_t errlen) {
+clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, size_t errlen) {
   clank_gen_t *g = calloc(1, sizeof *g);
   lua_State *L = luaL_newstate();
   if (g == NULL || L == NULL) {
@@ -166,7 +164,6 @@ clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path,
   g->L = L;
   g->context_ref = LUA_NOREF;
   g->sched.loop = loop;
-  g->sched.resume = resume;
   luaL_openlibs(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);
@@ -235,7 +232,7 @@ lua_State *clank_gen_thread(clank_gen_t *g, int *ref) {
 }
 
 void clank_gen_thread_done(clank_gen_t *g, lua_State *co, int ref, int reusable) {
-  *(void **)lua_getextraspace(co) = NULL;
+  clank_task_unbind(co);
   if (reusable && g->npool < CLANK_THREAD_POOL) {
     lua_settop(co, 0);
     g->pool[g->npool] = ref;

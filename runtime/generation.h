@@ -38,9 +38,7 @@ typedef struct clank_gen_s {
 
 /* Loads app_path into a new Lua state. On failure returns NULL with the error
    (file:line first) in err. */
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path,
-                            void (*resume)(clank_sched_t *, lua_State *, int), char *err,
-                            size_t errlen);
+clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, size_t errlen);
 void clank_gen_close(clank_gen_t *g);
 
 const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,

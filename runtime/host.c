@@ -8,8 +8,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-void clank_dispatch_resume(clank_sched_t *s, lua_State *co, int nargs);
-
 /* The access log (and every other line) goes out once per loop iteration. */
 static void flush_log(uv_prepare_t *p) {
   clank_host_t *h = p->data;
@@ -102,7 +100,7 @@ static void free_leftovers(clank_host_t *h) {
 
 static int load(clank_host_t *h) {
   char err[4096];
-  h->gen = clank_gen_load(&h->loop, h->opts.app_path, clank_dispatch_resume, err, sizeof err);
+  h->gen = clank_gen_load(&h->loop, h->opts.app_path, err, sizeof err);
   if (h->gen == NULL) {
     fprintf(stderr, "clank-run: cannot load %s:\n%s\n", h->opts.app_path, err);
     return -1;
@@ -152,6 +150,7 @@ int clank_host_main(const clank_options_t *o) {
   printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,
          *shown ? "]" : "", port);
   fflush(stdout);
+  h->gen->sched.loop_running = 1;
   uv_run(&h->loop, UV_RUN_DEFAULT);
 
 done:

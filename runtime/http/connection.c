@@ -1,6 +1,7 @@
 /* One client connection: reading, parsing with llhttp plus the server's own
    checks (SPEC §13), limits and their timers, ordered output. */
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "dispatch.h"
@@ -110,7 +111,7 @@ int clank_conn_keep_alive(clank_conn_t *c) {
 void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
   clank_response_meta_t m = {
       .status = status,
-      .keep_alive = !close && clank_conn_keep_alive(c),
+      .keep_alive = !close && !c->undrainable && clank_conn_keep_alive(c),
       .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
       .head_only = c->req.method == HTTP_HEAD,
   };
@@ -137,6 +138,7 @@ static int on_message_begin(llhttp_t *p) {
   clank_request_reset(&c->req);
   c->req.started_ns = uv_hrtime();
   c->answered = 0;
+  c->undrainable = 0;
   c->route = NULL;
   c->drained = 0;
   c->phase = CLANK_PHASE_HEAD;
@@ -198,8 +200,44 @@ static int on_header_value_complete(llhttp_t *p) {
   clank_request_t *r = &c->req;
   clank_header_t *h = &r->headers[r->nheaders];
   r->header_bytes += h->name_len + h->value_len + 4;
+  /* llhttp strips leading whitespace only; the field value has none (RFC 9112 §5.1). */
+  const char *v = r->head.data + h->value_off;
+  while (h->value_len > 0 && (v[h->value_len - 1] == ' ' || v[h->value_len - 1] == '\t'))
+    h->value_len--;
   if (++r->nheaders < CLANK_MAX_HEADERS) r->headers[r->nheaders] = (clank_header_t){0};
   return 0;
+}
+
+/* host [":" port] (RFC 9112 §3.2, RFC 3986 §3.2.2): a reg-name, an IPv4 or a
+   bracketed IP literal. Anything else is a 400. */
+static int host_syntax_ok(const char *v, size_t n) {
+  static const char reg[] = "-._~!$&'()*+,;=%";
+  size_t i = 0;
+  if (n > 0 && v[0] == '[') {
+    while (i < n && v[i] != ']') {
+      char ch = v[i];
+      if (i > 0 && !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F') ||
+                     ch == ':' || ch == '.'))
+        return 0;
+      i++;
+    }
+    if (i == n) return 0;
+    i++;
+  } else {
+    while (i < n && v[i] != ':') {
+      unsigned char ch = (unsigned char)v[i];
+      if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            strchr(reg, ch)))
+        return 0;
+      i++;
+    }
+  }
+  if (i < n) {
+    if (v[i] != ':') return 0;
+    for (i++; i < n; i++)
+      if (v[i] < '0' || v[i] > '9') return 0;
+  }
+  return 1;
 }
 
 static int header_is(const clank_request_t *r, const clank_header_t *h, const char *v) {
@@ -218,8 +256,10 @@ static int on_headers_complete(llhttp_t *p) {
   int http11 = p->http_minor == 1;
 
   int n;
-  clank_request_header(r, "host", 4, &n);
+  const clank_header_t *host = clank_request_header(r, "host", 4, &n);
   if (n > 1 || (http11 && n == 0)) return refuse(c, 400, "Bad request.");
+  if (host && !host_syntax_ok(clank_header_value(r, host), host->value_len))
+    return refuse(c, 400, "Bad request.");
   const clank_header_t *te = clank_request_header(r, "transfer-encoding", 17, &n);
   if (te) {
     if (!http11) return refuse(c, 400, "Bad request.");
@@ -231,6 +271,8 @@ static int on_headers_complete(llhttp_t *p) {
   }
 
   int has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+  /* An early answer keeps the connection only if the unread body is small. */
+  c->undrainable = !(p->flags & F_CHUNKED) && p->content_length > DRAIN_MAX;
   int read_body = !c->answered && clank_dispatch_head(c);
   if (c->stop_parsing) return HPE_PAUSED;
   if (read_body) {
@@ -241,8 +283,7 @@ static int on_headers_complete(llhttp_t *p) {
     if (has_body) arm(c, c->server->limits.body_ms);
     else disarm(c);
   } else {
-    /* Answered early: keep the connection only if the unread body is small. */
-    if (!(p->flags & F_CHUNKED) && p->content_length > DRAIN_MAX) {
+    if (c->undrainable) {
       c->close_after = 1;
       c->stop_parsing = 1;
       return HPE_PAUSED;
@@ -304,7 +345,10 @@ void clank_server_init_parser_settings(llhttp_settings_t *s) {
 /* ---- input ---- */
 
 static void framing_error(clank_conn_t *c, llhttp_errno_t err) {
-  if (err == HPE_INVALID_VERSION)
+  /* llhttp files a bad line ending after the version under the same code as
+     an unknown version; only the latter is a 505. */
+  const char *reason = llhttp_get_error_reason(&c->parser);
+  if (err == HPE_INVALID_VERSION && strstr(reason ? reason : "", "Invalid") != NULL)
     refuse(c, 505, "HTTP version not supported.");
   else
     refuse(c, 400, "Bad request.");

@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 #include <llhttp.h>
 #include <stdlib.h>
+#include <strings.h>
 
 void clank_request_reset(clank_request_t *r) {
   clank_buf_reset(&r->head);
@@ -21,9 +22,33 @@ void clank_request_free(clank_request_t *r) {
   clank_buf_free(&r->body);
 }
 
-size_t clank_request_path_len(const clank_request_t *r) {
-  const char *q = memchr(r->head.data, '?', r->url_len);
-  return q ? (size_t)(q - r->head.data) : r->url_len;
+void clank_request_target(const clank_request_t *r, clank_target_t *t) {
+  const char *u = r->head.data;
+  size_t n = r->url_len;
+  *t = (clank_target_t){.path = u};
+  size_t scheme = n >= 7 && strncasecmp(u, "http://", 7) == 0    ? 7
+                  : n >= 8 && strncasecmp(u, "https://", 8) == 0 ? 8
+                                                                 : 0;
+  if (scheme) {
+    const char *auth = u + scheme;
+    size_t rest = n - scheme, alen = 0;
+    while (alen < rest && auth[alen] != '/' && auth[alen] != '?') alen++;
+    t->authority = auth;
+    t->authority_len = alen;
+    u = auth + alen;
+    n = rest - alen;
+  }
+  const char *q = memchr(u, '?', n);
+  t->path = u;
+  t->path_len = q ? (size_t)(q - u) : n;
+  if (q) {
+    t->query = q + 1;
+    t->query_len = n - t->path_len - 1;
+  }
+  if (t->path_len == 0) {
+    t->path = "/";
+    t->path_len = 1;
+  }
 }
 
 const clank_header_t *clank_request_header(const clank_request_t *r, const char *name,
@@ -112,13 +137,11 @@ void clank_request_push(lua_State *L, const clank_request_t *r) {
   lua_setfield(L, -2, "method");
   lua_pushlstring(L, r->head.data, r->url_len);
   lua_setfield(L, -2, "url");
-  size_t path_len = clank_request_path_len(r);
-  lua_pushlstring(L, r->head.data, path_len);
+  clank_target_t t;
+  clank_request_target(r, &t);
+  lua_pushlstring(L, t.path, t.path_len);
   lua_setfield(L, -2, "path");
-  if (path_len < r->url_len)
-    push_query(L, r->head.data + path_len + 1, r->url_len - path_len - 1);
-  else
-    lua_newtable(L);
+  push_query(L, t.query, t.query_len);
   lua_setfield(L, -2, "query");
   push_headers(L, r);
   lua_setfield(L, -2, "headers");

@@ -34,8 +34,15 @@ void clank_request_reset(clank_request_t *r);
 void clank_request_free(clank_request_t *r);
 
 static inline const char *clank_request_url(const clank_request_t *r) { return r->head.data; }
-/* The path: the target up to '?', raw (not percent-decoded). */
-size_t clank_request_path_len(const clank_request_t *r);
+/* The target's parts: the path (raw, not percent-decoded; "/" for an
+   absolute-form target without one), the query after '?', and for an
+   absolute-form target (RFC 9112 §3.2.2) its authority, which stands in for
+   the Host header. */
+typedef struct clank_target_s {
+  const char *path, *query, *authority;
+  size_t path_len, query_len, authority_len;
+} clank_target_t;
+void clank_request_target(const clank_request_t *r, clank_target_t *t);
 /* The first header named `name` (lower-case), or NULL; *count gets how many there are. */
 const clank_header_t *clank_request_header(const clank_request_t *r, const char *name,
                                            size_t name_len, int *count);

@@ -43,6 +43,7 @@ struct clank_conn_s {
   unsigned reading : 1;
   unsigned eof : 1;
   unsigned answered : 1;    /* the current request has had its answer */
+  unsigned undrainable : 1; /* its unread body is too large to discard */
   unsigned stop_parsing : 1;
 };
 

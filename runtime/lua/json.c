@@ -4,6 +4,7 @@
 
 #include "lua/json.h"
 #include "lua/modules.h"
+#include "lua/schema.h"
 #include "lua/values.h"
 
 #define BUFFER_MT "clank.json.Buffer"
@@ -26,6 +27,7 @@ static int buffer_gc(lua_State *L) {
 static int json_encode(lua_State *L) {
   luaL_checkany(L, 1);
   lua_settop(L, 2);
+  if (!lua_isnil(L, 2) && clank_schema_node(L, 2) == NULL) luaL_typeerror(L, 2, "clank.Schema");
   clank_buf_t *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->data = NULL;
   b->len = b->cap = 0;

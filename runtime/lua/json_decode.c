@@ -208,7 +208,8 @@ static int parse_number(dec_t *d) {
     z = lua_pushlstring(L, start, len); /* NUL-terminated by Lua */
   size_t ok = lua_stringtonumber(L, z);
   if (z != small) lua_remove(L, -2);
-  if (ok == 0) return fail(d, start, "invalid number"); /* not reached */
+  if (ok == 0) /* only when a comma locale meets a number over 200 bytes */
+    return fail(d, start, "invalid number");
   if (!lua_isinteger(L, -1) && !isfinite(lua_tonumber(L, -1)))
     return fail(d, start, "number out of range");
   d->p = p;

@@ -27,6 +27,7 @@ typedef struct path_s {
 typedef struct {
   lua_State *L;
   clank_buf_t *out;
+  int mt; /* stack index of the array metatable (or nil) */
 } enc_t;
 
 typedef struct {
@@ -205,16 +206,24 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   for (const path_t *p = at; p; p = p->up)
     if (p->parent == self) encode_error(e, at, "cannot encode a table that contains itself");
   luaL_checkstack(L, 8, "clank.json.encode");
-  int marked = clank_is_marked_array(L, idx);
+  int marked = 0;
+  if (lua_getmetatable(L, idx)) {
+    marked = lua_rawequal(L, -1, e->mt);
+    lua_pop(L, 1);
+  }
   lua_Integer nstr = 0, nint = 0, max = 0, nother = 0;
-  int other_type = LUA_TNIL;
-  lua_newtable(L); /* the string keys, anchored while they are sorted */
+  int other_type = LUA_TNIL, list = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
+      if (!list) { /* the string keys, anchored while they are sorted */
+        lua_newtable(L);
+        lua_insert(L, -2);
+        list = lua_gettop(L) - 1;
+      }
       lua_pushvalue(L, -1);
-      lua_rawseti(L, -3, ++nstr);
+      lua_rawseti(L, list, ++nstr);
     } else if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) {
       nint++;
       if (lua_tointeger(L, -1) > max) max = lua_tointeger(L, -1);
@@ -226,10 +235,8 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   if (marked) {
     if (nstr || nother) encode_error(e, at, "cannot encode an array with a key that is not 1..n");
     if (max != nint) encode_error(e, at, "cannot encode a sparse array (missing items)");
-    lua_pop(L, 1);
     put_array(e, idx, max, node, at, depth);
   } else if (nstr + nint + nother == 0) {
-    lua_pop(L, 1);
     put(e, node && clank_schema_node_is_array(node) ? "[]" : "{}", 2);
   } else if (nstr && (nint || nother)) {
     encode_error(e, at, "cannot encode a table with both string and non-string keys");
@@ -242,7 +249,6 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   } else if (max != nint) {
     encode_error(e, at, "cannot encode a table whose integer keys are not 1..n");
   } else {
-    lua_pop(L, 1);
     put_array(e, idx, max, node, at, depth);
   }
 }
@@ -281,8 +287,10 @@ static void encode_value(enc_t *e, int idx, const clank_schema_node_t *node, con
 }
 
 void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out) {
-  enc_t e = {L, out};
   idx = lua_absindex(L, idx);
   const clank_schema_node_t *node = schema_idx ? clank_schema_node(L, schema_idx) : NULL;
+  luaL_getmetatable(L, CLANK_ARRAY_MT); /* looked up once, not per table */
+  enc_t e = {L, out, lua_gettop(L)};
   encode_value(&e, idx, node, NULL, 0);
+  lua_pop(L, 1);
 }

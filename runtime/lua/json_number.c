@@ -1,4 +1,4 @@
-/* clank_json_format_number: ECMAScript Number::toString (ECMA-262 6.1.6.1.20).
+/* clank_json_format_number: ECMAScript Number::toString (ECMA-262).
    The digits are the shortest that read back to the same double; the layout
    (plain, "0.000ddd" or "d.ddde+x") follows the standard's four cases. */
 #include <inttypes.h>
@@ -35,35 +35,77 @@ static int step_digits(char *digits, int k, int dir) {
   return i >= 0 && digits[0] != '0';
 }
 
+/* The double nearest to 0.digits[0..k) x 10^(e+1), read without a decimal
+   point so that the locale has no say. */
 static double read_back(const char *digits, int k, int e) {
-  char s[48];
-  snprintf(s, sizeof s, "%c.%.*se%d", digits[0], k - 1, digits + 1, e);
-  if (k == 1) snprintf(s, sizeof s, "%ce%d", digits[0], e);
+  char s[48], *o = s + k;
+  memcpy(s, digits, (size_t)k);
+  int x = e - (k - 1);
+  *o++ = 'e';
+  if (x < 0) {
+    *o++ = '-';
+    x = -x;
+  }
+  char rev[8];
+  int n = 0;
+  do rev[n++] = (char)('0' + x % 10); while ((x /= 10) > 0);
+  while (n > 0) *o++ = rev[--n];
+  *o = '\0';
   return strtod(s, NULL);
+}
+
+/* The 40 significant digits in all are d correctly rounded; rounding them
+   again to p < 18 places is exact unless they end in a tie ("5000..."), which
+   may not be one in d itself: printf decides those. Returns the exponent. */
+static int round_to(double d, const char *all, int e, int p, char *digits) {
+  const char *r = all + p, *end = all + 40;
+  int up = *r > '5';
+  memcpy(digits, all, (size_t)p);
+  if (*r == '5') {
+    while (++r < end && *r == '0') {}
+    if (r == end) {
+      char s[48];
+      int k;
+      snprintf(s, sizeof s, "%.*e", p - 1, d);
+      return split_e(s, digits, &k);
+    }
+    up = 1;
+  }
+  if (up) {
+    int i = p - 1;
+    while (i >= 0 && digits[i] == '9') digits[i--] = '0';
+    if (i < 0) { /* 9.99 -> 10.0 */
+      digits[0] = '1';
+      e++;
+    } else
+      digits[i]++;
+  }
+  return e;
 }
 
 /* Whether p significant digits can name d exactly (d > 0, finite): the
    correctly rounded p-digit decimal is the nearest, but at a power of two the
    rounding interval of d is lopsided, so the neighbour on the far side can
    read back when the nearest does not: try it too. Fills digits and *e. */
-static int fits(double d, int p, char *digits, int *e) {
-  char s[48];
-  int k;
-  snprintf(s, sizeof s, "%.*e", p - 1, d);
-  *e = split_e(s, digits, &k);
+static int fits(double d, const char *all, int e0, int p, char *digits, int *e) {
+  *e = round_to(d, all, e0, p, digits);
   double r = read_back(digits, p, *e);
   if (r == d) return 1;
   return p < 17 && step_digits(digits, p, r < d ? 1 : -1) && read_back(digits, p, *e) == d;
 }
 
 /* Shortest digits of d > 0: fitting is monotone in p (every p-digit decimal
-   is a (p+1)-digit one), so search 1..17; 17 digits always fit. */
+   is a (p+1)-digit one), so search 1..17; 17 digits always fit. One printf
+   gives 40 digits to round from. */
 static int shortest(double d, char *digits, int *k) {
-  char tmp[24];
+  char s[64], all[48], tmp[24];
+  int n;
+  snprintf(s, sizeof s, "%.39e", d);
+  int e0 = split_e(s, all, &n);
   int lo = 1, hi = 17, e = 0, te, found = 0;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (fits(d, mid, tmp, &te)) {
+    if (fits(d, all, e0, mid, tmp, &te)) {
       hi = mid;
       memcpy(digits, tmp, (size_t)mid);
       e = te;
@@ -71,7 +113,7 @@ static int shortest(double d, char *digits, int *k) {
     } else
       lo = mid + 1;
   }
-  if (found != lo) fits(d, lo, digits, &e);
+  if (found != lo) fits(d, all, e0, lo, digits, &e);
   *k = lo;
   while (*k > 1 && digits[*k - 1] == '0') (*k)--; /* 1.50e+00 has two digits */
   return e;

@@ -1,19 +1,298 @@
-/* clank.schema: placeholder until its issue lands. */
+/* clank.schema: the module table, the clank.Schema methods (parse,
+   safeParse, toJSONSchema), ValidationError, and the C view of schemas for
+   clank.json. The builders are in schema_build.c, validation in
+   schema_validate.c, the JSON Schema in schema_jsonschema.c, Lua patterns in
+   schema_pattern.c. */
+#include <string.h>
+
 #include "lua/modules.h"
+#include "lua/schema_internal.h"
+#include "lua/values.h"
 
-#include <lauxlib.h>
+int clank_schema_keycmp(const char *a, size_t la, const char *b, size_t lb) {
+  int r = memcmp(a, b, la < lb ? la : lb);
+  if (r != 0) return r;
+  return (la > lb) - (la < lb);
+}
 
-static const luaL_Reg schema_funcs[] = {{NULL, NULL}};
+const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, CLANK_SCHEMA_MT);
+}
 
-int luaopen_clank_schema(lua_State *L) {
-  luaL_newlib(L, schema_funcs);
+/* Registry key of string.find as the module found it when it was opened. */
+#define FIND_KEY "clank.schema.find"
+
+/* Pushes string.find, then the JSON array metatable; returns the index of
+   the first. */
+static int push_context(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, FIND_KEY);
+  int base = lua_gettop(L);
+  luaL_getmetatable(L, CLANK_ARRAY_MT);
+  return base;
+}
+
+int clank_schema_validate(lua_State *L, const clank_schema_node_t *n, int idx) {
+  idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 2 + 16, "clank.schema"); /* the context, and what check wants free */
+  int base = push_context(L);
+  if (clank_schema_check(L, n, idx, base, base + 1)) {
+    lua_settop(L, base - 1);
+    return 1;
+  }
+  lua_createtable(L, 0, 1);
+  clank_schema_collect(L, n, idx, base, base + 1);
+  lua_setfield(L, -2, "issues");
+  luaL_setmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  lua_replace(L, base);
+  lua_settop(L, base);
+  return 0;
+}
+
+/* ======================================================================
+   ValidationError
+   ====================================================================== */
+
+/* Pushes the path of the issue at idx as text: keys and indexes joined by
+   ".", or "value" for the root. */
+static void push_path(lua_State *L, int issue, int zero_based) {
+  luaL_Buffer b;
+  lua_getfield(L, issue, "path");
+  int p = lua_gettop(L);
+  lua_Integer n = lua_istable(L, p) ? luaL_len(L, p) : 0;
+  if (n <= 0) {
+    lua_pop(L, 1);
+    lua_pushliteral(L, "value");
+    return;
+  }
+  luaL_buffinit(L, &b);
+  for (lua_Integer j = 1; j <= n; j++) {
+    if (j > 1) luaL_addchar(&b, '.');
+    lua_geti(L, p, j);
+    if (lua_isinteger(L, -1)) {
+      lua_Integer v = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      lua_pushfstring(L, "%I", (LUAI_UACINT)(v - (zero_based ? 1 : 0)));
+    } else if (lua_type(L, -1) != LUA_TSTRING) {
+      luaL_tolstring(L, -1, NULL);
+      lua_remove(L, -2);
+    }
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  lua_remove(L, p);
+}
+
+void clank_schema_push_message(lua_State *L, int idx, int zero_based) {
+  luaL_Buffer b;
+  idx = lua_absindex(L, idx);
+  lua_Integer n = lua_istable(L, idx) ? luaL_len(L, idx) : 0;
+  luaL_buffinit(L, &b);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (i > 1) luaL_addstring(&b, "; ");
+    lua_geti(L, idx, i);
+    int issue = lua_gettop(L);
+    if (lua_istable(L, issue)) {
+      push_path(L, issue, zero_based);
+      lua_pushliteral(L, ": ");
+      lua_getfield(L, issue, "message");
+      luaL_tolstring(L, -1, NULL);
+      lua_remove(L, -2);
+      lua_concat(L, 3);
+    } else {
+      luaL_tolstring(L, issue, NULL);
+    }
+    lua_remove(L, issue);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+}
+
+static int error_tostring(lua_State *L) {
+  lua_getfield(L, 1, "issues");
+  clank_schema_push_message(L, -1, 0);
   return 1;
 }
 
-/* Placeholders until clank.schema lands. */
-#include "lua/schema.h"
-const clank_schema_node_t *clank_schema_node(lua_State *L, int idx) { (void)L; (void)idx; return NULL; }
-int clank_schema_node_is_array(const clank_schema_node_t *n) { (void)n; return 0; }
-const clank_schema_node_t *clank_schema_node_items(const clank_schema_node_t *n) { (void)n; return NULL; }
-const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n, const char *key,
-                                                      size_t len) { (void)n; (void)key; (void)len; return NULL; }
+/* err.message, computed when asked for. */
+static int error_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "message") == 0)
+    return error_tostring(L);
+  return 0;
+}
+
+static int is_validation_error(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  int yes = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return yes;
+}
+
+/* Upvalues of the methods. */
+#define UP_FIND lua_upvalueindex(1)
+#define UP_SCHEMA_MT lua_upvalueindex(2)
+#define UP_ARRAY_MT lua_upvalueindex(3)
+#define UP_ERROR_MT lua_upvalueindex(4)
+
+/* Pushes a ValidationError for the (invalid) value at idx. */
+static void push_error(lua_State *L, const clank_schema_node_t *n, int idx) {
+  lua_createtable(L, 0, 1);
+  clank_schema_collect(L, n, idx, UP_FIND, UP_ARRAY_MT);
+  lua_setfield(L, -2, "issues");
+  lua_pushvalue(L, UP_ERROR_MT);
+  lua_setmetatable(L, -2);
+}
+
+/* ======================================================================
+   Methods
+   ====================================================================== */
+
+/* self, checked against the clank.Schema metatable without a registry
+   lookup. Leaves the stack as self, value, metatable. */
+static const clank_schema_node_t *self_node(lua_State *L) {
+  lua_settop(L, 2);
+  if (lua_getmetatable(L, 1) && lua_rawequal(L, 3, UP_SCHEMA_MT)) {
+    const clank_schema_node_t *n = lua_touserdata(L, 1);
+    if (n) return n;
+  }
+  return clank_schema_tonode(L, 1); /* raises the usual error */
+}
+
+static int schema_parse(lua_State *L) {
+  const clank_schema_node_t *n = self_node(L);
+  if (clank_schema_check(L, n, 2, UP_FIND, UP_ARRAY_MT)) {
+    lua_pushvalue(L, 2);
+    return 1;
+  }
+  push_error(L, n, 2);
+  return lua_error(L);
+}
+
+static int schema_safe_parse(lua_State *L) {
+  const clank_schema_node_t *n = self_node(L);
+  int ok = clank_schema_check(L, n, 2, UP_FIND, UP_ARRAY_MT);
+  lua_createtable(L, 0, 2);
+  lua_pushboolean(L, ok);
+  lua_setfield(L, -2, "success");
+  if (ok) {
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "data");
+  } else {
+    push_error(L, n, 2);
+    lua_setfield(L, -2, "error");
+  }
+  return 1;
+}
+
+static int schema_to_json_schema(lua_State *L) {
+  clank_schema_push_jsonschema(L, clank_schema_tonode(L, 1));
+  return 1;
+}
+
+static int schema_gc(lua_State *L) {
+  clank_schema_node_t *n = lua_touserdata(L, 1);
+  if (n->find_ref != LUA_NOREF) {
+    luaL_unref(L, LUA_REGISTRYINDEX, n->find_ref);
+    n->find_ref = LUA_NOREF;
+  }
+  return 0;
+}
+
+static int schema_tostring(lua_State *L) {
+  static const char *const kinds[] = {"string", "number", "boolean", "literal",  "enum",    "unknown",
+                                      "array",  "object", "optional", "nullable", "union"};
+  const clank_schema_node_t *n = clank_schema_tonode(L, 1);
+  lua_pushfstring(L, "clank.Schema (%s): %p", kinds[n->kind], (const void *)n);
+  return 1;
+}
+
+static int s_is_schema(lua_State *L) {
+  lua_pushboolean(L, luaL_testudata(L, 1, CLANK_SCHEMA_MT) != NULL);
+  return 1;
+}
+
+static int s_is_validation_error(lua_State *L) {
+  lua_pushboolean(L, is_validation_error(L, 1));
+  return 1;
+}
+
+static const luaL_Reg schema_methods[] = {
+  {"parse", schema_parse},
+  {"safeParse", schema_safe_parse},
+  {"toJSONSchema", schema_to_json_schema},
+  {NULL, NULL}
+};
+
+static const luaL_Reg schema_funcs[] = {
+  {"isSchema", s_is_schema},
+  {"isValidationError", s_is_validation_error},
+  {NULL, NULL}
+};
+
+int luaopen_clank_schema(lua_State *L) {
+  luaL_newlib(L, schema_funcs);
+  clank_schema_open_builders(L);
+  clank_push_null(L);
+  lua_setfield(L, -2, "null");
+  /* metatable of clank.Schema */
+  luaL_newmetatable(L, CLANK_SCHEMA_MT);
+  lua_createtable(L, 0, 3); /* metatable.__index = methods */
+  lua_getglobal(L, "string");
+  if (!lua_istable(L, -1) || lua_getfield(L, -1, "find") != LUA_TFUNCTION)
+    return luaL_error(L, "clank.schema: needs string.find (open the string library first)");
+  lua_remove(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, FIND_KEY);
+  lua_pushvalue(L, -3); /* the clank.Schema metatable */
+  lua_newtable(L);      /* the JSON array metatable, created if need be */
+  clank_mark_array(L, -1);
+  lua_getmetatable(L, -1);
+  lua_remove(L, -2);
+  luaL_newmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  luaL_setfuncs(L, schema_methods, 4); /* upvalues: find, Schema mt, array mt, error mt */
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, schema_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, schema_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  /* metatable of ValidationError, also the module's s.ValidationError */
+  luaL_newmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  lua_pushcfunction(L, error_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, error_index);
+  lua_setfield(L, -2, "__index");
+  lua_setfield(L, -2, "ValidationError");
+  return 1;
+}
+
+/* ======================================================================
+   The C view (schema.h)
+   ====================================================================== */
+
+static const clank_schema_node_t *unwrap(const clank_schema_node_t *n) {
+  while (n && (n->kind == CLANK_SK_OPTIONAL || n->kind == CLANK_SK_NULLABLE)) n = n->inner;
+  return n;
+}
+
+const clank_schema_node_t *clank_schema_node(lua_State *L, int idx) {
+  return luaL_testudata(L, idx, CLANK_SCHEMA_MT);
+}
+
+int clank_schema_node_is_array(const clank_schema_node_t *n) {
+  n = unwrap(n);
+  return n && n->kind == CLANK_SK_ARRAY;
+}
+
+const clank_schema_node_t *clank_schema_node_items(const clank_schema_node_t *n) {
+  n = unwrap(n);
+  return n && n->kind == CLANK_SK_ARRAY ? n->inner : NULL;
+}
+
+const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n,
+                                                      const char *key, size_t len) {
+  n = unwrap(n);
+  if (!n || n->kind != CLANK_SK_OBJECT) return NULL;
+  ptrdiff_t i = clank_schema_find_prop(n, key, len);
+  return i < 0 ? NULL : n->props[i].node;
+}

@@ -14,7 +14,7 @@
 /* Raises "<where>: <message>" at the builder's caller. */
 static int berror(lua_State *L, const char *fmt, ...) {
   va_list ap;
-  luaL_where(L, 2);
+  luaL_where(L, 1);
   va_start(ap, fmt);
   lua_pushvfstring(L, fmt, ap);
   va_end(ap);
@@ -142,6 +142,7 @@ static void init(clank_schema_node_t *t, int kind) {
 static void set_height(lua_State *L, const char *b, clank_schema_node_t *t,
                        const clank_schema_node_t *child) {
   if (child->height + 1 > t->height) t->height = child->height + 1;
+  if (child->slots > t->slots) t->slots = child->slots; /* own slots added later */
   if (t->height > CLANK_SCHEMA_MAX_HEIGHT)
     berror(L, "%s: schemas nested deeper than %d", b, CLANK_SCHEMA_MAX_HEIGHT);
 }
@@ -229,6 +230,7 @@ static int b_string(lua_State *L) {
     if (why) berror(L, "%s: option 'pattern' cannot be expressed in JSON Schema: %s", b, why);
     luaL_pushresult(&rb);
     keep_string(L, uv, &t.regex);
+    t.slots = 3; /* string.find, the value, the pattern */
   }
   clank_schema_node_t *n = new_node(L, &t, uv, 0);
   if (t.pattern.s) { /* for string.find: captures only cost allocations */
@@ -372,6 +374,7 @@ static int b_array(lua_State *L) {
   keep(L, uv, 1);
   t.inner = item;
   set_height(L, b, &t, item);
+  t.slots += 1 + CLANK_SCHEMA_ITEM_BATCH; /* the array mark, a batch of items */
   opt_count(L, b, 2, "min", &t.has_min, &t.min);
   opt_count(L, b, 2, "max", &t.has_max, &t.max);
   check_range(L, b, &t);
@@ -396,7 +399,7 @@ static int b_object(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      berror(L, "%s: property %s: keys must be strings", b, luaL_tolstring(L, -2, NULL));
+      berror(L, "%s: property keys must be strings (got %s)", b, luaL_tolstring(L, -2, NULL));
     const clank_schema_node_t *child = to_schema(L, -1);
     if (!child) berror(L, "%s: property '%s' is not a schema", b, lua_tostring(L, -2));
     set_height(L, b, &t, child);
@@ -406,6 +409,7 @@ static int b_object(lua_State *L) {
     if (!child->nil_ok) t.nrequired++;
     lua_pop(L, 1);
   }
+  t.slots += 3; /* key and value; best key, key and value for unknown keys */
   t.strict = (unsigned char)opt_boolean(L, b, 2, "strict", 1);
   opt_string(L, b, 2, "description", uv, &t.description);
   clank_schema_node_t *n = new_node(L, &t, uv, t.n * sizeof(clank_schema_prop_t));

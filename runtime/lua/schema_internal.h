@@ -22,6 +22,8 @@
 /* Lua 5.4 interns strings up to LUAI_MAXSHORTLEN (40) bytes: equal short
    strings share one address, longer ones must be compared by their bytes. */
 #define CLANK_SCHEMA_SHORTLEN 40
+/* Array items stay on the stack in batches: one lua_settop per batch. */
+#define CLANK_SCHEMA_ITEM_BATCH 8
 /* Nesting of schemas themselves (wrappers included), bounding C recursion. */
 #define CLANK_SCHEMA_MAX_HEIGHT 200
 
@@ -61,6 +63,7 @@ typedef struct clank_schema_prop_s {
 struct clank_schema_node_s {
   int kind;
   int height;                 /* nesting of the schema itself, bounded at build */
+  int slots;                  /* Lua stack slots a walk of this schema may use */
   unsigned char strict;       /* object */
   unsigned char integer;      /* number */
   unsigned char has_min, has_max;
@@ -100,15 +103,15 @@ const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx);
 /* schema_build.c: registers the builders into the module table on top. */
 void clank_schema_open_builders(lua_State *L);
 
-/* Pushes the message of a ValidationError's issue list at idx: paths joined
-   by "." (or "value"), issues by "; "; indexes shifted to 0-based when asked. */
-void clank_schema_push_message(lua_State *L, int idx, int zero_based);
-
-/* schema_validate.c. find is the stack index of string.find. check answers
+/* schema_validate.c. The caller leaves at least 16 free stack slots, as
+   Lua guarantees a C function (LUA_MINSTACK); more are reserved when the
+   schema needs them. find is the index of string.find and amt that of the
+   JSON array metatable (CLANK_ARRAY_MT); positive or pseudo-indices (a
+   method's upvalues) as they are, negative ones made absolute. check answers
    whether the value at idx is valid without allocating; collect pushes the
    list of issues (empty when valid). */
-int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find);
-void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find);
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
+void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
 /* Index of property key in an object node, or -1. */
 ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
 

@@ -2,9 +2,10 @@
 
    One walker serves two modes. Checking (ctx.issues == 0) stops at the first
    problem and allocates nothing: object keys are matched while iterating the
-   table (interned short strings by address), nothing is pushed but numbers,
-   existing strings and table slots. Collecting runs only after a failed check
-   and builds the issue tables in the contract's order. */
+   table (interned short strings by address, longer ones by bytes), and only
+   values that already exist are pushed (table slots, metatables, patterns).
+   Collecting runs only after a failed check and builds the issue tables in
+   the contract's order. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,13 +23,22 @@ typedef struct pathel_s {
 typedef struct vctx_s {
   lua_State *L;
   int find;   /* stack index of string.find */
+  int amt;    /* index of the JSON array metatable */
   int issues; /* stack index of the issue list; 0 when only checking */
   int count;  /* issues in that list */
   int npath;
   pathel_t path[CLANK_SCHEMA_MAX_DEPTH + 8];
 } vctx_t;
 
-static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int depth);
+/* t is lua_type(L, idx), known to most callers already. */
+static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth);
+
+#define ITEM_BATCH CLANK_SCHEMA_ITEM_BATCH
+
+/* validate() stays small, with scalars inline; containers and the paths that
+   report problems live in their own frames. */
+#define NOINLINE __attribute__((noinline))
+#define COLD __attribute__((noinline, cold))
 
 /* ======================================================================
    UTF-8 and numbers
@@ -38,19 +48,17 @@ ptrdiff_t clank_schema_utf8_len(const char *s, size_t len) {
   const unsigned char *p = (const unsigned char *)s, *e = p + len;
   ptrdiff_t n = 0;
   while (p < e) {
-    if (e - p >= 8) { /* eight ASCII bytes at once */
-      uint64_t w;
-      memcpy(&w, p, 8);
-      if ((w & UINT64_C(0x8080808080808080)) == 0) {
-        p += 8;
-        n += 8;
-        continue;
-      }
-    }
     unsigned c = *p;
-    if (c < 0x80) {
-      p++;
-    } else if (c < 0xC2) {
+    if (c < 0x80) { /* a run of ASCII: eight bytes at a time, then one by one */
+      const unsigned char *q = p + 1;
+      uint64_t w;
+      while (e - q >= 8 && (memcpy(&w, q, 8), (w & UINT64_C(0x8080808080808080)) == 0)) q += 8;
+      while (q < e && *q < 0x80) q++;
+      n += q - p;
+      p = q;
+      continue;
+    }
+    if (c < 0xC2) {
       return -1; /* continuation byte or overlong lead */
     } else if (c < 0xE0) {
       if (e - p < 2 || (p[1] & 0xC0) != 0x80) return -1;
@@ -72,7 +80,7 @@ ptrdiff_t clank_schema_utf8_len(const char *s, size_t len) {
   return n;
 }
 
-static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
+COLD static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
   if (v->isint)
     snprintf(buf, 32, LUA_INTEGER_FMT, (LUAI_UACINT)v->i);
   else
@@ -86,7 +94,7 @@ static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
 
 /* Adds an issue at the current path from the message on top of the stack
    (popped); expected and received only when expected is not NULL. */
-static void add_issue(vctx_t *c, const char *expected, size_t elen, int recv) {
+COLD static void add_issue(vctx_t *c, const char *expected, size_t elen, int recv) {
   lua_State *L = c->L;
   if (c->count >= CLANK_SCHEMA_MAX_ISSUES) {
     lua_pop(L, 1);
@@ -104,7 +112,8 @@ static void add_issue(vctx_t *c, const char *expected, size_t elen, int recv) {
       lua_pushinteger(L, c->path[i].index);
     lua_rawseti(L, -2, i + 1);
   }
-  clank_mark_array(L, -1);
+  lua_pushvalue(L, c->amt); /* marked as a JSON array */
+  lua_setmetatable(L, -2);
   lua_setfield(L, -2, "path");
   if (expected) {
     lua_pushlstring(L, expected, elen);
@@ -116,9 +125,18 @@ static void add_issue(vctx_t *c, const char *expected, size_t elen, int recv) {
 }
 
 /* Reports a problem: returns 0 at once when only checking. */
-static int fail(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg) {
+static int report(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg);
+
+static inline int fail(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg) {
   if (!c->issues) return 0;
-  lua_pushfstring(c->L, fmt, arg);
+  return report(c, expected, recv, fmt, arg);
+}
+
+COLD static int report(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg) {
+  if (arg)
+    lua_pushfstring(c->L, fmt, arg);
+  else
+    lua_pushstring(c->L, fmt);
   add_issue(c, expected, expected ? strlen(expected) : 0, recv);
   return 0;
 }
@@ -137,11 +155,11 @@ static void path_index(vctx_t *c, lua_Integer i) {
    Scalars
    ====================================================================== */
 
-static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx) {
+static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   char buf[32];
   size_t len;
-  if (lua_type(L, idx) != LUA_TSTRING) return fail(c, "string", idx, "Expected a string.", NULL);
+  if (t != LUA_TSTRING) return fail(c, "string", idx, "Expected a string.", NULL);
   const char *s = lua_tolstring(L, idx, &len);
   ptrdiff_t cp = clank_schema_utf8_len(s, len);
   if (cp < 0) return fail(c, NULL, idx, "Must be valid UTF-8.", NULL);
@@ -161,15 +179,13 @@ static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx) {
   return 1;
 }
 
-static int check_number(vctx_t *c, const clank_schema_node_t *n, int idx) {
+static int check_number(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   char buf[32];
   clank_schema_num_t v;
-  if (lua_type(L, idx) != LUA_TNUMBER)
-    return fail(c, "number", idx, "Expected a finite number.", NULL);
-  v.isint = lua_isinteger(L, idx);
+  if (t != LUA_TNUMBER) return fail(c, "number", idx, "Expected a finite number.", NULL);
+  v.i = lua_tointegerx(L, idx, &v.isint); /* 2.0 too: integral either way */
   if (v.isint) {
-    v.i = lua_tointeger(L, idx);
     v.n = 0;
   } else {
     v.i = 0;
@@ -210,9 +226,9 @@ static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
   }
 }
 
-static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx) {
+static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
-  if (lua_type(L, idx) == LUA_TSTRING) {
+  if (t == LUA_TSTRING) {
     for (size_t i = 0; i < n->n; i++)
       if (same_string(L, idx, &n->values[i])) return 1;
   }
@@ -223,49 +239,71 @@ static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx) {
    Containers
    ====================================================================== */
 
+/* clank_is_marked_array with the metatable already on the stack. */
+static int marked(vctx_t *c, int idx) {
+  lua_State *L = c->L;
+  if (!lua_getmetatable(L, idx)) return 0;
+  int yes = lua_rawequal(L, -1, c->amt);
+  lua_pop(L, 1);
+  return yes;
+}
+
 /* A table marked as a JSON array, or a sequence 1..n without other keys
-   (the empty table included); its length in *len. */
-static int as_array(lua_State *L, int idx, lua_Integer *len) {
-  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+   (the empty table included): returns 0 when it is not, else 1, or 2 with
+   its metatable left on the stack. Its length in *len. */
+static int as_array(vctx_t *c, int idx, int t, lua_Integer *len) {
+  lua_State *L = c->L;
+  if (t != LUA_TTABLE) return 0;
   *len = (lua_Integer)lua_rawlen(L, idx);
-  if (clank_is_marked_array(L, idx)) return 1;
+  int mt = lua_getmetatable(L, idx);
+  if (mt && lua_rawequal(L, -1, c->amt)) return 2;
   lua_Integer count = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_Integer k;
     if (!lua_isinteger(L, -2) || (k = lua_tointeger(L, -2)) < 1 || k > *len) {
-      lua_pop(L, 2);
+      lua_pop(L, 2 + mt);
       return 0;
     }
     count++;
     lua_pop(L, 1);
   }
-  return count == *len;
+  if (count != *len) {
+    lua_pop(L, mt);
+    return 0;
+  }
+  return 1 + mt;
 }
 
-static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx, int depth) {
+NOINLINE static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   char buf[32];
   lua_Integer len;
-  if (!as_array(L, idx, &len)) return fail(c, "array", idx, "Expected an array.", NULL);
-  if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, NULL, idx, "Nested too deeply.", NULL);
-  if (n->has_min && len < n->min.i)
-    return fail(c, NULL, idx, "Must contain at least %s items.", fmtnum(&n->min, buf));
-  if (n->has_max && len > n->max.i)
+  int base = lua_gettop(L);
+  int kind = as_array(c, idx, t, &len);
+  if (!kind) return fail(c, "array", idx, "Expected an array.", NULL);
+  if (depth >= CLANK_SCHEMA_MAX_DEPTH || (n->has_min && len < n->min.i) ||
+      (n->has_max && len > n->max.i)) {
+    lua_settop(L, base);
+    if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, NULL, idx, "Nested too deeply.", NULL);
+    if (n->has_min && len < n->min.i)
+      return fail(c, NULL, idx, "Must contain at least %s items.", fmtnum(&n->min, buf));
     return fail(c, NULL, idx, "Must contain at most %s items.", fmtnum(&n->max, buf));
-  luaL_checkstack(L, 8, "clank.schema: nesting");
-  int ok = 1;
+  }
+  int ok = 1, first = base + kind; /* above the metatable, if left */
   for (lua_Integer i = 1; i <= len; i++) {
-    lua_rawgeti(L, idx, i);
+    int slot = first + (int)((i - 1) % ITEM_BATCH);
+    int it = lua_rawgeti(L, idx, i);
     if (c->issues) path_index(c, i);
-    int good = validate(c, n->inner, lua_gettop(L), depth + 1);
+    int good = validate(c, n->inner, slot, it, depth + 1);
     if (c->issues) c->npath--;
-    lua_pop(L, 1);
+    if (slot == first + ITEM_BATCH - 1) lua_settop(L, first - 1); /* items leave in batches */
     if (!good) {
       ok = 0;
       if (!c->issues || c->count >= CLANK_SCHEMA_MAX_ISSUES) break;
     }
   }
+  lua_settop(L, base);
   return ok;
 }
 
@@ -295,8 +333,9 @@ ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, 
 }
 
 /* Every key a string, no array mark. */
-static int is_object(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TTABLE || clank_is_marked_array(L, idx)) return 0;
+static int is_object(vctx_t *c, int idx, int t) {
+  lua_State *L = c->L;
+  if (t != LUA_TTABLE || marked(c, idx)) return 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING) {
@@ -309,12 +348,12 @@ static int is_object(lua_State *L, int idx) {
 }
 
 /* Checking: one pass over the table in its own order. */
-static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, int depth) {
+NOINLINE static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   size_t required = 0;
-  if (lua_type(L, idx) != LUA_TTABLE || clank_is_marked_array(L, idx)) return 0;
+  if (t != LUA_TTABLE || marked(c, idx)) return 0;
   if (depth >= CLANK_SCHEMA_MAX_DEPTH) return 0;
-  luaL_checkstack(L, 8, "clank.schema: nesting");
+  int value = lua_gettop(L) + 2; /* lua_next leaves key, value */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     size_t klen;
@@ -331,7 +370,7 @@ static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, i
       }
     } else {
       const clank_schema_node_t *child = n->props[p].node;
-      if (!validate(c, child, lua_gettop(L), depth + 1)) {
+      if (!validate(c, child, value, lua_type(L, value), depth + 1)) {
         lua_pop(L, 2);
         return 0;
       }
@@ -344,19 +383,18 @@ static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, i
 }
 
 /* Collecting: properties in key order, then unknown keys in key order. */
-static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx, int depth) {
+COLD static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   int before = c->count;
-  if (!is_object(L, idx)) return fail(c, "object", idx, "Expected an object.", NULL);
+  if (!is_object(c, idx, t)) return fail(c, "object", idx, "Expected an object.", NULL);
   if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, NULL, idx, "Nested too deeply.", NULL);
-  luaL_checkstack(L, 8, "clank.schema: nesting");
   for (size_t i = 0; i < n->n && c->count < CLANK_SCHEMA_MAX_ISSUES; i++) {
     lua_pushlstring(L, n->props[i].key.s, n->props[i].key.len);
     int key = lua_gettop(L);
     lua_pushvalue(L, key);
-    lua_rawget(L, idx);
+    int vt = lua_rawget(L, idx);
     path_key(c, key);
-    validate(c, n->props[i].node, key + 1, depth + 1);
+    validate(c, n->props[i].node, key + 1, vt, depth + 1);
     c->npath--;
     lua_pop(L, 2);
   }
@@ -402,26 +440,26 @@ static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx, int 
    The walker
    ====================================================================== */
 
-static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int depth) {
+NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   int issues = c->issues, count = c->count;
   c->issues = 0; /* first, quietly: the first member that parses wins */
   for (size_t i = 0; i < n->n; i++) {
-    if (validate(c, n->members[i], idx, depth)) {
+    if (validate(c, n->members[i], idx, t, depth)) {
       c->issues = issues;
       return 1;
     }
   }
   c->issues = issues;
   if (!issues) return 0;
-  luaL_checkstack(L, 8, "clank.schema: nesting");
+  luaL_checkstack(L, n->slots + 10, "clank.schema: union");
   lua_newtable(L); /* every member's messages, in member order */
   int msgs = lua_gettop(L), nmsgs = 0;
   for (size_t i = 0; i < n->n; i++) {
     lua_newtable(L);
     c->issues = lua_gettop(L);
     c->count = 0;
-    validate(c, n->members[i], idx, depth);
+    validate(c, n->members[i], idx, t, depth);
     for (int j = 1; j <= c->count; j++) {
       lua_rawgeti(L, c->issues, j);
       lua_getfield(L, -1, "message");
@@ -447,15 +485,15 @@ static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int dep
   return 0;
 }
 
-static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int depth) {
+static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   switch (n->kind) {
     case CLANK_SK_STRING:
-      return check_string(c, n, idx);
+      return check_string(c, n, idx, t);
     case CLANK_SK_NUMBER:
-      return check_number(c, n, idx);
+      return check_number(c, n, idx, t);
     case CLANK_SK_BOOLEAN:
-      if (lua_type(L, idx) == LUA_TBOOLEAN) return 1;
+      if (t == LUA_TBOOLEAN) return 1;
       return fail(c, "boolean", idx, "Expected a boolean.", NULL);
     case CLANK_SK_LITERAL:
       if (literal_equal(L, n, idx)) return 1;
@@ -464,42 +502,61 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int depth)
       add_issue(c, n->json.s, n->json.len, idx);
       return 0;
     case CLANK_SK_ENUM:
-      return check_enum(c, n, idx);
+      return check_enum(c, n, idx, t);
     case CLANK_SK_UNKNOWN:
       return 1;
     case CLANK_SK_ARRAY:
-      return check_array(c, n, idx, depth);
+      return check_array(c, n, idx, t, depth);
     case CLANK_SK_OBJECT:
-      if (!c->issues) return check_object_fast(c, n, idx, depth);
-      return collect_object(c, n, idx, depth);
+      if (!c->issues) return check_object_fast(c, n, idx, t, depth);
+      return collect_object(c, n, idx, t, depth);
     case CLANK_SK_OPTIONAL:
-      return lua_isnil(L, idx) || validate(c, n->inner, idx, depth);
+      return t == LUA_TNIL || validate(c, n->inner, idx, t, depth);
     case CLANK_SK_NULLABLE:
-      return clank_is_null(L, idx) || validate(c, n->inner, idx, depth);
+      return (t == LUA_TLIGHTUSERDATA && clank_is_null(L, idx)) || validate(c, n->inner, idx, t, depth);
     default:
-      return check_union(c, n, idx, depth);
+      return check_union(c, n, idx, t, depth);
   }
 }
 
-int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find) {
+/* Room for the whole walk, once, when the 16 free slots the caller leaves
+   are not enough (8 for messages and issues at the deepest point). */
+static void reserve(lua_State *L, const clank_schema_node_t *n) {
+  if (n->slots + 8 > 16) luaL_checkstack(L, n->slots + 8, "clank.schema: nesting");
+}
+
+/* Positive and pseudo-indices as they are, without an API call. */
+static int absidx(lua_State *L, int idx) {
+  return idx > 0 || idx <= LUA_REGISTRYINDEX ? idx : lua_absindex(L, idx);
+}
+
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt) {
   vctx_t c;
   c.L = L;
-  c.find = lua_absindex(L, find);
+  c.find = absidx(L, find);
+  c.amt = absidx(L, amt);
   c.issues = 0;
   c.count = 0;
   c.npath = 0;
-  return validate(&c, n, lua_absindex(L, idx), 0);
+  idx = absidx(L, idx);
+  reserve(L, n);
+  int t = lua_type(L, idx);
+  return validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
 }
 
-void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find) {
+void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt) {
   vctx_t c;
   c.L = L;
-  c.find = lua_absindex(L, find);
+  c.find = absidx(L, find);
+  c.amt = absidx(L, amt);
   c.count = 0;
   c.npath = 0;
-  idx = lua_absindex(L, idx);
+  idx = absidx(L, idx);
   lua_newtable(L);
   c.issues = lua_gettop(L);
-  validate(&c, n, idx, 0);
-  clank_mark_array(L, c.issues);
+  reserve(L, n);
+  int t = lua_type(L, idx);
+  validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
+  lua_pushvalue(L, c.amt); /* marked as a JSON array */
+  lua_setmetatable(L, c.issues);
 }

@@ -54,6 +54,66 @@ describe("clank-run command line", function()
     end)
   end)
 
+  describe("options", function()
+    it("prints the --host address in the start-up line", function()
+      local s = server.start(basic, { args = { "--host", "127.0.0.1" } })
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/",
+        s.startup_line)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("serves with --no-watch", function()
+      local s = server.start(basic, { args = { "--no-watch" } })
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("serves with --workers 2: one start-up line, every request answered, exit 0 on SIGTERM", function()
+      local s = server.start(basic, { args = { "--workers", "2" } })
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/",
+        s.startup_line)
+      for i = 1, 20 do
+        local res = assert(http.get(s.port, "/say?v=w" .. i))
+        assert.are.equal(200, res.status)
+        assert.are.equal("w" .. i, res.body)
+      end
+      assert.are.equal(0, s:stop())
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/\n",
+        s:stdout())
+    end)
+
+    it("raises the soft RLIMIT_NOFILE to the hard limit", function()
+      local s = server.start(basic, { nofile = { soft = 256, hard = 4096 } })
+      local f = assert(io.open("/proc/" .. s.pid .. "/limits"))
+      local limits = f:read("a")
+      f:close()
+      local soft, hard = limits:match("Max open files%s+(%d+)%s+(%d+)")
+      assert.are.equal("4096", hard)
+      assert.are.equal("4096", soft)
+      assert.are.equal(0, s:stop())
+    end)
+  end)
+
+  describe("app loading", function()
+    it("loads Debian's cjson, modules from the app's folder and from LUA_PATH_5_4", function()
+      local s = server.start(server.fixture("modules"), {
+        env = { LUA_PATH_5_4 = server.source_dir() .. "/spec/fixtures/lua_path/?.lua;;" },
+      })
+      local res = assert(http.get(s.port, "/modules"))
+      assert.are.equal(200, res.status)
+      assert.are.equal('cjson={"a":1} local=from-app-folder ext=from-LUA_PATH_5_4', res.body)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("fails to load (exit 1) an app that waits outside a handler coroutine", function()
+      local code, _, stderr = server.run({ "--port", "0", server.fixture("sleeps_at_load") })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("clank.sleep: cannot wait here (not in a handler coroutine)", 1, true),
+        "stderr: " .. stderr)
+      assert.truthy(stderr:find("sleeps_at_load/app.lua:3:", 1, true), "stderr: " .. stderr)
+    end)
+  end)
+
   describe("informational options", function()
     it("answers --version with exit 0 and a version number on stdout", function()
       local code, stdout = server.run({ "--version" })

@@ -130,6 +130,61 @@ describe("clank-run keep-alive", function()
     conn:close()
   end)
 
+  it("answers 200 pipelined requests (over 64 KiB) sent while a handler waits, in order", function()
+    local parts = { http.build("GET", "/sleep?ms=200") }
+    local pad = string.rep("p", 400)
+    for i = 1, 200 do
+      parts[#parts + 1] = http.build("GET", "/say?v=" .. i, { { "X-Pad", pad } })
+    end
+    local data = table.concat(parts)
+    assert.is_true(#data > 65536)
+    local conn = assert(http.connect(s.port))
+    assert(conn:send(data))
+    local list = assert(conn:read_responses(201))
+    assert.are.equal("slept 200", list[1].body)
+    for i = 1, 200 do
+      assert.are.equal(tostring(i), list[i + 1].body)
+    end
+    conn:close()
+  end)
+
+  it("answers 20 pipelined 64 KiB responses that the client reads only afterwards", function()
+    local conn = assert(http.connect(s.port))
+    local parts = {}
+    for i = 1, 20 do
+      parts[i] = http.build("GET", "/big")
+    end
+    parts[21] = http.build("GET", "/say?v=end")
+    assert(conn:send(table.concat(parts)))
+    http.sleep(0.3) -- let the server's writes back up
+    local list = assert(conn:read_responses(21))
+    for i = 1, 20 do
+      assert.are.equal(65536, #list[i].body)
+    end
+    assert.are.equal("end", list[21].body)
+    conn:close()
+  end)
+
+  it("keeps serving after clients disconnect mid-header, mid-body and while a handler runs", function()
+    local a = assert(http.connect(s.port))
+    a:send("GET /hello HTTP/1.1\r\nHost: 12")
+    a:close()
+    local b = assert(http.connect(s.port))
+    b:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nhalf")
+    b:close()
+    local c = assert(http.connect(s.port))
+    c:send(http.build("GET", "/sleep?ms=100"))
+    http.sleep(0.02)
+    c:close()
+    local d = assert(http.connect(s.port))
+    d:send(http.build("GET", "/big"))
+    d:close() -- without reading the response
+    http.sleep(0.2)
+    local res = assert(http.get(s.port, "/hello"))
+    assert.are.equal(200, res.status)
+    assert.are.equal("Hello, world!\n", res.body)
+  end)
+
   it("serves many connections at once", function()
     local conns = {}
     for i = 1, 50 do

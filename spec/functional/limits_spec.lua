@@ -82,6 +82,50 @@ describe("clank-run limits", function()
     end)
   end)
 
+  describe("deadlines and running handlers", function()
+    it("starts the header deadline at each request's first byte on a kept-alive connection", function()
+      local s = start("header_ms=300")
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("GET", "/say?v=one")))
+      assert.are.equal("one", assert(conn:read_response()).body)
+      http.sleep(0.5) -- idle, longer than header_ms
+      assert(conn:send("GET /say?v=two HTTP/1.1\r\n"))
+      http.sleep(0.1)
+      assert(conn:send("Host: 127.0.0.1\r\n\r\n"))
+      local res = assert(conn:read_response())
+      assert.are.equal(200, res.status)
+      assert.are.equal("two", res.body)
+      conn:close()
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("does not apply the idle, header or body deadlines while a handler runs", function()
+      local s = start("header_ms=200,body_ms=200,idle_ms=200")
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("GET", "/sleep?ms=600")))
+      local res = assert(conn:read_response())
+      assert.are.equal(200, res.status)
+      assert.are.equal("slept 600", res.body)
+      conn:close()
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("does not close a kept-alive connection that is still writing a large response", function()
+      local s = start("idle_ms=200")
+      local conn = assert(http.connect(s.port))
+      local parts = {}
+      for i = 1, 40 do
+        parts[i] = http.build("GET", "/big")
+      end
+      assert(conn:send(table.concat(parts))) -- 2.5 MiB of responses, read slowly
+      http.sleep(0.5)
+      local list = assert(conn:read_responses(40))
+      assert.are.equal(65536, #list[40].body)
+      conn:close()
+      assert.are.equal(0, s:stop())
+    end)
+  end)
+
   describe("body deadline (body_ms)", function()
     it("answers an unfinished body with 408 and closes", function()
       local s = start("body_ms=300")
@@ -93,6 +137,32 @@ describe("clank-run limits", function()
       assert.are.equal(408, res.status)
       assert.is_true(elapsed >= 0.25, "answered after " .. elapsed .. " s, before the deadline")
       assert.is_true(elapsed < 3, "answered after " .. elapsed .. " s")
+      assert.is_true(conn:closed(2))
+      conn:close()
+      assert.are.equal(0, s:stop())
+    end)
+  end)
+
+  describe("body deadline while bytes keep arriving", function()
+    it("answers 408 when a body trickles past the deadline", function()
+      local s = start("body_ms=400")
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 40\r\n\r\n"))
+      local t0 = http.now()
+      local answered_at
+      for _ = 1, 40 do
+        if readable(conn, 0.1) then
+          answered_at = http.now() - t0
+          break
+        end
+        if not conn:send("b") then
+          break
+        end
+      end
+      local res = assert(conn:read_response())
+      assert.are.equal(408, res.status)
+      assert.truthy(answered_at, "no answer while body bytes kept arriving")
+      assert.is_true(answered_at >= 0.35, "answered after " .. answered_at .. " s")
       assert.is_true(conn:closed(2))
       conn:close()
       assert.are.equal(0, s:stop())
@@ -176,6 +246,18 @@ describe("clank-run limits", function()
       assert.is_true(res.body == body)
     end)
 
+    it("accepts a chunked body of exactly 1 MiB", function()
+      local chunk = string.rep("q", 65536)
+      local body = string.rep(string.format("%x\r\n", 65536) .. chunk .. "\r\n", 16) .. "0\r\n\r\n"
+      local conn = assert(http.connect(s.port))
+      assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        .. body))
+      local res = assert(conn:read_response())
+      assert.are.equal(200, res.status)
+      assert.are.equal(MiB, #res.body)
+      conn:close()
+    end)
+
     it("answers a content-length over 1 MiB with 413 and connection: close", function()
       local conn = assert(http.connect(s.port))
       assert(conn:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
@@ -190,10 +272,11 @@ describe("clank-run limits", function()
     it("answers a chunked body that grows over 1 MiB with 413 while it streams", function()
       local conn = assert(http.connect(s.port))
       local piece = string.format("%x\r\n", 65536) .. string.rep("c", 65536) .. "\r\n"
-      local outcome = send_until_answered(conn,
+      -- 20 × 64 KiB = 1.25 MiB and no last chunk: only the size limit can
+      -- answer it before the body deadline (30 s, past the read timeout)
+      send_until_answered(conn,
         "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-        string.rep(piece, 20), #piece) -- 20 × 64 KiB = 1.25 MiB, never terminated
-      assert.are_not.equal("sent", outcome, "the whole 1.25 MiB was read without an answer")
+        string.rep(piece, 20), #piece)
       local res = assert(conn:read_response())
       assert.are.equal(413, res.status)
       assert.is_true(conn:closed(3))
@@ -253,6 +336,30 @@ describe("clank-run limits", function()
       assert.are.equal("again", again.body)
       conns[2]:close()
       conns[3]:close()
+      assert.are.equal(0, s:stop())
+    end)
+  end)
+
+  describe("file limit", function()
+    it("answers every connection with 200 or 503 when the file limit is below the connection limit", function()
+      local s = server.start(basic, { nofile = { soft = 64, hard = 64 } })
+      local conns, statuses = {}, { [200] = 0, [503] = 0 }
+      for i = 1, 80 do
+        conns[i] = assert(http.connect(s.port))
+        assert(conns[i]:send(http.build("GET", "/say?v=" .. i)))
+      end
+      for i = 1, 80 do
+        local res = assert(conns[i]:read_response())
+        assert.truthy(res.status == 200 or res.status == 503, "status " .. res.status)
+        statuses[res.status] = statuses[res.status] + 1
+      end
+      assert.is_true(statuses[503] > 0, "80 connections fit in 64 file descriptors?")
+      assert.is_true(statuses[200] > 0)
+      for i = 1, 80 do
+        conns[i]:close()
+      end
+      http.sleep(0.2)
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
       assert.are.equal(0, s:stop())
     end)
   end)

@@ -3,6 +3,45 @@ local server = require "helpers.server"
 local http = require "helpers.http"
 
 local BOOM_LINE = 7 -- the line of error("boom on purpose") in fixtures/apps/basic/app.lua
+local LATE_BOOM_LINE = 94 -- error("late boom on purpose"), after a clank.sleep
+local CONTEXT_BOOM_LINE = 11 -- error("context failed on purpose") in fixtures/apps/counting/app.lua
+
+-- Waits until `text` shows up in the server's stderr past `from` (the log is
+-- flushed once per loop iteration) and returns that part of stderr.
+local function log_after(s, from, text)
+  local log
+  for _ = 1, 100 do
+    log = s:stderr():sub(from + 1)
+    if log:find(text, 1, true) then
+      break
+    end
+    http.sleep(0.02)
+  end
+  return log
+end
+
+local function count_lines(log, text)
+  local hits = 0
+  for line in log:gmatch("[^\n]+") do
+    if line:find(text, 1, true) then
+      hits = hits + 1
+    end
+  end
+  return hits
+end
+
+local function fixture_line(path, n)
+  local f = assert(io.open(path))
+  local i = 0
+  for line in f:lines() do
+    i = i + 1
+    if i == n then
+      f:close()
+      return line
+    end
+  end
+  f:close()
+end
 
 describe("clank-run routes", function()
   local s
@@ -71,6 +110,12 @@ describe("clank-run routes", function()
       assert.is_nil(r["header.X-Mixed-Case"])
     end)
 
+    it("trims whitespace around header values and keeps an empty value", function()
+      local r = inspect("GET", "/inspect", { { "X-Padded", "\t padded value \t" }, { "X-Empty", "" } })
+      assert.are.equal("padded value", r["header.x-padded"])
+      assert.are.equal("", r["header.x-empty"])
+    end)
+
     it("passes the request body of a POST", function()
       local r = inspect("POST", "/inspect", { { "Content-Type", "text/plain" } }, "some body")
       assert.are.equal("POST", r.method)
@@ -102,6 +147,13 @@ describe("clank-run routes", function()
       assert.are.equal("Hello, world!\n", res.body)
       assert.are.equal("text/plain; charset=utf-8", res.headers["content-type"])
       assert.are.equal("14", res.headers["content-length"])
+    end)
+
+    it("sends a Date header in IMF-fixdate form (RFC 9110 §6.6.1)", function()
+      local res = assert(http.get(s.port, "/hello"))
+      assert.truthy(res.headers["date"], "no date header")
+      assert.truthy(res.headers["date"]:match("^%a%a%a, %d%d %a%a%a %d%d%d%d %d%d:%d%d:%d%d GMT$"),
+        res.headers["date"])
     end)
 
     it("sends a custom status", function()
@@ -140,11 +192,38 @@ describe("clank-run routes", function()
       assert.are.equal('{"list":["a","b"],"n":1,"ok":true}', res.body)
     end)
 
+    it("sends a 64 KiB body whole", function()
+      local res = assert(http.get(s.port, "/big"))
+      assert.are.equal(200, res.status)
+      assert.are.equal(65536, #res.body)
+      assert.is_true(res.body == string.rep("0123456789abcdef", 4096))
+    end)
+
+    it("answers a POST with an empty body", function()
+      local res = assert(http.request(s.port, "POST", "/echo", nil, ""))
+      assert.are.equal(200, res.status)
+      assert.are.equal("", res.body)
+      assert.are.equal("0", res.headers["content-length"])
+    end)
+
+    it("answers HEAD on an unknown path with 404 and no body", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("HEAD", "/nope") .. http.build("GET", "/say?v=next")))
+      local res = assert(conn:read_response({ method = "HEAD" }))
+      assert.are.equal(404, res.status)
+      local nxt = assert(conn:read_response())
+      assert.are.equal("next", nxt.body)
+      conn:close()
+    end)
+
     it("sends a 204 without a body", function()
       local conn = assert(http.connect(s.port))
       assert(conn:send(http.build("GET", "/empty") .. http.build("GET", "/hello")))
       local res = assert(conn:read_response())
       assert.are.equal(204, res.status)
+      -- RFC 9110 §8.6: no content-length in a 204
+      assert.is_nil(res.headers["content-length"])
+      assert.is_nil(res.headers["transfer-encoding"])
       local nxt = assert(conn:read_response())
       assert.are.equal(200, nxt.status)
       assert.are.equal("Hello, world!\n", nxt.body)
@@ -214,16 +293,10 @@ describe("clank-run routes", function()
   end)
 
   describe("errors", function()
-    it("has the fixture's error on the expected line", function()
-      local f = assert(io.open(server.fixture("basic")))
-      local n = 0
-      for line in f:lines() do
-        n = n + 1
-        if n == BOOM_LINE then
-          assert.truthy(line:find('error("boom on purpose")', 1, true), line)
-        end
-      end
-      f:close()
+    it("has the fixtures' errors on the expected lines", function()
+      assert.truthy(fixture_line(server.fixture("basic"), BOOM_LINE):find('error("boom on purpose")', 1, true))
+      assert.truthy(fixture_line(server.fixture("basic"), LATE_BOOM_LINE):find('error("late boom on purpose")', 1, true))
+      assert.truthy(fixture_line(server.fixture("counting"), CONTEXT_BOOM_LINE):find('error("context failed on purpose")', 1, true))
     end)
 
     it("answers a route that raises with 500, a generic body and a file:line log, and keeps serving", function()
@@ -232,25 +305,23 @@ describe("clank-run routes", function()
       assert.are.equal(500, res.status)
       assert.is_nil(res.body:find("boom on purpose", 1, true), "error text leaked: " .. res.body)
       assert.is_nil(res.body:find("app.lua", 1, true), "file name leaked: " .. res.body)
-      -- the log line may be flushed at the end of the loop iteration
-      local log
-      for _ = 1, 100 do
-        log = s:stderr():sub(before + 1)
-        if log:find("boom on purpose", 1, true) then
-          break
-        end
-        http.sleep(0.02)
-      end
-      local hits = 0
-      for line in log:gmatch("[^\n]+") do
-        if line:find("app.lua:" .. BOOM_LINE .. ": boom on purpose", 1, true) then
-          hits = hits + 1
-        end
-      end
-      assert.are.equal(1, hits, "stderr after the request:\n" .. log)
+      local log = log_after(s, before, "boom on purpose")
+      assert.are.equal(1, count_lines(log, "app.lua:" .. BOOM_LINE .. ": boom on purpose"),
+        "stderr after the request:\n" .. log)
       local nxt = assert(http.get(s.port, "/hello"))
       assert.are.equal(200, nxt.status)
       assert.are.equal("Hello, world!\n", nxt.body)
+    end)
+
+    it("answers a route that raises after waiting with 500 and a file:line log", function()
+      local before = #s:stderr()
+      local res = assert(http.get(s.port, "/boom-later"))
+      assert.are.equal(500, res.status)
+      assert.is_nil(res.body:find("late boom", 1, true), "error text leaked: " .. res.body)
+      local log = log_after(s, before, "late boom on purpose")
+      assert.are.equal(1, count_lines(log, "app.lua:" .. LATE_BOOM_LINE .. ": late boom on purpose"),
+        "stderr after the request:\n" .. log)
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
     end)
 
     it("keeps the connection usable after a 500", function()
@@ -275,6 +346,19 @@ describe("clank-run context(request)", function()
     assert.are.equal(404, assert(http.get(s.port, "/nope")).status)
     local second = assert(http.get(s.port, "/ctx?again=1"))
     assert.are.equal("calls=2 path=/ctx marker=from-context", second.body)
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("answers 500 with a file:line log when context raises, and keeps serving", function()
+    local s = server.start(server.fixture("counting"))
+    local res = assert(http.get(s.port, "/ctx-boom"))
+    assert.are.equal(500, res.status)
+    assert.is_nil(res.body:find("unreachable", 1, true))
+    assert.is_nil(res.body:find("context failed", 1, true), "error text leaked: " .. res.body)
+    local log = log_after(s, 0, "context failed on purpose")
+    assert.are.equal(1, count_lines(log, "app.lua:" .. CONTEXT_BOOM_LINE .. ": context failed on purpose"),
+      "stderr:\n" .. log)
+    assert.are.equal(200, assert(http.get(s.port, "/ctx")).status)
     assert.are.equal(0, s:stop())
   end)
 end)

@@ -45,7 +45,24 @@ return {
     raw = "GET /hello HTTP/1.1\r\n" .. H .. "X-A: b\n\r\n",
     status = 400, closes = true },
 
+  { name = "whitespace between the request line and the first header",
+    raw = "GET /hello HTTP/1.1\r\n Host: 127.0.0.1\r\n\r\n",
+    status = 400, closes = true },
+  { name = "a tab and obs-text inside a header value (both allowed)",
+    raw = "GET /hello HTTP/1.1\r\n" .. H .. "X-Tab: a\tb\r\nX-Latin: caf\xe9\r\n\r\n",
+    status = 200, closes = false, body = "Hello, world!\n" },
+
   -- Message body framing (RFC 9112 §6).
+  { name = "a Content-Length with leading zeros (005, valid 1*DIGIT)",
+    raw = "POST /echo HTTP/1.1\r\n" .. H .. "Content-Length: 005\r\n\r\nhello",
+    status = 200, closes = false, body = "hello" },
+  { name = "a chunked body with chunk extensions and a trailer field",
+    raw = "POST /echo HTTP/1.1\r\n" .. H .. "Transfer-Encoding: chunked\r\n\r\n"
+      .. "3;name=value\r\nhel\r\n2;q=\"quoted\"\r\nlo\r\n0\r\nX-Trailer: t\r\n\r\n",
+    status = 200, closes = false, body = "hello" },
+  { name = "an empty chunked body",
+    raw = "POST /echo HTTP/1.1\r\n" .. H .. "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    status = 200, closes = false, body = "" },
   { name = "Content-Length together with Transfer-Encoding",
     raw = "POST /echo HTTP/1.1\r\n" .. H .. "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
       .. "5\r\nhello\r\n0\r\n\r\n",
@@ -140,14 +157,45 @@ return {
     raw = "GET /hello HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
     status = 200, closes = false, body = "Hello, world!\n" },
 
+  { name = "Host 127.0.0.1 with trailing whitespace (OWS, RFC 9112 §5.1)",
+    raw = "GET /hello HTTP/1.1\r\nHost: 127.0.0.1 \t\r\n\r\n",
+    status = 200, closes = false, body = "Hello, world!\n" },
+  { name = "Host [::1]",
+    raw = "GET /hello HTTP/1.1\r\nHost: [::1]\r\n\r\n",
+    status = 200, closes = false, body = "Hello, world!\n" },
+  { name = "a foreign IPv6 Host ([::2])",
+    raw = "GET /hello HTTP/1.1\r\nHost: [::2]\r\n\r\n",
+    status = 403, content_type = "text/plain" },
+  { name = "a Host with an invalid value (a space inside)",
+    raw = "GET /hello HTTP/1.1\r\nHost: local host\r\n\r\n",
+    status = 400 },
+
+  -- Request target (RFC 9112 §3.2).
+  { name = "an origin-form target without the leading slash",
+    raw = "GET hello HTTP/1.1\r\n" .. H .. "\r\n",
+    status = 400 },
+  { name = "an absolute-form target on a loopback host (RFC 9112 §3.2.2: MUST accept)",
+    raw = "GET http://127.0.0.1/hello HTTP/1.1\r\n" .. H .. "\r\n",
+    status = 200, body = "Hello, world!\n" },
+  { name = "an absolute-form target naming a foreign host (its host wins over Host)",
+    raw = "GET http://evil.example/hello HTTP/1.1\r\n" .. H .. "\r\n",
+    status = 403 },
+
   -- Sizes (SPEC §13).
   { name = "a request line over 8 KiB",
     raw = "GET /say?v=" .. string.rep("a", 8300) .. " HTTP/1.1\r\n" .. H .. "\r\n",
     status = 414 },
-  { name = "a request line of 8000 bytes",
-    raw = "GET /say?v=" .. string.rep("a", 8000 - #"GET /say?v= HTTP/1.1") .. " HTTP/1.1\r\n" .. H
+  { name = "a request line of 8200 bytes",
+    raw = "GET /say?v=" .. string.rep("a", 8200 - #"GET /say?v= HTTP/1.1") .. " HTTP/1.1\r\n" .. H
       .. "\r\n",
-    status = 200, closes = false, body = string.rep("a", 8000 - #"GET /say?v= HTTP/1.1") },
+    status = 414 },
+  { name = "a request line of 8190 bytes",
+    raw = "GET /say?v=" .. string.rep("a", 8190 - #"GET /say?v= HTTP/1.1") .. " HTTP/1.1\r\n" .. H
+      .. "\r\n",
+    status = 200, closes = false, body = string.rep("a", 8190 - #"GET /say?v= HTTP/1.1") },
+  { name = "one header value of 17000 bytes",
+    raw = "GET /hello HTTP/1.1\r\n" .. H .. "X-Huge: " .. string.rep("h", 17000) .. "\r\n\r\n",
+    status = 431 },
   { name = "headers over 16 KiB",
     raw = "GET /hello HTTP/1.1\r\n" .. H .. fields(20, 1000) .. "\r\n",
     status = 431 },

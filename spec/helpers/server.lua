@@ -185,12 +185,15 @@ Server.__gc = function(self)
   if not self.exit_code then
     os.execute("kill -s KILL " .. self.pid .. " 2>/dev/null")
   end
+  for _, path in ipairs({ self.base, self.out_path, self.err_path, self.status_path }) do
+    os.remove(path)
+  end
 end
 
 --------------------------------------------------------------------------------
 -- Spawning
 
-local function spawn(argv, env)
+local function spawn(argv, env, nofile)
   local base = os.tmpname()
   local self = {
     out_path = base .. ".out",
@@ -205,7 +208,12 @@ local function spawn(argv, env)
   for _, a in ipairs(argv) do
     words[#words + 1] = quote(a)
   end
-  local inner = "echo $$; exec \"$@\" >" .. quote(self.out_path) .. " 2>" .. quote(self.err_path)
+  local limits = ""
+  if nofile then -- soft first: the hard limit may not go below it
+    limits = "ulimit -S -n " .. math.floor(nofile.soft) .. " && ulimit -H -n "
+      .. math.floor(nofile.hard) .. " && "
+  end
+  local inner = limits .. "echo $$; exec \"$@\" >" .. quote(self.out_path) .. " 2>" .. quote(self.err_path)
   local cmd = "sh -c " .. quote(inner) .. " sh " .. table.concat(words, " ")
     .. " </dev/null; echo $? >" .. quote(self.status_path .. ".tmp")
     .. " && mv " .. quote(self.status_path .. ".tmp") .. " " .. quote(self.status_path)
@@ -220,7 +228,8 @@ end
 
 -- Starts `$CLANK_RUN --port 0 [args] app` and waits for the start-up line.
 -- opts.args: extra arguments before the app; opts.env: extra environment;
--- opts.port: a port number, or false to pass no --port at all.
+-- opts.port: a port number, or false to pass no --port at all;
+-- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run.
 function server.start(app_path, opts)
   opts = opts or {}
   local argv = { clank_run() }
@@ -232,7 +241,7 @@ function server.start(app_path, opts)
     argv[#argv + 1] = a
   end
   argv[#argv + 1] = app_path
-  local self = spawn(argv, opts.env)
+  local self = spawn(argv, opts.env, opts.nofile)
 
   local deadline = socket.gettime() + (opts.start_timeout or server.start_timeout)
   while true do
@@ -276,7 +285,7 @@ end
 function server.run(args, opts)
   opts = opts or {}
   local base = os.tmpname()
-  local out_path, err_path = base .. ".out", base .. ".err"
+  local out_path, err_path, status_path = base .. ".out", base .. ".err", base .. ".status"
   local words = { "timeout", "-s", "KILL", tostring(opts.timeout or server.start_timeout), "env" }
   for _, w in ipairs(env_words(opts.env)) do
     words[#words + 1] = w
@@ -285,14 +294,16 @@ function server.run(args, opts)
   for _, a in ipairs(args) do
     words[#words + 1] = quote(a)
   end
+  -- the status goes through a file: under LD_PRELOAD=libasan the wrapping
+  -- shell's own exit status could be LeakSanitizer's, not clank-run's
   local cmd = table.concat(words, " ") .. " </dev/null >" .. quote(out_path) .. " 2>" .. quote(err_path)
-  local _, how, code = os.execute(cmd)
-  if how == "signal" then
-    code = 128 + code
-  end
+    .. "; echo $? >" .. quote(status_path)
+  os.execute(cmd)
+  local code = tonumber(read_file(status_path):match("^(%d+)"))
   local stdout, stderr = read_file(out_path), read_file(err_path)
   os.remove(out_path)
   os.remove(err_path)
+  os.remove(status_path)
   os.remove(base)
   check_sanitizers(stderr)
   return code, stdout, stderr

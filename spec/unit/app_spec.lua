@@ -1,0 +1,90 @@
+-- clank.app and loading `require "clank"` from plain lua5.4 (SPEC §1, §2).
+local clank = require "clank"
+
+describe("clank", function()
+  it("loads from plain lua5.4 with the C modules from clank.so", function()
+    assert.is_string(clank.version)
+    assert.is_table(clank.json)
+    assert.is_table(clank.schema)
+    assert.is_function(clank.sleep)
+  end)
+
+  it("has a null that is truthy and not nil", function()
+    assert.is_not_nil(clank.null)
+    assert.is_truthy(clank.null)
+  end)
+
+  it("refuses to wait outside a handler coroutine", function()
+    local ok, err = pcall(clank.sleep, 1)
+    assert.is_false(ok)
+    assert.matches("clank.sleep: cannot wait here (not in a handler coroutine)", err, 1, true)
+    local co = coroutine.create(function() return clank.sleep(1) end)
+    local resumed, cerr = coroutine.resume(co)
+    assert.is_false(resumed)
+    assert.matches("cannot wait here", cerr, 1, true)
+  end)
+end)
+
+describe("clank.app", function()
+  local function handler() return { status = 200 } end
+
+  it("keeps the fields it was given", function()
+    local app = clank.app { name = "x", routes = { ["GET /a"] = handler } }
+    assert.equal("x", app.name)
+    assert.equal(handler, app.routes["GET /a"])
+    assert.equal("clank.App", getmetatable(app).__name)
+  end)
+
+  it("copies routes, so later changes to the definition change nothing", function()
+    local routes = { ["GET /a"] = handler }
+    local app = clank.app { routes = routes }
+    routes["GET /b"] = handler
+    assert.is_nil(app.routes["GET /b"])
+  end)
+
+  local refused = {
+    { "an unknown field", { nmae = "x" }, "clank.app: unknown field 'nmae'" },
+    { "a field of the wrong type", { name = 3 }, "clank.app: field 'name' must be a string, got number" },
+    { "a route without a method", { routes = { ["/a"] = handler } }, "clank.app: route '/a' must be" },
+    { "a lower-case method", { routes = { ["get /a"] = handler } }, "clank.app: route 'get /a' must be" },
+    { "an unknown method", { routes = { ["FETCH /a"] = handler } }, "clank.app: route 'FETCH /a' must be" },
+    { "a route that is not a function", { routes = { ["GET /a"] = "x" } },
+      "clank.app: route 'GET /a' must be a function, got string" },
+    { "GET /manifest", { routes = { ["GET /manifest"] = handler } },
+      "clank.app: route 'GET /manifest' collides with the reserved path /manifest" },
+    { "/.well-known/clank", { routes = { ["GET /.well-known/clank"] = handler } },
+      "collides with the reserved path /.well-known/clank" },
+    { "a path under /actions/", { routes = { ["POST /actions/x"] = handler } },
+      "collides with the reserved path /actions/x" },
+    { "a path under /__clank/", { routes = { ["GET /__clank/mcp"] = handler } },
+      "collides with the reserved path /__clank/mcp" },
+    { "a path under /views/", { routes = { ["GET /views/list"] = handler } },
+      "collides with the reserved path /views/list" },
+    { "GET / when the app has views", { views = { {} }, routes = { ["GET /"] = handler } },
+      "collides with the reserved path /" },
+    { "an origin with a path", { allowedOrigins = { "http://localhost:5173/x" } },
+      "clank.app: allowedOrigins[1] must be an origin" },
+    { "an origin without a scheme", { allowedOrigins = { "localhost:5173" } },
+      "clank.app: allowedOrigins[1] must be an origin" },
+    { "a non-positive actionTimeout", { actionTimeout = 0 }, "clank.app: actionTimeout must be a positive" },
+  }
+  for _, case in ipairs(refused) do
+    it("refuses " .. case[1] .. ", naming it", function()
+      local ok, err = pcall(clank.app, case[2])
+      assert.is_false(ok)
+      assert.matches(case[3], err, 1, true)
+    end)
+  end
+
+  it("reports errors at the caller's line", function()
+    -- not a tail call: `return clank.app {...}` leaves no caller frame to name
+    local ok, err = pcall(function() local app = clank.app { bogus = 1 }; return app end)
+    assert.is_false(ok)
+    assert.matches("app_spec.lua:%d+: clank.app: unknown field 'bogus'", err)
+  end)
+
+  it("allows GET / when the app has no views", function()
+    local app = clank.app { routes = { ["GET /"] = handler } }
+    assert.equal(handler, app.routes["GET /"])
+  end)
+end)
