@@ -385,7 +385,11 @@ main() {
   if [ "$server_cpu" = "$wrk_cpu" ]; then
     log "BENCH_SERVER_CPU and BENCH_WRK_CPU must differ"; exit 2
   fi
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/clank-bench.XXXXXX")
+  # In memory when possible: clank-run's access log (one line per request)
+  # must not stall on a disk the other servers never write to.
+  local base=${TMPDIR:-/tmp}
+  [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
+  tmp=$(mktemp -d "$base/clank-bench.XXXXXX")
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM

@@ -228,7 +228,7 @@ static void write_response(lua_State *co, exchange_t *x, int idx) {
   c->answered = 1;
   clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
                    clank_request_url(r), r->url_len, m.status, body_len,
-                   (double)(uv_hrtime() - r->started_ns) / 1e6);
+                   uv_hrtime() - r->started_ns);
 }
 
 /* The coroutine's body: [handler, request, context fn or nil] →

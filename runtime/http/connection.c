@@ -18,13 +18,20 @@ static void process(clank_conn_t *c);
 
 static clank_conn_t *conn_of(llhttp_t *p) { return p->data; }
 
+/* Deadlines move on every request; the timer only when one comes earlier
+   than it is set for. When it fires early it checks and sets itself again,
+   which keeps timer-heap work off the request path. */
 static void arm(clank_conn_t *c, uint64_t ms) {
-  if (!c->closing) uv_timer_start(&c->timer, timer_fired, ms, 0);
+  if (c->closing) return;
+  uint64_t now = uv_now(c->server->loop);
+  c->deadline = now + ms;
+  if (c->armed_for == 0 || c->armed_for > c->deadline) {
+    c->armed_for = c->deadline;
+    uv_timer_start(&c->timer, timer_fired, ms, 0);
+  }
 }
 
-static void disarm(clank_conn_t *c) {
-  if (!c->closing) uv_timer_stop(&c->timer);
-}
+static void disarm(clank_conn_t *c) { c->deadline = 0; }
 
 /* ---- lifetime ---- */
 
@@ -120,7 +127,7 @@ void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int c
   c->answered = 1;
   clank_request_t *r = &c->req;
   clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
-                   status, strlen(body), (double)(uv_hrtime() - r->started_ns) / 1e6);
+                   status, strlen(body), uv_hrtime() - r->started_ns);
 }
 
 /* Answers and stops parsing this connection: what follows cannot be framed. */
@@ -439,6 +446,15 @@ void clank_conn_handler_done(clank_conn_t *c) {
 
 static void timer_fired(uv_timer_t *t) {
   clank_conn_t *c = t->data;
+  c->armed_for = 0;
+  if (c->deadline == 0) return;
+  uint64_t now = uv_now(c->server->loop);
+  if (now < c->deadline) {
+    c->armed_for = c->deadline;
+    uv_timer_start(&c->timer, timer_fired, c->deadline - now, 0);
+    return;
+  }
+  c->deadline = 0;
   switch (c->phase) {
   case CLANK_PHASE_HEAD:
   case CLANK_PHASE_BODY:

@@ -34,6 +34,8 @@ struct clank_conn_s {
   clank_request_t req;
   clank_phase_t phase;
   size_t drained;      /* body bytes discarded after an early answer */
+  uint64_t deadline;   /* loop time the current phase must end by; 0: none */
+  uint64_t armed_for;  /* when the timer fires; 0: not running */
   const void *route;   /* what the dispatcher chose at the header block */
   void *exchange;      /* the dispatcher's in-flight handler, if any */
   int open_handles;    /* freed when both handles closed and no handler runs */

@@ -34,9 +34,12 @@ static int begin(lua_State *L, const char *b, int opts, const char *const allowe
     lua_pushnil(L);
     while (lua_next(L, opts)) {
       int known = 0;
-      if (lua_type(L, -2) == LUA_TSTRING)
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        size_t len;
+        const char *k = lua_tolstring(L, -2, &len);
         for (int i = 0; allowed[i]; i++)
-          if (strcmp(lua_tostring(L, -2), allowed[i]) == 0) known = 1;
+          if (strlen(allowed[i]) == len && memcmp(k, allowed[i], len) == 0) known = 1;
+      }
       if (!known) berror(L, "%s: unknown option '%s'", b, luaL_tolstring(L, -2, NULL));
       lua_pop(L, 1);
     }

@@ -96,9 +96,11 @@ static void add_set(luaL_Buffer *b, const char *p, size_t i, size_t e) {
         add_class_literal(&s, (unsigned char)d);
       k += 2;
     } else if (k + 2 < e && p[k + 1] == '-') {
-      add_class_literal(&s, c);
-      luaL_addchar(&s, '-');
-      add_class_literal(&s, (unsigned char)p[k + 2]);
+      if (c <= (unsigned char)p[k + 2]) { /* Lua allows empty ranges, ECMA-262 refuses them */
+        add_class_literal(&s, c);
+        luaL_addchar(&s, '-');
+        add_class_literal(&s, (unsigned char)p[k + 2]);
+      }
       k += 3;
     } else {
       add_class_literal(&s, c);
@@ -213,7 +215,7 @@ const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffe
       add_literal(b, c);
       ep = i + 1;
     }
-    if (ep < len && strchr("*+?-", p[ep])) {
+    if (ep < len && p[ep] != '\0' && strchr("*+?-", p[ep])) {
       switch (p[ep]) {
         case '*': luaL_addchar(b, '*'); break;
         case '+': luaL_addchar(b, '+'); break;
@@ -228,13 +230,21 @@ const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffe
   return NULL;
 }
 
+/* Captures only decide what string.find returns, not whether it matches;
+   without them a match allocates nothing. Characters that the parentheses
+   kept literal stay literal: a quantifier right after one, `^` not at the
+   start, `$` not at the end. */
 void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b) {
   size_t i = 0;
+  int after_paren = 0;
   while (i < len) {
     char c = p[i];
     if (c == '(' || c == ')') {
+      after_paren = 1;
       i++;
-    } else if (c == '%' && i + 1 < len) {
+      continue;
+    }
+    if (c == '%' && i + 1 < len) {
       luaL_addlstring(b, p + i, 2);
       i += 2;
     } else if (c == '[' && set_end(p, len, i)) {
@@ -242,8 +252,12 @@ void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b) {
       luaL_addlstring(b, p + i, e + 1 - i);
       i = e + 1;
     } else {
+      if ((after_paren && c != '\0' && strchr("*+-?", c)) || (c == '^' && i > 0) ||
+          (c == '$' && i + 1 < len))
+        luaL_addchar(b, '%');
       luaL_addchar(b, c);
       i++;
     }
+    after_paren = 0;
   }
 }

@@ -141,6 +141,18 @@ COLD static int report(vctx_t *c, const char *expected, int recv, const char *fm
   return 0;
 }
 
+/* Reports "<prefix><s>." (s may hold any byte). */
+COLD static int fail_str(vctx_t *c, const char *expected, int recv, const char *prefix,
+                         const clank_schema_str_t *s) {
+  if (!c->issues) return 0;
+  lua_pushstring(c->L, prefix);
+  lua_pushlstring(c->L, s->s, s->len);
+  lua_pushliteral(c->L, ".");
+  lua_concat(c->L, 3);
+  add_issue(c, expected, expected ? strlen(expected) : 0, recv);
+  return 0;
+}
+
 static void path_key(vctx_t *c, int key) {
   c->path[c->npath].key = key;
   c->path[c->npath++].index = 0;
@@ -174,7 +186,7 @@ static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t)
     lua_call(L, 2, 1);
     int found = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (!found) return fail(c, NULL, idx, "Must match %s.", n->pattern.s);
+    if (!found) return fail_str(c, NULL, idx, "Must match ", &n->pattern);
   }
   return 1;
 }
@@ -232,7 +244,7 @@ static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
     for (size_t i = 0; i < n->n; i++)
       if (same_string(L, idx, &n->values[i])) return 1;
   }
-  return fail(c, "enum", idx, "Expected one of: %s.", n->json.s);
+  return fail_str(c, "enum", idx, "Expected one of: ", &n->json);
 }
 
 /* ======================================================================
@@ -497,10 +509,7 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int
       return fail(c, "boolean", idx, "Expected a boolean.", NULL);
     case CLANK_SK_LITERAL:
       if (literal_equal(L, n, idx)) return 1;
-      if (!c->issues) return 0;
-      lua_pushfstring(L, "Expected %s.", n->json.s);
-      add_issue(c, n->json.s, n->json.len, idx);
-      return 0;
+      return fail_str(c, n->json.s, idx, "Expected ", &n->json); /* JSON holds no NUL */
     case CLANK_SK_ENUM:
       return check_enum(c, n, idx, t);
     case CLANK_SK_UNKNOWN:
@@ -520,9 +529,10 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int
 }
 
 /* Room for the whole walk, once, when the 16 free slots the caller leaves
-   are not enough (8 for messages and issues at the deepest point). */
+   are not enough: the schema's own, and 2 for a message at the deepest point
+   (add_issue and unions reserve what they use beyond). */
 static void reserve(lua_State *L, const clank_schema_node_t *n) {
-  if (n->slots + 8 > 16) luaL_checkstack(L, n->slots + 8, "clank.schema: nesting");
+  if (n->slots + 2 > 16) luaL_checkstack(L, n->slots + 2, "clank.schema: nesting");
 }
 
 /* Positive and pseudo-indices as they are, without an API call. */

@@ -10,24 +10,53 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd) {
   log->format = format;
   log->fd = fd;
   log->buf = (clank_buf_t){0};
+  log->stamp_len = 0;
 }
 
-static void append_time(clank_buf_t *b) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  struct tm tm;
-  gmtime_r(&tv.tv_sec, &tm);
-  char s[40];
-  size_t n = strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(s + n, sizeof s - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-  clank_buf_appends(b, s);
+/* Every line of one loop iteration carries the same time: formatting it once
+   keeps strftime off the request path. clank_log_flush forgets it. */
+static void append_time(clank_log_t *log) {
+  if (log->stamp_len == 0) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(log->stamp, sizeof log->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(log->stamp + n, sizeof log->stamp - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+    log->stamp_len = strlen(log->stamp);
+  }
+  clank_buf_append(&log->buf, log->stamp, log->stamp_len);
+}
+
+static void append_uint(clank_buf_t *b, uint64_t v) {
+  char d[24];
+  int i = sizeof d;
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  clank_buf_append(b, d + i, sizeof d - (size_t)i);
+}
+
+/* Milliseconds with three decimals, from nanoseconds. */
+static void append_ms(clank_buf_t *b, uint64_t ns) {
+  uint64_t us = ns / 1000;
+  append_uint(b, us / 1000);
+  char frac[4] = {'.', (char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10),
+                  (char)('0' + us % 10)};
+  clank_buf_append(b, frac, 4);
 }
 
 /* Text lines stay one line: control characters become escapes. JSON strings
    need the same escapes plus quotes and backslashes. */
 static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
   static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
+  size_t plain = 0;
+  while (plain < n && (unsigned char)s[plain] >= 0x20 && s[plain] != 0x7f && s[plain] != '"' &&
+         s[plain] != '\\')
+    plain++;
+  clank_buf_append(b, s, plain);
+  for (size_t i = plain; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     if (c == '\n') {
       clank_buf_append(b, "\\n", 2);
@@ -67,12 +96,12 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
   clank_buf_t *b = &log->buf;
   if (log->format == CLANK_LOG_JSON) {
     clank_buf_appends(b, "{\"time\":\"");
-    append_time(b);
+    append_time(log);
     clank_buf_appendf(b, "\",\"level\":\"%s\",\"msg\":\"", level);
     append_escaped(b, msg, (size_t)n, 1);
     clank_buf_appends(b, "\"}\n");
   } else {
-    append_time(b);
+    append_time(log);
     clank_buf_appendf(b, " %s ", level);
     append_escaped(b, msg, (size_t)n, 0);
     clank_buf_appendc(b, '\n');
@@ -81,21 +110,22 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
 }
 
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
-                      int status, size_t bytes, double ms) {
+                      int status, size_t bytes, uint64_t ns) {
   clank_buf_t *b = &log->buf;
-  if (log->format == CLANK_LOG_JSON) {
-    clank_buf_appends(b, "{\"time\":\"");
-    append_time(b);
-    clank_buf_appendf(b, "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"%s\",\"target\":\"",
-                      method);
-    append_escaped(b, target, target_len, 1);
-    clank_buf_appendf(b, "\",\"status\":%d,\"bytes\":%zu,\"ms\":%.3f}\n", status, bytes, ms);
-  } else {
-    append_time(b);
-    clank_buf_appendf(b, " info %s ", method);
-    append_escaped(b, target, target_len, 0);
-    clank_buf_appendf(b, " %d %zuB %.3fms\n", status, bytes, ms);
-  }
+  int json = log->format == CLANK_LOG_JSON;
+  if (json) clank_buf_appends(b, "{\"time\":\"");
+  append_time(log);
+  clank_buf_appends(b, json ? "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"" : " info ");
+  clank_buf_appends(b, method);
+  clank_buf_appends(b, json ? "\",\"target\":\"" : " ");
+  append_escaped(b, target, target_len, json);
+  clank_buf_appends(b, json ? "\",\"status\":" : " ");
+  append_uint(b, (uint64_t)status);
+  clank_buf_appends(b, json ? ",\"bytes\":" : " ");
+  append_uint(b, bytes);
+  clank_buf_appends(b, json ? ",\"ms\":" : "B ");
+  append_ms(b, ns);
+  clank_buf_appends(b, json ? "}\n" : "ms\n");
 }
 
 void clank_log_flush(clank_log_t *log) {
@@ -106,6 +136,7 @@ void clank_log_flush(clank_log_t *log) {
     off += (size_t)w;
   }
   clank_buf_reset(&log->buf);
+  log->stamp_len = 0;
 }
 
 void clank_log_free(clank_log_t *log) {

@@ -14,6 +14,8 @@ typedef struct clank_log_s {
   clank_log_format_t format;
   clank_buf_t buf;
   int fd;
+  char stamp[32]; /* the time of this loop iteration's lines, made once */
+  size_t stamp_len;
 } clank_log_t;
 
 void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd);
@@ -21,7 +23,7 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd);
 void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
-                      int status, size_t bytes, double ms);
+                      int status, size_t bytes, uint64_t ns);
 void clank_log_flush(clank_log_t *log);
 void clank_log_free(clank_log_t *log);
 

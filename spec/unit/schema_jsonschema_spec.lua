@@ -117,6 +117,9 @@ describe("clank.schema pattern translation", function()
     { "(%d+)-(%d+)", "([0-9]+)-([0-9]+)" },
     { "()a", "()a" },
     { "a\tb", "a\\x09b" },
+    { "a\0b", "a\\x00b" },
+    { "[z-ab]", "[b]" },
+    { "[a-%d]", "[d]" },
     { "é+", "é+" },
   }
   for _, c in ipairs(cases) do
@@ -129,7 +132,11 @@ describe("clank.schema pattern translation", function()
   local matches = {
     { "[^x%D]", "5", true }, { "[^x%D]", "x", false }, { "^[x%D]$", "x", true }, { "^[x%D]$", "5", false },
     { "^a-b", "aaab", true }, { "^.$", "\n", true }, { "^%p+$", "!?", true }, { "^%S+$", "a b", false },
-    { "^()a(b)$", "ab", true }, { "^[]]$", "]", true },
+    { "^()a(b)$", "ab", true }, { "^[]]$", "]", true }, { "^[z-ab]$", "b", true }, { "^[z-ab]$", "m", false },
+    { "^[a-%d]$", "d", true }, { "^[a-%d]$", "b", false },
+    -- what parentheses keep literal stays literal once captures are dropped
+    { "^(a)*$", "a*", true }, { "^(a)*$", "aa", false }, { "a()-", "a-", true }, { "a()-", "b", false },
+    { "(^a)", "x^a", true }, { "(^a)", "ab", false }, { "(a$)b", "a$b", true },
   }
   for _, m in ipairs(matches) do
     it(("matches %q against %q like string.find"):format(m[2], m[1]), function()
@@ -161,5 +168,75 @@ describe("clank.schema seen from C (schema-guided clank.json.encode)", function(
     local key = string.rep("k", 60)
     local sc = s.object { [key] = s.array(s.number()) }
     assert.equal('{"' .. key .. '":[]}', json.encode({ [key] = {} }, sc))
+  end)
+end)
+
+describe("clank.schema pattern translation against a real ECMA-262 engine", function()
+  -- Random Lua patterns: each translation must compile as a regex (with and
+  -- without the u flag) and match ASCII subjects exactly as string.find does.
+  local node = io.popen("command -v node 2>/dev/null"):read("l")
+
+  it("agrees with string.find on random patterns (node)", function()
+    if not node or node == "" then
+      pending("node is not installed")
+      return
+    end
+    math.randomseed(20261130)
+    local atoms = { "a", "b", "%d", "%a", "%s", "%p", "%w", "%x", "%u", "%l", "%c", "%D", "%A", "%S", "%W", ".", "%.",
+      "%%", "%-", "[ab]", "[^ab]", "[%d_]", "[^%s]", "[a-c]", "[x%D]", "[^x%D]", "[%a%d]", "[]]", "[^]a]", "[a-]", "[%]]",
+      "[z-ab]", "-", "*", "?", "+", "{", "}", "|", "/", "\\", "^", "$", "\t", "1" }
+    local quants = { "", "", "", "*", "+", "?", "-" }
+    local chars = { "a", "b", "c", "x", "z", "1", "5", "_", " ", "\t", "\n", ".", "%", "-", "]", "^", "$", "*", "?", "{",
+      "|", "/", "\\", "A", "Z", "!", "~" }
+    local cases = {}
+    while #cases < 300 do
+      local t, open = {}, 0
+      if math.random() < 0.3 then t[#t + 1] = "^" end
+      for _ = 1, math.random(1, 4) do
+        if math.random() < 0.1 then t[#t + 1] = "("; open = open + 1 end
+        t[#t + 1] = atoms[math.random(#atoms)] .. quants[math.random(#quants)]
+        if open > 0 and math.random() < 0.3 then t[#t + 1] = ")"; open = open - 1 end
+      end
+      t[#t + 1] = string.rep(")", open)
+      if math.random() < 0.3 then t[#t + 1] = "$" end
+      local p = table.concat(t)
+      local ok, sc = pcall(s.string, { pattern = p })
+      if ok then
+        local subjects = {}
+        for j = 1, 20 do
+          local w = {}
+          for k = 1, math.random(0, 6) do w[k] = chars[math.random(#chars)] end
+          local subject = table.concat(w)
+          local found = string.find(subject, p) ~= nil
+          assert.equal(found, sc:safeParse(subject).success, ("pattern %q, subject %q"):format(p, subject))
+          subjects[j] = { subject, found }
+        end
+        cases[#cases + 1] = { p, sc:toJSONSchema().pattern, subjects }
+      end
+    end
+    local file = os.tmpname()
+    local f = assert(io.open(file, "w"))
+    f:write(json.encode(cases))
+    f:close()
+    local script = [[
+      const cases = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));
+      const bad = [];
+      for (const flags of ['', 'u'])
+        for (const [p, re, subjects] of cases) {
+          let r;
+          try { r = new RegExp(re, flags); } catch (e) { bad.push(p + ' -> ' + re + ': ' + e.message); continue; }
+          for (const [s, found] of subjects)
+            if (r.test(s) !== found) bad.push(JSON.stringify(p) + ' -> ' + re + ' on ' + JSON.stringify(s));
+        }
+      console.log(bad.length ? bad.slice(0, 5).join('\n') : 'ok');
+    ]]
+    local js = os.tmpname()
+    f = assert(io.open(js, "w"))
+    f:write(script)
+    f:close()
+    local out = io.popen(("'%s' '%s' '%s'"):format(node, js, file)):read("a")
+    os.remove(file)
+    os.remove(js)
+    assert.equal("ok\n", out)
   end)
 end)

@@ -54,6 +54,14 @@ describe("clank.schema string", function()
     { "reports min 1 with the plain message", s.string { min = 1 }, "",
       { I({}, "Must contain at least 1 characters.") } },
     { "accepts exactly max", s.string { max = 3 }, "abc", nil },
+    { "counts long mixed strings (30 code points)", s.string { max = 30 },
+      string.rep("a", 20) .. "é" .. string.rep("b", 8) .. emoji, nil },
+    { "counts long mixed strings (31 code points)", s.string { max = 30 },
+      string.rep("a", 20) .. "é" .. string.rep("b", 9) .. emoji, { I({}, "Must contain at most 30 characters.") } },
+    { "finds invalid UTF-8 after a long ASCII run", s.string(), string.rep("a", 17) .. "\xFF",
+      { I({}, "Must be valid UTF-8.") } },
+    { "finds a truncated sequence at the end", s.string(), string.rep("a", 16) .. "\xE2\x82",
+      { I({}, "Must be valid UTF-8.") } },
     { "rejects a lone continuation byte", s.string(), "a\x80", { I({}, "Must be valid UTF-8.") } },
     { "rejects a truncated sequence", s.string(), "\xC3", { I({}, "Must be valid UTF-8.") } },
     { "rejects an overlong encoding", s.string(), "\xC0\xAF", { I({}, "Must be valid UTF-8.") } },
@@ -71,6 +79,8 @@ describe("clank.schema string", function()
     { "uses Lua semantics for captures", s.string { pattern = "^(%a+)=(%d*)$" }, "ab=", nil },
     { "uses Lua semantics for -", s.string { pattern = "^a.-b$" }, "axxb", nil },
     { "does not validate format", s.string { format = "email" }, "not an email", nil },
+    { "reports a pattern holding a NUL byte whole", s.string { pattern = "^a\0b$" }, "ab",
+      { I({}, "Must match ^a\0b$.") } },
     { "accepts a long pattern (over 40 bytes)",
       s.string { pattern = "^" .. string.rep("[a-z]", 10) .. "$" }, "abcdefghij", nil },
     { "rejects with a long pattern", s.string { pattern = "^" .. string.rep("[a-z]", 10) .. "$" },
@@ -413,10 +423,11 @@ describe("clank.schema resources", function()
       end
       return n
     end
-    local kept = {}
-    for i = 1, 50 do kept[i] = s.string { pattern = "^marker-pattern(%d+)$" } end
-    assert.equal(50, count())
-    kept = nil
+    do
+      local kept = {}
+      for i = 1, 50 do kept[i] = s.string { pattern = "^marker-pattern(%d+)$" } end
+      assert.equal(50, count())
+    end
     collectgarbage()
     collectgarbage()
     assert.equal(0, count())
