@@ -1,6 +1,8 @@
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LUA REQUIRED lua5.4)
 pkg_check_modules(LIBUV REQUIRED libuv>=1.44)
+# SHA-256 for manifest etags, HMAC for MCP sessions.
+pkg_check_modules(CRYPTO REQUIRED libcrypto)
 pkg_check_modules(LLHTTP libllhttp>=9.2)
 if(NOT LLHTTP_FOUND)
   message(FATAL_ERROR "llhttp >= 9.2 was not found. Debian 12 ships only 8.1, which "

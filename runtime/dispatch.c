@@ -10,6 +10,8 @@
 
 #include "host.h"
 #include "http/response.h"
+#include "lua/abort.h"
+#include "lua/bridge.h"
 #include "lua/json.h"
 
 /* One request in a handler. Lives on the C stack while the handler runs
@@ -20,9 +22,67 @@ typedef struct exchange_s {
   clank_host_t *host;
   clank_gen_t *gen;
   int co_ref;
-  int heap;
+  int waited;    /* it went asynchronous: its end resumes the connection */
   int abandoned; /* the connection went away */
+  struct exchange_s *next; /* in the generation's spares */
 } exchange_t;
+
+/* Exchanges and their coroutines are reused: a coroutine bound once as a
+   task stays one, and a waiting handler never moves in memory. */
+#define SPARE_MAX 64
+
+static void resume_task(clank_task_t *t, int nargs);
+
+static exchange_t *exchange_get(clank_gen_t *g) {
+  exchange_t *x = g->spare;
+  if (x) {
+    g->spare = x->next;
+    g->nspare--;
+  } else {
+    x = calloc(1, sizeof *x);
+    if (x == NULL) abort(); /* nowhere to run the handler */
+    lua_State *co = lua_newthread(g->L);
+    x->co_ref = luaL_ref(g->L, LUA_REGISTRYINDEX);
+    x->task.sched = &g->sched;
+    x->task.resume = resume_task;
+    clank_task_bind(&x->task, co);
+  }
+  x->gen = g;
+  x->next = NULL;
+  x->waited = x->abandoned = 0;
+  x->task.wait = NULL;
+  x->task.signal_ref = 0;
+  x->task.wants_signal = 1;
+  return x;
+}
+
+static void exchange_free(exchange_t *x) {
+  clank_task_unbind(x->task.co);
+  luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->co_ref);
+  free(x);
+}
+
+/* A coroutine that failed keeps its broken stack: it is not reused. */
+static void exchange_put(exchange_t *x, int reusable) {
+  clank_gen_t *g = x->gen;
+  if (reusable && g->nspare < SPARE_MAX) {
+    lua_settop(x->task.co, 0);
+    x->next = g->spare;
+    g->spare = x;
+    g->nspare++;
+    return;
+  }
+  exchange_free(x);
+}
+
+void clank_dispatch_forget(clank_gen_t *g) {
+  while (g->spare) {
+    exchange_t *x = g->spare;
+    g->spare = x->next;
+    exchange_free(x);
+  }
+  g->nspare = 0;
+}
 
 static exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
 
@@ -78,10 +138,53 @@ static int host_allowed(const clank_gen_t *g, const clank_request_t *r, const cl
   return loopback_name(v, name_len);
 }
 
-static int reserved_path(const clank_gen_t *g, const char *p, size_t n) {
+static int bridge_path(const char *p, size_t n) {
   return span_is(p, n, "/manifest") || span_is(p, n, "/.well-known/clank") ||
-         span_starts(p, n, "/actions/") || span_starts(p, n, "/__clank/") ||
+         span_starts(p, n, "/actions/");
+}
+
+static int reserved_path(const clank_gen_t *g, const char *p, size_t n) {
+  return span_starts(p, n, "/__clank/") ||
          (g->has_views && (span_is(p, n, "/") || span_starts(p, n, "/views/")));
+}
+
+static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx);
+
+/* [conn, gen, bridge] → the bridge's early answer written, or nothing: runs
+   steps 1–7 of SPEC §5 before the body is read. */
+static int bridge_head(lua_State *L) {
+  clank_conn_t *c = lua_touserdata(L, 1);
+  clank_gen_t *g = lua_touserdata(L, 2);
+  lua_pushcfunction(L, clank_bridge_head);
+  lua_pushvalue(L, 3);
+  clank_request_push(L, &c->req);
+  lua_call(L, 2, 1);
+  if (lua_isnil(L, -1)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  write_response(L, c, g, lua_gettop(L));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* Answers at the header block when the bridge can; returns 1 when it did. */
+static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
+  lua_State *L = g->L;
+  lua_pushcfunction(L, bridge_head);
+  lua_pushlightuserdata(L, c);
+  lua_pushlightuserdata(L, g);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
+  int answered = 1;
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+    clank_log_msg(&((clank_host_t *)c->server->host)->log, "error", "the bridge failed: %s",
+                  lua_tostring(L, -1));
+    clank_conn_answer_text(c, 500, "Internal server error.", 0);
+  } else {
+    answered = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return answered;
 }
 
 int clank_dispatch_head(clank_conn_t *c) {
@@ -90,12 +193,21 @@ int clank_dispatch_head(clank_conn_t *c) {
   clank_request_t *r = &c->req;
   clank_target_t t;
   clank_request_target(r, &t);
-  if (c->server->loopback && !host_allowed(g, r, &t)) {
-    clank_conn_answer_text(c, 403, "Host not allowed.", 0);
-    return 0;
-  }
   const char *path = t.path;
   size_t path_len = t.path_len;
+  if (c->server->loopback && !host_allowed(g, r, &t)) {
+    if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
+      clank_conn_answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
+    else
+      clank_conn_answer_text(c, 403, "Host not allowed.", 0);
+    return 0;
+  }
+  if (bridge_path(path, path_len)) {
+    if (bridge_answers_early(c, g)) return 0;
+    c->route = &g->bridge_route;
+    c->body_limit = (size_t)g->bridge_max_bytes;
+    return 1;
+  }
   const clank_route_t *route = NULL;
   if (!reserved_path(g, path, path_len)) {
     route = clank_gen_route(g, r->method, path, path_len);
@@ -151,9 +263,9 @@ static void write_header(lua_State *co, clank_buf_t *out, size_t mark, const cha
   clank_buf_append(out, "\r\n", 2);
 }
 
-/* Writes { status, headers?, body? } (at idx) into the connection's output. */
-static void write_response(lua_State *co, exchange_t *x, int idx) {
-  clank_conn_t *c = x->conn;
+/* Writes { status, headers?, body? } (at idx) into the connection's output;
+   raises (with nothing written) when the table is not a valid response. */
+static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx) {
   if (!lua_istable(co, idx))
     luaL_error(co, "bad route response: expected a table { status, headers?, body? }, got %s",
                luaL_typename(co, idx));
@@ -163,7 +275,7 @@ static void write_response(lua_State *co, exchange_t *x, int idx) {
   if (!isint || status < 200 || status > 599)
     luaL_error(co, "bad route response: status must be an integer from 200 to 599");
   lua_pop(co, 1);
-  if (x->abandoned || c->closing) return;
+  if (c->closing) return;
 
   int body_idx = lua_gettop(co) + 1;
   lua_getfield(co, idx, "body");
@@ -173,10 +285,10 @@ static void write_response(lua_State *co, exchange_t *x, int idx) {
   if (lua_type(co, body_idx) == LUA_TSTRING) {
     body = lua_tolstring(co, body_idx, &body_len);
   } else if (lua_type(co, body_idx) == LUA_TTABLE) {
-    clank_buf_reset(&x->gen->scratch);
-    clank_json_encode(co, body_idx, 0, &x->gen->scratch);
-    body = x->gen->scratch.data;
-    body_len = x->gen->scratch.len;
+    clank_buf_reset(&g->scratch);
+    clank_json_encode(co, body_idx, 0, &g->scratch);
+    body = g->scratch.data;
+    body_len = g->scratch.len;
     json = 1;
   } else if (!lua_isnil(co, body_idx)) {
     luaL_error(co, "bad route response: body must be a string or a table, got %s",
@@ -252,23 +364,47 @@ static int route_step(lua_State *co, int status, lua_KContext step) {
     lua_pushvalue(co, 4);
     lua_callk(co, 2, 1, 2, route_step);
     /* fallthrough */
-  default:
-    write_response(co, exchange_of(co), 5);
+  default: {
+    exchange_t *x = exchange_of(co);
+    write_response(co, x->conn, x->gen, 5);
     return 0;
+  }
   }
 }
 
 static int route_entry(lua_State *co) { return route_step(co, LUA_OK, 0); }
 
+/* The bridge's coroutine: [bridge, request, context fn or nil] → handle(),
+   whose context runs only when an action does, then the answer. */
+static int bridge_step(lua_State *co, int status, lua_KContext step) {
+  (void)status;
+  if (step == 0) {
+    lua_pushcfunction(co, clank_bridge_handle_task);
+    lua_pushvalue(co, 1);
+    lua_pushvalue(co, 2);
+    lua_pushvalue(co, 3);
+    lua_callk(co, 3, 1, 1, bridge_step);
+  }
+  exchange_t *x = exchange_of(co);
+  write_response(co, x->conn, x->gen, 4);
+  return 0;
+}
+
+static int bridge_entry(lua_State *co) { return bridge_step(co, LUA_OK, 0); }
+
 /* ---- running and finishing ---- */
 
 static void finish(exchange_t *x, int reusable) {
   x->gen->inflight--;
-  clank_gen_thread_done(x->gen, x->task.co, x->co_ref, reusable);
-  if (!x->heap) return;
+  if (x->task.signal_ref) {
+    luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.signal_ref);
+    x->task.signal_ref = 0;
+  }
   clank_conn_t *c = x->conn;
+  int waited = x->waited;
+  exchange_put(x, reusable);
+  if (!waited) return; /* on_message_complete goes on by itself */
   c->exchange = NULL;
-  free(x);
   clank_conn_handler_done(c);
 }
 
@@ -317,32 +453,44 @@ int clank_dispatch_message(clank_conn_t *c) {
   clank_host_t *h = c->server->host;
   clank_gen_t *g = h->gen;
   const clank_route_t *route = c->route;
-  exchange_t x = {.conn = c, .host = h, .gen = g};
-  x.task.sched = &g->sched;
-  x.task.resume = resume_task;
-  lua_State *co = clank_gen_thread(g, &x.co_ref);
-  clank_task_bind(&x.task, co);
-  lua_pushcfunction(co, route_entry);
-  lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
+  exchange_t *x = exchange_get(g);
+  x->conn = c;
+  x->host = h;
+  lua_State *co = x->task.co;
+  if (route == &g->bridge_route) {
+    lua_pushcfunction(co, bridge_entry);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->bridge_ref);
+  } else {
+    lua_pushcfunction(co, route_entry);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
+  }
   clank_request_push(co, &c->req);
   if (g->context_ref != LUA_NOREF)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);
   g->inflight++;
-  if (!run(&x, 3)) return 0;
-  exchange_t *hx = malloc(sizeof *hx);
-  if (hx == NULL) abort(); /* cannot keep a suspended handler anywhere */
-  *hx = x;
-  hx->heap = 1;
-  clank_task_bind(&hx->task, co);
-  if (hx->task.wait) hx->task.wait->task = &hx->task;
-  c->exchange = hx;
+  if (!run(x, 3)) return 0;
+  x->waited = 1;
+  c->exchange = x;
   return 1;
 }
 
+/* The client went away while its handler waits: abort the action's signal. */
 void clank_dispatch_abandon(clank_conn_t *c) {
   exchange_t *x = c->exchange;
-  if (x) x->abandoned = 1;
+  if (x == NULL) return;
+  x->abandoned = 1;
+  clank_dispatch_client_gone(c);
+}
+
+void clank_dispatch_client_gone(clank_conn_t *c) {
+  exchange_t *x = c->exchange;
+  if (x && x->task.signal_ref) {
+    lua_State *L = x->gen->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, x->task.signal_ref);
+    clank_abort_fire(L, -1, "disconnected");
+    lua_pop(L, 1);
+  }
 }
 

@@ -13,5 +13,11 @@ int clank_dispatch_head(clank_conn_t *c);
 int clank_dispatch_message(clank_conn_t *c);
 /* The connection goes away while its handler waits. */
 void clank_dispatch_abandon(clank_conn_t *c);
+/* The client closed its side while its handler waits (the answer is still
+   written, in case it only half-closed). */
+void clank_dispatch_client_gone(clank_conn_t *c);
+/* Frees the generation's spare exchanges (before it closes). */
+struct clank_gen_s;
+void clank_dispatch_forget(struct clank_gen_s *g);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lua/bridge.h"
 #include "lua/modules.h"
 
 #ifndef CLANK_LUA_DIR
@@ -132,6 +133,37 @@ static void read_allowed_hosts(clank_gen_t *g, lua_State *L) {
   lua_pop(L, 1);
 }
 
+/* The app's bridge: createAgentBridge(app.actions, options from the app). */
+static int make_bridge(lua_State *L) {
+  lua_settop(L, 1);
+  lua_getfield(L, 1, "bridge");
+  lua_newtable(L); /* 3: options */
+  if (lua_istable(L, 2)) {
+    for (lua_pushnil(L); lua_next(L, 2); lua_pop(L, 1)) {
+      lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
+      lua_settable(L, 3);
+    }
+  }
+  static const char *const copied[] = {"name", "description", "views", "allowedOrigins",
+                                       "actionTimeout", NULL};
+  for (int i = 0; copied[i]; i++) {
+    lua_getfield(L, 1, copied[i]);
+    lua_setfield(L, 3, copied[i]);
+  }
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.bridge");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "createAgentBridge");
+  if (lua_getfield(L, 1, "actions") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+  }
+  lua_pushvalue(L, 3);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
 static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   if (lua_getfield(L, -1, "name") == LUA_TSTRING) {
     g->name = strdup(lua_tostring(L, -1));
@@ -189,6 +221,16 @@ clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, si
     return NULL;
   }
   read_app(g, L, app_path);
+  lua_pushcfunction(L, make_bridge);
+  lua_pushvalue(L, -2);
+  if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+    snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "cannot make the bridge");
+    clank_gen_close(g);
+    return NULL;
+  }
+  g->bridge_max_bytes = clank_bridge_max_bytes(L, -1);
+  g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  g->bridge_route.handler_ref = LUA_NOREF;
   if (read_routes(g, L, err, errlen) != 0) {
     clank_gen_close(g);
     return NULL;
@@ -218,28 +260,4 @@ const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const cha
       return r;
   }
   return NULL;
-}
-
-lua_State *clank_gen_thread(clank_gen_t *g, int *ref) {
-  if (g->npool > 0) {
-    g->npool--;
-    *ref = g->pool[g->npool];
-    return g->pool_threads[g->npool];
-  }
-  lua_State *co = lua_newthread(g->L);
-  *ref = luaL_ref(g->L, LUA_REGISTRYINDEX);
-  return co;
-}
-
-void clank_gen_thread_done(clank_gen_t *g, lua_State *co, int ref, int reusable) {
-  clank_task_unbind(co);
-  if (reusable && g->npool < CLANK_THREAD_POOL) {
-    lua_settop(co, 0);
-    g->pool[g->npool] = ref;
-    g->pool_threads[g->npool] = co;
-    g->npool++;
-    return;
-  }
-  /* A coroutine that failed keeps its broken stack: let it be collected. */
-  luaL_unref(g->L, LUA_REGISTRYINDEX, ref);
 }

@@ -16,8 +16,6 @@ typedef struct clank_route_s {
   int handler_ref;
 } clank_route_t;
 
-#define CLANK_THREAD_POOL 64
-
 typedef struct clank_gen_s {
   lua_State *L;
   clank_sched_t sched;
@@ -29,10 +27,12 @@ typedef struct clank_gen_s {
   char **allowed_hosts; /* host[:port] of allowedOrigins, lower-case */
   int nallowed_hosts;
   int has_views;
+  int bridge_ref;            /* the app's agent bridge (SPEC §2, §5) */
+  long long bridge_max_bytes;
+  clank_route_t bridge_route; /* the pseudo-route requests for the bridge take */
   int inflight;
-  int pool[CLANK_THREAD_POOL]; /* registry refs of finished coroutines, for reuse */
-  lua_State *pool_threads[CLANK_THREAD_POOL];
-  int npool;
+  void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
+  int nspare;
   clank_buf_t scratch; /* response bodies encoded as JSON */
 } clank_gen_t;
 
@@ -43,9 +43,5 @@ void clank_gen_close(clank_gen_t *g);
 
 const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,
                                      size_t path_len);
-
-/* A coroutine to run a handler in (reused when possible), anchored by *ref. */
-lua_State *clank_gen_thread(clank_gen_t *g, int *ref);
-void clank_gen_thread_done(clank_gen_t *g, lua_State *co, int ref, int reusable);
 
 #endif

@@ -1,6 +1,9 @@
 /* The host: loads the app, serves it, stops on signals (SPEC §2, §13). */
 #include "host.h"
 
+#include "dispatch.h"
+#include "lua/bridge.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +123,18 @@ int clank_host_main(const clank_options_t *o) {
     code = 1;
     goto done;
   }
-  if (o->check) goto done;
+  if (o->check) {
+    /* exactly the bytes GET /manifest serves */
+    lua_State *L = h->gen->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, h->gen->bridge_ref);
+    clank_bridge_push_manifest(L, -1);
+    size_t n;
+    const char *m = lua_tolstring(L, -1, &n);
+    fwrite(m, 1, n, stdout);
+    fflush(stdout);
+    lua_pop(L, 2);
+    goto done;
+  }
 
   h->server.host = h;
   h->server.log = &h->log;
@@ -157,7 +171,10 @@ done:
   teardown(h);
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
   free_leftovers(h);
-  if (h->gen) clank_gen_close(h->gen);
+  if (h->gen) {
+    clank_dispatch_forget(h->gen);
+    clank_gen_close(h->gen);
+  }
   clank_log_free(&h->log);
   free(h);
   return code;

@@ -5,11 +5,14 @@
  * requests in order, close when the client asks to) and nothing more, so the
  * gap between it and clank-run is the cost of clank-run's own work.
  *
- *   bare [--port N]   listen on 127.0.0.1:N (0, the default, picks a free
- *                     port), print "bare: serving at http://127.0.0.1:PORT/",
- *                     serve until SIGINT or SIGTERM.
+ *   bare [--port N] [--response FILE]
+ *     listen on 127.0.0.1:N (0, the default, picks a free port), print
+ *     "bare: serving at http://127.0.0.1:PORT/", serve until SIGINT or SIGTERM.
+ *     Every answer is the bytes of FILE (a whole HTTP/1.1 response, status line
+ *     to body, written by bench/http.sh), or else the GET /hello answer below.
  */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,7 @@
 /* Answers handed to the kernel in one writev. */
 #define BATCH 64
 
-static const char ok_response[] = "HTTP/1.1 200 OK\r\n"
+static const char hello_response[] = "HTTP/1.1 200 OK\r\n"
                                   "content-type: text/plain; charset=utf-8\r\n"
                                   "content-length: 14\r\n"
                                   "\r\n"
@@ -38,6 +41,9 @@ typedef struct {
   uv_tcp_t listener;
   uv_signal_t sigint, sigterm;
   llhttp_settings_t settings;
+  /* What every request gets: hello_response or the --response file. */
+  const char *response;
+  size_t response_len;
   /* Shared by all connections: each read is parsed before the next one. */
   char read_buffer[READ_BUFFER_SIZE];
 } server_t;
@@ -155,7 +161,7 @@ static void conn_send(conn_t *c, const uv_buf_t *bufs, unsigned nbufs) {
 static void conn_answer(conn_t *c) {
   uv_buf_t bufs[BATCH];
   for (unsigned i = 0; i < BATCH; i++)
-    bufs[i] = uv_buf_init((char *)ok_response, sizeof ok_response - 1);
+    bufs[i] = uv_buf_init((char *)c->server->response, (unsigned)c->server->response_len);
   while (c->answers > 0 && !uv_is_closing((uv_handle_t *)&c->tcp)) {
     unsigned n = c->answers < BATCH ? (unsigned)c->answers : BATCH;
     c->answers -= n;
@@ -244,16 +250,49 @@ static void on_signal(uv_signal_t *signal, int signum) {
   uv_walk(signal->loop, close_any, signal->data);
 }
 
-static int parse_port(int argc, char **argv) {
-  if (argc == 1)
-    return 0;
-  if (argc == 3 && strcmp(argv[1], "--port") == 0) {
-    char *end;
-    long port = strtol(argv[2], &end, 10);
-    if (*argv[2] != '\0' && *end == '\0' && port >= 0 && port <= 65535)
-      return (int)port;
+typedef struct {
+  int port;
+  const char *response_file; /* NULL: hello_response */
+} options_t;
+
+static int parse_options(int argc, char **argv, options_t *o) {
+  o->port = 0;
+  o->response_file = NULL;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc)
+      return -1;
+    if (strcmp(argv[i], "--port") == 0) {
+      char *end;
+      long port = strtol(argv[i + 1], &end, 10);
+      if (*argv[i + 1] == '\0' || *end != '\0' || port < 0 || port > 65535)
+        return -1;
+      o->port = (int)port;
+    } else if (strcmp(argv[i], "--response") == 0) {
+      o->response_file = argv[i + 1];
+    } else {
+      return -1;
+    }
   }
-  return -1;
+  return 0;
+}
+
+/* Reads a whole file into a malloc'ed buffer (the caller frees it); NULL on
+ * failure, an empty file or one too large to be one writev entry. */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return NULL;
+  char *data = NULL;
+  long size = -1;
+  if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && size < (long)UINT32_MAX &&
+      fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size)) != NULL &&
+      fread(data, 1, (size_t)size, f) != (size_t)size) {
+    free(data);
+    data = NULL;
+  }
+  fclose(f);
+  *len = data != NULL ? (size_t)size : 0;
+  return data;
 }
 
 static int fail(const char *what, int err) {
@@ -262,17 +301,30 @@ static int fail(const char *what, int err) {
 }
 
 int main(int argc, char **argv) {
-  int port = parse_port(argc, argv);
-  if (port < 0) {
-    fprintf(stderr, "usage: bare [--port N]\n");
+  options_t opts;
+  if (parse_options(argc, argv, &opts) != 0) {
+    fprintf(stderr, "usage: bare [--port N] [--response FILE]\n");
     return 2;
   }
+  int port = opts.port;
   /* A write to a connection the client has closed must not kill us. */
   signal(SIGPIPE, SIG_IGN);
 
   server_t *server = malloc(sizeof *server);
   if (server == NULL)
     return fail("malloc", UV_ENOMEM);
+  char *file_response = NULL;
+  server->response = hello_response;
+  server->response_len = sizeof hello_response - 1;
+  if (opts.response_file != NULL) {
+    file_response = read_file(opts.response_file, &server->response_len);
+    if (file_response == NULL) {
+      fprintf(stderr, "bare: cannot read a response from %s\n", opts.response_file);
+      free(server);
+      return 1;
+    }
+    server->response = file_response;
+  }
   server->loop = uv_default_loop();
   llhttp_settings_init(&server->settings);
   server->settings.on_message_complete = on_message_complete;
@@ -289,6 +341,7 @@ int main(int argc, char **argv) {
     uv_close((uv_handle_t *)&server->listener, NULL);
     uv_run(server->loop, UV_RUN_DEFAULT);
     uv_loop_close(server->loop);
+    free(file_response);
     free(server);
     return fail("listen", err);
   }
@@ -304,6 +357,7 @@ int main(int argc, char **argv) {
 
   uv_run(server->loop, UV_RUN_DEFAULT);
   err = uv_loop_close(server->loop);
+  free(file_response);
   free(server);
   return err == 0 ? 0 : fail("uv_loop_close", err);
 }

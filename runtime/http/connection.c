@@ -1,5 +1,6 @@
 /* One client connection: reading, parsing with llhttp plus the server's own
    checks (SPEC §13), limits and their timers, ordered output. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -138,6 +139,36 @@ static int refuse(clank_conn_t *c, int status, const char *body) {
   return HPE_PAUSED;
 }
 
+void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, const char *message,
+                               int close) {
+  char body[256];
+  int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
+                   code, message);
+  clank_response_meta_t m = {
+      .status = status,
+      .keep_alive = !close && !c->undrainable && clank_conn_keep_alive(c),
+      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
+      .head_only = c->req.method == HTTP_HEAD,
+  };
+  if (!m.keep_alive) c->close_after = 1;
+  clank_response_begin(&c->out, &m, clank_server_date(c->server));
+  clank_buf_appends(&c->out, "content-type: application/json\r\ncache-control: no-store\r\n");
+  clank_response_end(&c->out, &m, body, (size_t)n);
+  c->answered = 1;
+  clank_request_t *r = &c->req;
+  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
+                   status, (size_t)n, uv_hrtime() - r->started_ns);
+}
+
+/* The bridge's 413 while a body streams in (SPEC §5 step 7). */
+static int refuse_too_large_json(clank_conn_t *c) {
+  char message[80];
+  snprintf(message, sizeof message, "Request body exceeds %zu bytes.", c->body_limit);
+  clank_conn_answer_failure(c, 413, "PAYLOAD_TOO_LARGE", message, 1);
+  c->stop_parsing = 1;
+  return HPE_PAUSED;
+}
+
 /* ---- llhttp callbacks ---- */
 
 static int on_message_begin(llhttp_t *p) {
@@ -146,6 +177,7 @@ static int on_message_begin(llhttp_t *p) {
   c->req.started_ns = uv_hrtime();
   c->answered = 0;
   c->undrainable = 0;
+  c->body_limit = 0;
   c->route = NULL;
   c->drained = 0;
   c->phase = CLANK_PHASE_HEAD;
@@ -314,6 +346,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
     return 0;
   }
   clank_buf_t *b = &c->req.body;
+  if (c->body_limit && b->len + len > c->body_limit) return refuse_too_large_json(c);
   if (b->len + len > CLANK_MAX_BODY) return refuse(c, 413, "Payload too large.");
   clank_buf_append(b, at, len);
   return 0;
@@ -402,7 +435,10 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     c->eof = 1;
     uv_read_stop(stream);
     c->reading = 0;
-    if (c->phase == CLANK_PHASE_HANDLER) return; /* answer it, then close */
+    if (c->phase == CLANK_PHASE_HANDLER) {
+      clank_dispatch_client_gone(c); /* its action's signal aborts; answer, then close */
+      return;
+    }
     /* A request begun but not finished can never be: close after any answer. */
     c->close_after = 1;
     clank_conn_flush(c);

@@ -37,6 +37,7 @@ struct clank_conn_s {
   uint64_t deadline;   /* loop time the current phase must end by; 0: none */
   uint64_t armed_for;  /* when the timer fires; 0: not running */
   const void *route;   /* what the dispatcher chose at the header block */
+  size_t body_limit;   /* the bridge's maxRequestBytes; 0: the 1 MiB cap */
   void *exchange;      /* the dispatcher's in-flight handler, if any */
   int open_handles;    /* freed when both handles closed and no handler runs */
   unsigned writing : 1;
@@ -85,6 +86,9 @@ void clank_conn_handler_done(clank_conn_t *c);
 /* Appends a plain-text answer for the current request and decides whether the
    connection survives it. */
 void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close);
+/* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
+void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, const char *message,
+                               int close);
 int clank_conn_keep_alive(clank_conn_t *c);
 
 #endif

@@ -6,6 +6,8 @@ static const luaL_Reg clank_modules[] = {
   {"clank.core", luaopen_clank_core},
   {"clank.json", luaopen_clank_json},
   {"clank.schema", luaopen_clank_schema},
+  {"clank.action", luaopen_clank_action},
+  {"clank.bridge", luaopen_clank_bridge},
   {NULL, NULL}
 };
 

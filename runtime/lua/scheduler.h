@@ -3,7 +3,8 @@
    plain lua5.4 (specs, scripts) gets one with a loop of its own. A coroutine
    the runtime drives is a task, found through a registry table keyed by the
    thread (not lua_getextraspace, which plain lua5.4 leaves uninitialised and
-   other hosts may use). Only tasks may wait. */
+   other hosts may use). Only tasks may wait; a wait yields one value, the
+   scheduler's address, so a driver can tell it from a stray coroutine.yield. */
 #ifndef CLANK_SCHEDULER_H
 #define CLANK_SCHEDULER_H
 
@@ -19,38 +20,73 @@ struct clank_task_s {
   lua_State *co;
   /* Resumes co with nargs values on its stack (a wait is over). */
   void (*resume)(clank_task_t *t, int nargs);
-  clank_wait_t *wait; /* the pending wait, if any */
+  clank_wait_t *wait; /* the pending timer wait, if any */
+  int signal_ref;     /* registry ref of the task's abort signal, 0 when none */
+  int wants_signal;   /* its driver aborts the signal (the client went away) */
 };
 
-/* One suspended task waiting on a timer. Freed in the timer's close callback. */
+/* A timer owned by the scheduler: it resumes a task, or calls fire. Freed in
+   the timer's close callback; cancelled with its scheduler. */
 struct clank_wait_s {
   uv_timer_t timer;
   clank_task_t *task;
+  void (*fire)(clank_wait_t *w);
+  lua_State *L; /* the main thread, for fire */
+  int ref;      /* a registry ref fire needs, released with the wait */
   clank_sched_t *sched;
   clank_wait_t *prev, *next;
 };
 
+typedef void (*clank_log_fn)(void *ud, const char *level, const char *msg);
+
 struct clank_sched_s {
   uv_loop_t *loop;
-  int loop_running; /* the host is inside uv_run: never re-enter it */
-  clank_wait_t *waits; /* pending, so a closing generation can cancel them */
+  int loop_running; /* inside uv_run: never re-enter it */
+  clank_wait_t *waits;
+  clank_task_t *spawned; /* tasks made by clank.spawn (a list through their own field) */
+  clank_log_fn log;
+  void *log_ud;
 };
 
 /* The task running co, or NULL. */
 clank_task_t *clank_task_of(lua_State *co);
 void clank_task_bind(clank_task_t *t, lua_State *co);
 void clank_task_unbind(lua_State *co);
+/* 1 when L is a task that may yield here. */
+int clank_in_task(lua_State *L);
 
 /* The scheduler of this Lua state; in plain lua5.4 one is made on first use. */
 clank_sched_t *clank_sched_get(lua_State *L);
 void clank_sched_install(lua_State *L, clank_sched_t *s);
-/* Suspends the running task for ms (its resume runs afterwards). Call as
-   `return clank_sched_sleep(L, ms, k)` from a lua_CFunction; raises the SPEC §1
-   message outside a task. */
-int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k);
-/* Cancels every pending wait (closing their timers). */
+/* Cancels every pending wait and drops spawned tasks (a closing generation). */
 void clank_sched_cancel_all(clank_sched_t *s);
-/* Cancels the wait of one task, if any. */
 void clank_sched_cancel(clank_task_t *t);
+
+/* Suspends the running task for ms. Call as `return clank_sched_sleep(L, ms, k, ctx)`
+   from a lua_CFunction; raises the SPEC §1 message outside a task. */
+int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx);
+/* A timer calling fire(w) after ms, holding the value at idx (0: none) in w->ref. */
+clank_wait_t *clank_sched_timer(lua_State *L, double ms, void (*fire)(clank_wait_t *), int idx);
+void clank_sched_timer_cancel(clank_wait_t *w);
+
+/* Calls the function below nargs arguments on L's stack in a task and returns
+   the number of results it pushed; errors are raised again as they are.
+   Inside a task it is a plain call (the caller must use lua_callk itself);
+   elsewhere a new task runs and, when it waits, the loop runs until it
+   finishes — or, when the loop is already running, the SPEC §1 error. */
+int clank_sched_call(lua_State *L, int nargs);
+
+/* Runs the function below nargs arguments in a child task, and suspends the
+   calling task until it finishes or ms pass (ms <= 0: no limit). Resumes the
+   caller's continuation k with, on top: true and the result; false and the
+   error; or nothing but the string "timeout" as the only value after a nil. */
+int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx);
+
+/* clank.spawn: runs the function at top in a task of its own. */
+void clank_sched_spawn(lua_State *L);
+
+/* A log line through the host (stderr in plain lua5.4). */
+void clank_log(lua_State *L, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

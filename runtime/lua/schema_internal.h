@@ -140,14 +140,13 @@ ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, 
 /* schema_jsonschema.c: pushes a fresh JSON Schema table for n. */
 void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);
 
-/* schema_pattern.c: checks the Lua pattern p and adds its ECMA-262 translation
-   to b (and, to m when not NULL, the pattern without its captures). Returns
-   NULL, or why the pattern cannot be used. */
+/* schema_pattern.c: translate checks the Lua pattern p and adds its ECMA-262
+   translation to b; returns NULL, or why the pattern cannot be used. strip
+   adds p without its captures (same matches, no strings made) to b. */
 const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffer *b);
 void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b);
 
-/* schema_utf8 helpers (schema_validate.c): code points in s, or -1 when s is
-   not valid UTF-8. */
+/* schema_validate.c: code points in s, or -1 when s is not valid UTF-8. */
 ptrdiff_t clank_schema_utf8_len(const char *s, size_t len);
 
 #endif

@@ -196,8 +196,23 @@ describe("clank-run command line", function()
       assert.truthy(stderr:find("broken/app.lua:3:", 1, true), "stderr: " .. stderr)
     end)
 
-    it("prints exactly the bytes GET /manifest serves", function()
-      pending("waits for the bridge (SPEC §5): GET /manifest is 404 until then")
+    for _, app in ipairs({ "basic", "bridge" }) do
+      it("prints exactly the bytes GET /manifest serves (" .. app .. ")", function()
+        local code, stdout = server.run({ "--check", server.fixture(app) })
+        assert.are.equal(0, code)
+        local s = server.start(server.fixture(app))
+        local res = assert(http.get(s.port, "/manifest"))
+        assert.are.equal(200, res.status)
+        assert.are.equal(res.body, stdout)
+        assert.are.equal(0, s:stop())
+      end)
+    end
+
+    it("prints the manifest of an app without actions", function()
+      local code, stdout = server.run({ "--check", basic })
+      assert.are.equal(0, code)
+      assert.are.equal('{"actions":[],"description":"Fixture app for the functional specs",'
+        .. '"name":"basic","protocol":"clank-agent/1"}', stdout)
     end)
   end)
 

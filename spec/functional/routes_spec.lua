@@ -282,14 +282,32 @@ describe("clank-run routes", function()
       assert.are.equal("Hello, world!\n", res.body)
     end)
 
-    -- Until the bridge, MCP and views land (SPEC §5, §6, §11) the reserved
-    -- paths are not the app's and answer 404.
-    for _, path in ipairs({ "/manifest", "/.well-known/clank", "/actions/x", "/__clank/x" }) do
-      it("answers the reserved path " .. path .. " with 404 for now", function()
+    -- The bridge answers its reserved paths (SPEC §2, §5): basic has no actions.
+    for _, path in ipairs({ "/manifest", "/.well-known/clank" }) do
+      it("answers GET " .. path .. " with 200 and the bridge's manifest", function()
         local res = assert(http.get(s.port, path))
-        assert.are.equal(404, res.status)
+        assert.are.equal(200, res.status)
+        assert.are.equal('{"actions":[],"description":"Fixture app for the functional specs",'
+          .. '"name":"basic","protocol":"clank-agent/1"}', res.body)
+        assert.truthy(res.headers["content-type"]:lower():find("^application/json"),
+          res.headers["content-type"])
+        assert.are.equal("no-cache", res.headers["cache-control"])
       end)
     end
+
+    it("answers GET /actions/x with the bridge's JSON 404", function()
+      local res = assert(http.get(s.port, "/actions/x"))
+      assert.are.equal(404, res.status)
+      assert.are.equal('{"error":{"code":"NOT_FOUND","message":"Agent endpoint not found."},"ok":false}',
+        res.body)
+      assert.are.equal("no-store", res.headers["cache-control"])
+    end)
+
+    -- Until MCP and view sessions land (SPEC §6, §11), /__clank/ answers 404.
+    it("answers the reserved path /__clank/x with 404 for now", function()
+      local res = assert(http.get(s.port, "/__clank/x"))
+      assert.are.equal(404, res.status)
+    end)
   end)
 
   describe("errors", function()

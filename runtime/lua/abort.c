@@ -1,0 +1,95 @@
+#include "lua/abort.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#include "lua/scheduler.h"
+
+/* The userdata holds the flag; its uservalue is { reason = ..., [i] = listener }. */
+typedef struct abort_s {
+  int aborted;
+} abort_t;
+
+static abort_t *check_signal(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, CLANK_ABORT_MT);
+}
+
+static int signal_on_abort(lua_State *L) {
+  abort_t *a = check_signal(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_getiuservalue(L, 1, 1);
+  if (a->aborted) {
+    /* Too late to wait for it: tell the listener at once. */
+    lua_pushvalue(L, 2);
+    lua_getfield(L, -2, "reason");
+    lua_call(L, 1, 0);
+    return 0;
+  }
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+  return 0;
+}
+
+static int signal_index(lua_State *L) {
+  abort_t *a = check_signal(L, 1);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "aborted") == 0) {
+    lua_pushboolean(L, a->aborted);
+  } else if (strcmp(key, "reason") == 0) {
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "reason");
+  } else if (strcmp(key, "onAbort") == 0) {
+    lua_pushcfunction(L, signal_on_abort);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+static int signal_tostring(lua_State *L) {
+  abort_t *a = check_signal(L, 1);
+  lua_pushstring(L, a->aborted ? "clank.AbortSignal (aborted)" : "clank.AbortSignal");
+  return 1;
+}
+
+void clank_abort_push(lua_State *L) {
+  abort_t *a = lua_newuserdatauv(L, sizeof *a, 1);
+  a->aborted = 0;
+  lua_newtable(L);
+  lua_setiuservalue(L, -2, 1);
+  if (luaL_newmetatable(L, CLANK_ABORT_MT)) {
+    lua_pushcfunction(L, signal_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, signal_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+}
+
+int clank_abort_aborted(lua_State *L, int idx) {
+  abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);
+  return a != NULL && a->aborted;
+}
+
+void clank_abort_fire(lua_State *L, int idx, const char *reason) {
+  idx = lua_absindex(L, idx);
+  abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);
+  if (a == NULL || a->aborted) return;
+  a->aborted = 1;
+  lua_getiuservalue(L, idx, 1);
+  lua_pushstring(L, reason);
+  lua_setfield(L, -2, "reason");
+  lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    lua_pushstring(L, reason);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+      clank_log(L, "error", "an onAbort listener failed: %s",
+                lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)");
+      lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, -2, i);
+  }
+  lua_pop(L, 1);
+}

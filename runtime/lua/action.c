@@ -1,0 +1,360 @@
+/* clank.action: defineAction, ActionError and the call pipeline (SPEC §4). */
+#include "lua/action.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#include "lua/scheduler.h"
+#include "lua/schema.h"
+
+enum { SIDE_NONE, SIDE_READ, SIDE_WRITE, SIDE_DESTRUCTIVE };
+enum { CONFIRM_NEVER, CONFIRM_WRITE, CONFIRM_ALWAYS };
+
+static const char *const side_names[] = {"none", "read", "write", "destructive", NULL};
+static const char *const confirm_names[] = {"never", "write", "always", NULL};
+
+/* The userdata holds what the pipeline checks; its uservalue holds the Lua
+   values (name, description, schemas, functions, manifest). */
+struct clank_action_s {
+  const clank_schema_node_t *input;
+  const clank_schema_node_t *output; /* NULL without an output schema */
+  int side, confirmation;
+  int has_authorize;
+};
+
+int clank_has_metatable(lua_State *L, int idx, const char *mt) {
+  if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, mt);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same;
+}
+
+/* ---- ActionError ---- */
+
+static int action_error_tostring(lua_State *L) {
+  lua_getfield(L, 1, "code");
+  lua_getfield(L, 1, "message");
+  lua_pushfstring(L, "%s: %s", luaL_optstring(L, -2, "?"), luaL_optstring(L, -1, ""));
+  return 1;
+}
+
+static void push_error_mt(lua_State *L) {
+  if (luaL_newmetatable(L, CLANK_ACTION_ERROR_MT)) {
+    lua_pushcfunction(L, action_error_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+}
+
+void clank_action_error_push(lua_State *L, const char *code, const char *message, int status) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  lua_pushinteger(L, status);
+  lua_setfield(L, -2, "status");
+  push_error_mt(L);
+  lua_setmetatable(L, -2);
+}
+
+int clank_action_error_is(lua_State *L, int idx) {
+  return clank_has_metatable(L, idx, CLANK_ACTION_ERROR_MT);
+}
+
+/* clank.ActionError(code, message, status = 400, details) */
+static int l_action_error(lua_State *L) {
+  lua_settop(L, 4); /* details at 4, even when absent */
+  size_t code_len;
+  const char *code = luaL_checklstring(L, 1, &code_len);
+  luaL_argcheck(L, code_len > 0, 1, "clank.ActionError: code must be a non-empty string");
+  const char *message = luaL_checkstring(L, 2);
+  lua_Integer status = 400;
+  if (!lua_isnoneornil(L, 3)) {
+    int isint;
+    status = lua_tointegerx(L, 3, &isint);
+    if (!isint || status < 400 || status > 599)
+      return luaL_error(L, "clank.ActionError: status must be an integer from 400 to 599");
+  }
+  clank_action_error_push(L, code, message, (int)status);
+  if (!lua_isnoneornil(L, 4)) {
+    lua_pushvalue(L, 4);
+    lua_setfield(L, -2, "details");
+  }
+  return 1;
+}
+
+static int l_is_action_error(lua_State *L) {
+  lua_pushboolean(L, clank_action_error_is(L, 1));
+  return 1;
+}
+
+/* ---- defineAction ---- */
+
+clank_action_t *clank_action_test(lua_State *L, int idx) {
+  return luaL_testudata(L, idx, CLANK_ACTION_MT);
+}
+
+int clank_action_requires_confirmation(const clank_action_t *a) {
+  return a->confirmation == CONFIRM_ALWAYS ||
+         (a->confirmation == CONFIRM_WRITE && a->side >= SIDE_WRITE);
+}
+
+void clank_action_push_name(lua_State *L, int idx) {
+  lua_getiuservalue(L, idx, 1);
+  lua_getfield(L, -1, "name");
+  lua_remove(L, -2);
+}
+
+static int valid_name(const char *s, size_t n) {
+  if (n == 0 || n > 128) return 0;
+  if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return 0;
+  for (size_t i = 1; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.' || c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+static int option_index(lua_State *L, int idx, const char *const names[], const char *field) {
+  const char *v = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+  for (int i = 0; v && names[i]; i++)
+    if (strcmp(v, names[i]) == 0) return i;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; names[i]; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, names[i]);
+  }
+  luaL_pushresult(&b);
+  return luaL_error(L, "clank.defineAction: '%s' must be one of %s", field, lua_tostring(L, -1));
+}
+
+static void push_json_schema(lua_State *L, int schema_idx) {
+  lua_getfield(L, schema_idx, "toJSONSchema");
+  lua_pushvalue(L, schema_idx);
+  lua_call(L, 1, 1);
+}
+
+static const char *const action_fields[] = {"name", "description", "input", "output", "sideEffects",
+                                            "confirmation", "authorize", "handler", NULL};
+
+static int l_define_action(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+    int known = 0;
+    for (int i = 0; action_fields[i]; i++)
+      if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), action_fields[i]) == 0)
+        known = 1;
+    if (!known)
+      return luaL_error(L, "clank.defineAction: unknown field '%s'", luaL_tolstring(L, -2, NULL));
+  }
+  clank_action_t *a = lua_newuserdatauv(L, sizeof *a, 1); /* 2 */
+  memset(a, 0, sizeof *a);
+  lua_newtable(L); /* 3: the uservalue */
+
+  size_t n;
+  lua_getfield(L, 1, "name");
+  const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+  if (!name || !valid_name(name, n))
+    return luaL_error(L, "clank.defineAction: 'name' must match ^[A-Za-z][A-Za-z0-9_.-]*$ "
+                         "and be at most 128 bytes");
+  lua_setfield(L, 3, "name");
+  lua_getfield(L, 1, "description");
+  if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) == 0)
+    return luaL_error(L, "clank.defineAction: 'description' must be a non-empty string");
+  lua_setfield(L, 3, "description");
+
+  lua_getfield(L, 1, "input");
+  a->input = clank_schema_node(L, -1);
+  if (a->input == NULL) return luaL_error(L, "clank.defineAction: 'input' must be a schema");
+  lua_setfield(L, 3, "input");
+  lua_getfield(L, 1, "output");
+  if (!lua_isnil(L, -1)) {
+    a->output = clank_schema_node(L, -1);
+    if (a->output == NULL) return luaL_error(L, "clank.defineAction: 'output' must be a schema");
+  }
+  lua_setfield(L, 3, "output");
+
+  lua_getfield(L, 1, "sideEffects");
+  a->side = lua_isnil(L, -1) ? SIDE_WRITE : option_index(L, -1, side_names, "sideEffects");
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "confirmation");
+  a->confirmation = lua_isnil(L, -1)
+                        ? (a->side == SIDE_DESTRUCTIVE ? CONFIRM_ALWAYS : CONFIRM_WRITE)
+                        : option_index(L, -1, confirm_names, "confirmation");
+  lua_pop(L, 1);
+
+  lua_getfield(L, 1, "authorize");
+  if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
+    return luaL_error(L, "clank.defineAction: 'authorize' must be a function");
+  a->has_authorize = !lua_isnil(L, -1);
+  lua_setfield(L, 3, "authorize");
+  lua_getfield(L, 1, "handler");
+  if (!lua_isfunction(L, -1)) return luaL_error(L, "clank.defineAction: 'handler' must be a function");
+  lua_setfield(L, 3, "handler");
+
+  /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation } */
+  lua_createtable(L, 0, 6);
+  lua_getfield(L, 3, "name");
+  lua_setfield(L, -2, "name");
+  lua_getfield(L, 3, "description");
+  lua_setfield(L, -2, "description");
+  lua_getfield(L, 3, "input");
+  push_json_schema(L, lua_gettop(L));
+  lua_setfield(L, -3, "inputSchema");
+  lua_pop(L, 1);
+  if (a->output) {
+    lua_getfield(L, 3, "output");
+    push_json_schema(L, lua_gettop(L));
+    lua_setfield(L, -3, "outputSchema");
+    lua_pop(L, 1);
+  }
+  lua_pushstring(L, side_names[a->side]);
+  lua_setfield(L, -2, "sideEffects");
+  lua_pushstring(L, confirm_names[a->confirmation]);
+  lua_setfield(L, -2, "confirmation");
+  lua_setfield(L, 3, "manifest");
+
+  lua_setiuservalue(L, 2, 1);
+  luaL_setmetatable(L, CLANK_ACTION_MT);
+  return 1;
+}
+
+/* ---- the pipeline ---- */
+
+enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED };
+
+static int fail_action(lua_State *L, const char *why) {
+  lua_getiuservalue(L, 1, 1);
+  lua_getfield(L, -1, "name");
+  clank_log(L, "error", "action %s failed: %s", lua_tostring(L, -1), why);
+  clank_action_error_push(L, "ACTION_FAILED", "The action failed.", 500);
+  return lua_error(L);
+}
+
+static int pipeline_k(lua_State *L, int status, lua_KContext step) {
+  clank_action_t *a = lua_touserdata(L, 1);
+  switch (step) {
+  case STEP_START:
+    if (!clank_schema_validate(L, a->input, 2)) return lua_error(L); /* the input's ValidationError */
+    if (a->has_authorize) {
+      lua_getiuservalue(L, 1, 1);
+      lua_getfield(L, -1, "authorize");
+      lua_remove(L, -2);
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 3);
+      lua_callk(L, 2, 1, STEP_AUTHORIZED, pipeline_k);
+    } else {
+      lua_pushboolean(L, 1);
+    }
+    /* fallthrough */
+  case STEP_AUTHORIZED:
+    if (!lua_toboolean(L, -1)) {
+      clank_action_error_push(L, "FORBIDDEN", "Action is not authorized.", 403);
+      return lua_error(L);
+    }
+    lua_pop(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "handler");
+    lua_remove(L, -2);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    status = lua_pcallk(L, 2, 1, 0, STEP_HANDLED, pipeline_k);
+    /* fallthrough */
+  default:
+    break;
+  }
+  /* STEP_HANDLED: the handler's result, or its error, is on top. */
+  if (status != LUA_OK && status != LUA_YIELD) {
+    if (clank_has_metatable(L, -1, "clank.ValidationError")) {
+      /* A handler's own ValidationError is a server fault, not bad input. */
+      lua_getfield(L, -1, "issues");
+      clank_schema_push_message(L, lua_gettop(L), 0);
+      return fail_action(L, lua_pushfstring(L, "the handler raised a ValidationError: %s",
+                                            lua_tostring(L, -1)));
+    }
+    return lua_error(L);
+  }
+  if (a->output && !clank_schema_validate(L, a->output, lua_gettop(L))) {
+    lua_getfield(L, -1, "issues");
+    clank_schema_push_message(L, lua_gettop(L), 0);
+    return fail_action(L, lua_pushfstring(L, "its output does not match the output schema: %s",
+                                          lua_tostring(L, -1)));
+  }
+  return 1;
+}
+
+int clank_action_pipeline(lua_State *L) {
+  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  lua_settop(L, 3);
+  return pipeline_k(L, LUA_OK, STEP_START);
+}
+
+/* action(input, ctx): inside a task the pipeline runs right here (it may
+   wait); elsewhere it runs in a task of its own and the loop runs until it
+   ends. */
+static int action_call(lua_State *L) {
+  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  lua_settop(L, 3);
+  if (clank_in_task(L)) return clank_action_pipeline(L);
+  lua_pushcfunction(L, clank_action_pipeline);
+  lua_insert(L, 1);
+  return clank_sched_call(L, 3);
+}
+
+static int action_requires_confirmation(lua_State *L) {
+  clank_action_t *a = luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  lua_pushboolean(L, clank_action_requires_confirmation(a));
+  return 1;
+}
+
+static int action_index(lua_State *L) {
+  clank_action_t *a = luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  const char *key = luaL_checkstring(L, 2);
+  if (strcmp(key, "requiresConfirmation") == 0) {
+    lua_pushcfunction(L, action_requires_confirmation);
+  } else if (strcmp(key, "sideEffects") == 0) {
+    lua_pushstring(L, side_names[a->side]);
+  } else if (strcmp(key, "confirmation") == 0) {
+    lua_pushstring(L, confirm_names[a->confirmation]);
+  } else {
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, key);
+  }
+  return 1;
+}
+
+static int action_tostring(lua_State *L) {
+  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  clank_action_push_name(L, 1);
+  lua_pushfstring(L, "clank.Action(%s)", lua_tostring(L, -1));
+  return 1;
+}
+
+static const luaL_Reg action_meta[] = {
+  {"__index", action_index},
+  {"__call", action_call},
+  {"__tostring", action_tostring},
+  {NULL, NULL}
+};
+
+static const luaL_Reg action_funcs[] = {
+  {"defineAction", l_define_action},
+  {"ActionError", l_action_error},
+  {"isActionError", l_is_action_error},
+  {NULL, NULL}
+};
+
+int luaopen_clank_action(lua_State *L) {
+  luaL_newmetatable(L, CLANK_ACTION_MT);
+  luaL_setfuncs(L, action_meta, 0);
+  lua_pop(L, 1);
+  push_error_mt(L);
+  lua_pop(L, 1);
+  luaL_newlib(L, action_funcs);
+  return 1;
+}

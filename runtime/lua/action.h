@@ -1,0 +1,30 @@
+/* clank.action seen from C: the bridge runs actions and builds ActionErrors. */
+#ifndef CLANK_ACTION_H
+#define CLANK_ACTION_H
+
+#include <lua.h>
+
+#define CLANK_ACTION_MT "clank.Action"
+#define CLANK_ACTION_ERROR_MT "clank.ActionError"
+
+typedef struct clank_action_s clank_action_t;
+
+/* The action at idx, or NULL. */
+clank_action_t *clank_action_test(lua_State *L, int idx);
+int clank_action_requires_confirmation(const clank_action_t *a);
+/* Pushes the action's name. */
+void clank_action_push_name(lua_State *L, int idx);
+
+/* The call pipeline of SPEC §4 as a lua_CFunction over [action, input, ctx]:
+   it must run inside a task (it may wait); returns the output. */
+int clank_action_pipeline(lua_State *L);
+
+/* Pushes clank.ActionError(code, message, status); details stay nil. */
+void clank_action_error_push(lua_State *L, const char *code, const char *message, int status);
+int clank_action_error_is(lua_State *L, int idx);
+/* 1 when the value at idx is a table whose metatable is registry[mt]. */
+int clank_has_metatable(lua_State *L, int idx, const char *mt);
+
+int luaopen_clank_action(lua_State *L);
+
+#endif

@@ -1,0 +1,780 @@
+/* clank.bridge: createAgentBridge, its manifest, invoke and handle (SPEC §5). */
+#include "lua/bridge.h"
+
+#include <lauxlib.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lua/abort.h"
+#include "lua/action.h"
+#include "lua/json.h"
+#include "lua/scheduler.h"
+#include "lua/schema.h"
+#include "lua/values.h"
+
+typedef struct bridge_s {
+  long long max_bytes;
+  int require_origin, expose_errors;
+  double timeout_ms;
+  clank_buf_t scratch; /* JSON bodies; encoding never waits, so one suffices */
+} bridge_t;
+
+/* uservalue fields */
+#define UV_ACTIONS "actions"   /* name → action */
+#define UV_MANIFEST "manifest" /* canonical JSON */
+#define UV_ETAG "etag"
+#define UV_ORIGINS "origins"   /* origin → true */
+
+static bridge_t *check_bridge(lua_State *L, int idx) { return luaL_checkudata(L, idx, CLANK_BRIDGE_MT); }
+
+static void push_uv_field(lua_State *L, int idx, const char *field) {
+  lua_getiuservalue(L, idx, 1);
+  lua_getfield(L, -1, field);
+  lua_remove(L, -2);
+}
+
+/* ---- paths ---- */
+
+static int ends_with(const char *p, size_t n, const char *s) {
+  size_t k = strlen(s);
+  return n >= k && memcmp(p + n - k, s, k) == 0;
+}
+
+static const char *last_actions(const char *p, size_t n) {
+  const char *found = NULL;
+  for (size_t i = 0; i + 9 <= n; i++)
+    if (memcmp(p + i, "/actions/", 9) == 0) found = p + i;
+  return found;
+}
+
+static int manifest_path(const char *p, size_t n) {
+  return ends_with(p, n, "/.well-known/clank") || ends_with(p, n, "/manifest");
+}
+
+int clank_bridge_path(const char *path, size_t len) {
+  return manifest_path(path, len) || last_actions(path, len) != NULL;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* decodeURIComponent: every %XX must be hex and the bytes valid UTF-8; '+'
+   stays '+'. Pushes the name, or returns 0 for a bad escape. */
+static int push_decoded_name(lua_State *L, const char *s, size_t n) {
+  luaL_Buffer b;
+  char *out = luaL_buffinitsize(L, &b, n + 1);
+  size_t k = 0;
+  int ok = 1;
+  for (size_t i = 0; i < n && ok; i++) {
+    if (s[i] != '%') {
+      out[k++] = s[i];
+    } else if (i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
+               hexval((unsigned char)s[i + 2]) >= 0) {
+      out[k++] = (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
+      i += 2;
+    } else {
+      ok = 0;
+    }
+  }
+  for (size_t i = 0; i < k && ok;) {
+    size_t len = (unsigned char)out[i] < 0x80 ? 1 : clank_json_utf8_char((const unsigned char *)out + i, k - i);
+    if (len == 0) ok = 0;
+    i += len;
+  }
+  luaL_pushresultsize(&b, ok ? k : 0);
+  if (!ok) lua_pop(L, 1);
+  return ok;
+}
+
+/* ---- answers ---- */
+
+/* What every answer to one request shares: CORS for an allowed foreign origin. */
+typedef struct answer_s {
+  const char *cors_origin; /* NULL unless the origin is an allowed foreign one */
+} answer_t;
+
+/* Pushes { status, headers = { ... }, body }. */
+static void push_response(lua_State *L, const answer_t *a, int status, const char *cache,
+                          const char *body, size_t len) {
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, status);
+  lua_setfield(L, -2, "status");
+  lua_createtable(L, 0, 4);
+  if (len > 0) {
+    lua_pushliteral(L, "application/json");
+    lua_setfield(L, -2, "content-type");
+  }
+  if (cache) {
+    lua_pushstring(L, cache);
+    lua_setfield(L, -2, "cache-control");
+  }
+  if (a->cors_origin) {
+    lua_pushstring(L, a->cors_origin);
+    lua_setfield(L, -2, "access-control-allow-origin");
+    lua_pushliteral(L, "Origin");
+    lua_setfield(L, -2, "vary");
+  }
+  lua_setfield(L, -2, "headers");
+  lua_pushlstring(L, body, len);
+  lua_setfield(L, -2, "body");
+}
+
+/* {"ok":false,"error":{"code","details"?,"message"}} with no-store. */
+static int push_failure(lua_State *L, bridge_t *b, const answer_t *a, int status, const char *code,
+                        const char *message, int details_idx) {
+  if (details_idx) details_idx = lua_absindex(L, details_idx);
+  lua_createtable(L, 0, 2);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "ok");
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, code);
+  lua_setfield(L, -2, "code");
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  if (details_idx) {
+    lua_pushvalue(L, details_idx);
+    lua_setfield(L, -2, "details");
+  }
+  lua_setfield(L, -2, "error");
+  clank_buf_reset(&b->scratch);
+  clank_json_encode(L, lua_gettop(L), 0, &b->scratch);
+  lua_pop(L, 1);
+  push_response(L, a, status, "no-store", b->scratch.data, b->scratch.len);
+  return 1;
+}
+
+/* ---- reading the request table ---- */
+
+/* The strings returned stay alive: the request table holds them. */
+static const char *header(lua_State *L, int req, const char *name, size_t *len) {
+  const char *v = NULL;
+  if (lua_getfield(L, req, "headers") == LUA_TTABLE) {
+    if (lua_getfield(L, -1, name) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static const char *field(lua_State *L, int req, const char *name, size_t *len) {
+  const char *v = NULL;
+  if (lua_getfield(L, req, name) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* The path: request.path, else the url up to '?'. */
+static const char *request_path(lua_State *L, int req, size_t *len) {
+  const char *p = field(L, req, "path", len);
+  if (p) return p;
+  p = field(L, req, "url", len);
+  if (p == NULL) {
+    *len = 0;
+    return "";
+  }
+  const char *q = memchr(p, '?', *len);
+  if (q) *len = (size_t)(q - p);
+  return p;
+}
+
+/* `application/json` or any `type/subtype+json`, parameters and case ignored. */
+static int json_media_type(const char *v, size_t n) {
+  size_t end = 0;
+  while (end < n && v[end] != ';') end++;
+  while (end > 0 && (v[end - 1] == ' ' || v[end - 1] == '\t')) end--;
+  size_t start = 0;
+  while (start < end && (v[start] == ' ' || v[start] == '\t')) start++;
+  const char *t = v + start;
+  size_t tn = end - start;
+  if (tn == 16 && strncasecmp(t, "application/json", 16) == 0) return 1;
+  const char *slash = memchr(t, '/', tn);
+  return slash && slash > t && (size_t)(t + tn - slash) > 5 && strncasecmp(t + tn - 5, "+json", 5) == 0;
+}
+
+static int valid_utf8(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    if ((unsigned char)s[i] < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len = clank_json_utf8_char((const unsigned char *)s + i, n - i);
+    if (len == 0) return 0;
+    i += len;
+  }
+  return 1;
+}
+
+/* The origin decides CORS for every answer: an allowed foreign origin gets
+   access-control-allow-origin. Sets *own and *allowed. */
+static void read_origin(lua_State *L, answer_t *a, const char **origin, int *own, int *allowed) {
+  size_t n;
+  *origin = header(L, 2, "origin", &n);
+  *own = *allowed = 0;
+  if (*origin == NULL) return;
+  size_t hlen, slen;
+  const char *host = header(L, 2, "host", &hlen);
+  const char *scheme = field(L, 2, "scheme", &slen);
+  if (scheme == NULL) {
+    scheme = "http";
+    slen = 4;
+  }
+  *own = host && n == slen + 3 + hlen && memcmp(*origin, scheme, slen) == 0 &&
+         memcmp(*origin + slen, "://", 3) == 0 && memcmp(*origin + slen + 3, host, hlen) == 0;
+  push_uv_field(L, 1, UV_ORIGINS);
+  lua_getfield(L, -1, *origin);
+  *allowed = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  if (*allowed && !*own) a->cors_origin = *origin;
+}
+
+/* If-None-Match: a list of tags, `*`, weak comparison. */
+static int etag_matches(const char *inm, size_t n, const char *etag) {
+  size_t elen = strlen(etag);
+  for (size_t i = 0; i < n;) {
+    while (i < n && (inm[i] == ' ' || inm[i] == ',' || inm[i] == '\t')) i++;
+    size_t j = i;
+    while (j < n && inm[j] != ',') j++;
+    size_t e = j;
+    while (e > i && (inm[e - 1] == ' ' || inm[e - 1] == '\t')) e--;
+    const char *tag = inm + i;
+    size_t tlen = e - i;
+    if (tlen >= 2 && tag[0] == 'W' && tag[1] == '/') {
+      tag += 2;
+      tlen -= 2;
+    }
+    if ((tlen == 1 && tag[0] == '*') || (tlen == elen && memcmp(tag, etag, tlen) == 0)) return 1;
+    i = j;
+  }
+  return 0;
+}
+
+static int answer_manifest(lua_State *L, const answer_t *a) {
+  push_uv_field(L, 1, UV_ETAG);
+  int etag = lua_gettop(L);
+  size_t inm_len;
+  const char *inm = header(L, 2, "if-none-match", &inm_len);
+  if (inm && etag_matches(inm, inm_len, lua_tostring(L, etag))) {
+    push_response(L, a, 304, "no-cache", "", 0);
+  } else {
+    push_uv_field(L, 1, UV_MANIFEST);
+    size_t mlen;
+    const char *m = lua_tolstring(L, -1, &mlen);
+    push_response(L, a, 200, "no-cache", m, mlen);
+    lua_remove(L, -2);
+  }
+  lua_getfield(L, -1, "headers");
+  lua_pushvalue(L, etag);
+  lua_setfield(L, -2, "etag");
+  lua_pop(L, 1);
+  lua_remove(L, etag);
+  return 1;
+}
+
+/* ---- steps 1–7 ---- */
+
+enum { PHASE_HEAD, PHASE_FULL };
+
+/* Runs the checks of SPEC §5 in order on [bridge (1), request (2)]. Returns 1
+   with a response pushed, or 0 with the action pushed (and, in the full
+   phase, the decoded input after it). */
+static int check_request(lua_State *L, int phase, answer_t *a) {
+  bridge_t *b = check_bridge(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  size_t n, plen;
+  const char *method = field(L, 2, "method", &n);
+  if (method == NULL) method = "GET";
+  const char *path = request_path(L, 2, &plen);
+  const char *origin;
+  int own, allowed;
+  read_origin(L, a, &origin, &own, &allowed);
+
+  /* 1. the manifest */
+  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return answer_manifest(L, a);
+
+  /* 2. preflight, and everything that is not POST on an action path */
+  const char *at = last_actions(path, plen);
+  if (at && strcmp(method, "OPTIONS") == 0 && origin && allowed) {
+    answer_t cors = {origin};
+    push_response(L, &cors, 204, NULL, "", 0);
+    lua_getfield(L, -1, "headers");
+    lua_pushliteral(L, "POST");
+    lua_setfield(L, -2, "access-control-allow-methods");
+    lua_pushliteral(L, "content-type, x-clank-confirmation");
+    lua_setfield(L, -2, "access-control-allow-headers");
+    lua_pop(L, 1);
+    return 1;
+  }
+  if (!at || strcmp(method, "POST") != 0)
+    return push_failure(L, b, a, 404, "NOT_FOUND", "Agent endpoint not found.", 0);
+
+  /* 3. origin */
+  size_t sfs_len;
+  const char *sfs = header(L, 2, "sec-fetch-site", &sfs_len);
+  if ((sfs && sfs_len == 10 && memcmp(sfs, "cross-site", 10) == 0) || (origin && !own && !allowed) ||
+      (!origin && b->require_origin))
+    return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
+
+  /* 4. the name */
+  const char *raw = at + 9;
+  if (!push_decoded_name(L, raw, (size_t)(path + plen - raw)))
+    return push_failure(L, b, a, 400, "INVALID_PATH", "The action path is not valid URL encoding.", 0);
+
+  /* 5. the action */
+  push_uv_field(L, 1, UV_ACTIONS);
+  lua_insert(L, -2);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+  clank_action_t *action = clank_action_test(L, -1);
+  if (action == NULL) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 404, "NOT_FOUND", "Action not found.", 0);
+  }
+
+  /* 6. confirmation, before the body */
+  size_t conf_len;
+  const char *conf = header(L, 2, "x-clank-confirmation", &conf_len);
+  if (clank_action_requires_confirmation(action) &&
+      !(conf && conf_len == 9 && memcmp(conf, "confirmed", 9) == 0)) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 428, "CONFIRMATION_REQUIRED",
+                        "This action requires explicit confirmation.", 0);
+  }
+
+  /* 7. the body */
+  size_t ct_len;
+  const char *ct = header(L, 2, "content-type", &ct_len);
+  if (ct == NULL || !json_media_type(ct, ct_len)) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 415, "UNSUPPORTED_MEDIA_TYPE",
+                        "Expected an application/json request body.", 0);
+  }
+  char too_large[64];
+  snprintf(too_large, sizeof too_large, "Request body exceeds %lld bytes.", b->max_bytes);
+  size_t cl_len;
+  const char *cl = header(L, 2, "content-length", &cl_len);
+  if (cl && strtoll(cl, NULL, 10) > b->max_bytes) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 413, "PAYLOAD_TOO_LARGE", too_large, 0);
+  }
+  if (phase == PHASE_HEAD) return 0;
+
+  size_t body_len = 0;
+  const char *body = field(L, 2, "body", &body_len);
+  if (body == NULL || body_len == 0) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 400, "INVALID_JSON", "A JSON request body is required.", 0);
+  }
+  if ((long long)body_len > b->max_bytes) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 413, "PAYLOAD_TOO_LARGE", too_large, 0);
+  }
+  if (!valid_utf8(body, body_len)) {
+    lua_pop(L, 1);
+    return push_failure(L, b, a, 400, "INVALID_ENCODING", "Request body must be valid UTF-8.", 0);
+  }
+  if (clank_json_decode(L, body, body_len) != 1) {
+    lua_pop(L, 3);
+    return push_failure(L, b, a, 400, "INVALID_JSON", "Request body is not valid JSON.", 0);
+  }
+  return 0;
+}
+
+int clank_bridge_head(lua_State *L) {
+  lua_settop(L, 2);
+  answer_t a = {0};
+  if (check_request(L, PHASE_HEAD, &a)) return 1;
+  lua_pushnil(L);
+  return 1;
+}
+
+void clank_bridge_push_manifest(lua_State *L, int idx) {
+  check_bridge(L, idx);
+  push_uv_field(L, idx, UV_MANIFEST);
+}
+
+long long clank_bridge_max_bytes(lua_State *L, int idx) { return check_bridge(L, idx)->max_bytes; }
+
+/* ---- steps 8 and 9: running the action and answering ---- */
+
+/* The input's issues as {path (0-based), message, expected?}, for details. */
+static void push_issue_details(lua_State *L, int issues) {
+  lua_Integer n = luaL_len(L, issues);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, issues, i);
+    int issue = lua_gettop(L);
+    lua_createtable(L, 0, 3);
+    lua_getfield(L, issue, "path");
+    lua_Integer pn = lua_istable(L, -1) ? luaL_len(L, -1) : 0;
+    lua_createtable(L, (int)pn, 0);
+    for (lua_Integer k = 1; k <= pn; k++) {
+      lua_rawgeti(L, -2, k);
+      if (lua_isinteger(L, -1)) {
+        lua_Integer v = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lua_pushinteger(L, v - 1);
+      }
+      lua_rawseti(L, -2, k);
+    }
+    clank_mark_array(L, -1);
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 1);
+    lua_getfield(L, issue, "message");
+    lua_setfield(L, -2, "message");
+    lua_getfield(L, issue, "expected");
+    lua_setfield(L, -2, "expected");
+    lua_rawseti(L, -3, i);
+    lua_pop(L, 1);
+  }
+  clank_mark_array(L, -1);
+}
+
+/* Step 9: the error at idx becomes an answer. */
+static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
+  idx = lua_absindex(L, idx);
+  if (clank_has_metatable(L, idx, "clank.ValidationError")) {
+    lua_getfield(L, idx, "issues");
+    int issues = lua_gettop(L);
+    clank_schema_push_message(L, issues, 1);
+    push_issue_details(L, issues);
+    return push_failure(L, b, a, 422, "INVALID_INPUT", lua_tostring(L, -2), lua_gettop(L));
+  }
+  if (clank_action_error_is(L, idx)) {
+    lua_getfield(L, idx, "status");
+    lua_getfield(L, idx, "code");
+    lua_getfield(L, idx, "message");
+    lua_getfield(L, idx, "details");
+    int status = (int)lua_tointeger(L, -4);
+    if (status < 400 || status > 599) status = 500;
+    return push_failure(L, b, a, status, luaL_optstring(L, -3, "ACTION_FAILED"),
+                        luaL_optstring(L, -2, ""), lua_isnil(L, -1) ? 0 : lua_gettop(L));
+  }
+  const char *msg = lua_tostring(L, idx);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, idx, "__tostring") && lua_isstring(L, -1))
+      msg = lua_tostring(L, -1);
+    else
+      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
+  }
+  clank_log(L, "error", "action failed: %s", msg);
+  return push_failure(L, b, a, 500, "ACTION_FAILED", b->expose_errors ? msg : "The action failed.", 0);
+}
+
+/* Stack during a run: 1 bridge, 2 request, 3 context source, 4 action,
+   5 input, 6 context value, 7 ctx, 8 signal. */
+enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
+
+static int handle_k(lua_State *L, int status, lua_KContext step) {
+  (void)status;
+  bridge_t *b = check_bridge(L, 1);
+  answer_t a = {0};
+  switch (step) {
+  case STEP_CHECK:
+    if (check_request(L, PHASE_FULL, &a)) return 1;
+    if (lua_isfunction(L, 3)) {
+      lua_pushvalue(L, 3);
+      lua_pushvalue(L, 2);
+      lua_callk(L, 1, 1, STEP_CONTEXT, handle_k);
+    } else {
+      lua_pushvalue(L, 3);
+    }
+    /* fallthrough */
+  case STEP_CONTEXT: {
+    lua_settop(L, 6);
+    lua_newtable(L); /* 7: ctx = { <context fields>..., request, signal } */
+    if (lua_istable(L, 6)) {
+      for (lua_pushnil(L); lua_next(L, 6); lua_pop(L, 1)) {
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, 7);
+      }
+    }
+    lua_pushvalue(L, 2);
+    lua_setfield(L, 7, "request");
+    clank_abort_push(L); /* 8 */
+    lua_pushvalue(L, 8);
+    lua_setfield(L, 7, "signal");
+    clank_task_t *task = clank_task_of(L);
+    if (task && task->wants_signal && task->signal_ref == 0) {
+      lua_pushvalue(L, 8);
+      task->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_pushcfunction(L, clank_action_pipeline);
+    lua_pushvalue(L, 4);
+    lua_pushvalue(L, 5);
+    lua_pushvalue(L, 7);
+    return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
+  }
+  default:
+    break;
+  }
+  /* STEP_RAN: [..., true, output] or [..., false, error] or [..., nil, "timeout"] */
+  const char *origin;
+  int own, allowed;
+  read_origin(L, &a, &origin, &own, &allowed);
+  if (lua_isnil(L, -2)) {
+    clank_abort_fire(L, 8, "timeout");
+    return push_failure(L, b, &a, 504, "TIMEOUT", "The action timed out.", 0);
+  }
+  if (!lua_toboolean(L, -2)) return answer_error(L, b, &a, -1);
+  /* {"ok":true,"output":...}, the output encoded as its schema says */
+  int output = lua_gettop(L);
+  lua_getiuservalue(L, 4, 1);
+  lua_getfield(L, -1, "output");
+  clank_buf_reset(&b->scratch);
+  clank_buf_appends(&b->scratch, "{\"ok\":true,\"output\":");
+  clank_json_encode(L, output, lua_isnil(L, -1) ? 0 : lua_gettop(L), &b->scratch);
+  clank_buf_appendc(&b->scratch, '}');
+  push_response(L, &a, 200, NULL, b->scratch.data, b->scratch.len);
+  return 1;
+}
+
+int clank_bridge_handle_task(lua_State *L) {
+  lua_settop(L, 3);
+  return handle_k(L, LUA_OK, STEP_CHECK);
+}
+
+/* ---- createAgentBridge ---- */
+
+static int compare_names(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Pushes list (at idx) sorted by the string at field `key` of each item,
+   as a marked array, each item replaced by item[take] when take != NULL. */
+static void push_sorted(lua_State *L, int list, const char *key, const char *take) {
+  lua_Integer n = luaL_len(L, list);
+  lua_createtable(L, 0, (int)n); /* name → item */
+  int byname = lua_gettop(L);
+  const char **names = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    if (take) {
+      lua_getfield(L, -1, take);
+      lua_remove(L, -2);
+    }
+    lua_getfield(L, -1, key);
+    names[i - 1] = lua_tostring(L, -1);
+    if (names[i - 1] == NULL) luaL_error(L, "clank.createAgentBridge: an item has no %s", key);
+    lua_insert(L, -2);
+    lua_rawset(L, byname); /* byname keeps the name strings alive */
+  }
+  qsort(names, (size_t)n, sizeof *names, compare_names);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 0; i < n; i++) {
+    lua_getfield(L, byname, names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  clank_mark_array(L, -1);
+  lua_replace(L, byname);
+  lua_pop(L, 1);
+}
+
+static const char *const bridge_options[] = {"name", "description", "views", "allowedOrigins",
+                                             "requireOrigin", "maxRequestBytes", "exposeErrors",
+                                             "actionTimeout", NULL};
+
+static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
+  b->max_bytes = 65536;
+  b->timeout_ms = 30000;
+  lua_newtable(L);
+  lua_setfield(L, uv, UV_ORIGINS);
+  if (lua_isnoneornil(L, opts)) return;
+  luaL_checktype(L, opts, LUA_TTABLE);
+  for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1)) {
+    int known = 0;
+    for (int i = 0; bridge_options[i]; i++)
+      if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), bridge_options[i]) == 0)
+        known = 1;
+    if (!known)
+      luaL_error(L, "clank.createAgentBridge: unknown option '%s'", luaL_tolstring(L, -2, NULL));
+  }
+  if (lua_getfield(L, opts, "maxRequestBytes") != LUA_TNIL) {
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < 1) luaL_error(L, "clank.createAgentBridge: 'maxRequestBytes' must be a positive integer");
+    b->max_bytes = v;
+  }
+  if (lua_getfield(L, opts, "actionTimeout") != LUA_TNIL) {
+    lua_Number v = lua_tonumber(L, -1);
+    if (!(v > 0)) luaL_error(L, "clank.createAgentBridge: 'actionTimeout' must be a positive number of ms");
+    b->timeout_ms = v;
+  }
+  lua_getfield(L, opts, "requireOrigin");
+  b->require_origin = lua_toboolean(L, -1);
+  lua_getfield(L, opts, "exposeErrors");
+  b->expose_errors = lua_toboolean(L, -1);
+  lua_pop(L, 4);
+  if (lua_getfield(L, opts, "allowedOrigins") == LUA_TTABLE) {
+    lua_getfield(L, uv, UV_ORIGINS);
+    lua_Integer n = luaL_len(L, -2);
+    for (lua_Integer i = 1; i <= n; i++) {
+      if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
+        luaL_error(L, "clank.createAgentBridge: allowedOrigins[%d] must be a string", (int)i);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
+static int l_create(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  bridge_t *b = lua_newuserdatauv(L, sizeof *b, 1); /* 3 */
+  memset(b, 0, sizeof *b);
+  luaL_setmetatable(L, CLANK_BRIDGE_MT);
+  lua_newtable(L); /* 4: uservalue */
+  read_options(L, b, 2, 4);
+
+  lua_newtable(L); /* 5: name → action */
+  lua_Integer n = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    if (clank_action_test(L, -1) == NULL)
+      return luaL_error(L, "clank.createAgentBridge: actions[%d] is not an action", (int)i);
+    clank_action_push_name(L, -1);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, 5) != LUA_TNIL)
+      return luaL_error(L, "clank.createAgentBridge: duplicate action name '%s'", lua_tostring(L, -2));
+    lua_pop(L, 1);
+    lua_insert(L, -2);
+    lua_rawset(L, 5);
+  }
+  lua_pushvalue(L, 5);
+  lua_setfield(L, 4, UV_ACTIONS);
+
+  /* the manifest: { protocol, actions (sorted by name), name?, description?, views? } */
+  lua_createtable(L, 0, 5); /* 6 */
+  lua_pushliteral(L, "clank-agent/1");
+  lua_setfield(L, 6, "protocol");
+  push_sorted(L, 1, "name", "manifest");
+  lua_setfield(L, 6, "actions");
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "name");
+    lua_setfield(L, 6, "name");
+    lua_getfield(L, 2, "description");
+    lua_setfield(L, 6, "description");
+    if (lua_getfield(L, 2, "views") == LUA_TTABLE && luaL_len(L, -1) > 0) {
+      push_sorted(L, lua_gettop(L), "name", "viewManifest");
+      lua_setfield(L, 6, "views");
+    }
+    lua_pop(L, 1);
+  }
+  clank_buf_reset(&b->scratch);
+  clank_json_encode(L, 6, 0, &b->scratch);
+  lua_pushlstring(L, b->scratch.data, b->scratch.len);
+  lua_setfield(L, 4, UV_MANIFEST);
+
+  /* etag: '"' + 16 hex digits of the SHA-256 of the body + '"' */
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  if (!EVP_Digest(b->scratch.data, b->scratch.len, md, &mdlen, EVP_sha256(), NULL))
+    return luaL_error(L, "clank.createAgentBridge: SHA-256 failed");
+  char etag[19];
+  static const char hex[] = "0123456789abcdef";
+  etag[0] = '"';
+  for (int i = 0; i < 8; i++) {
+    etag[1 + 2 * i] = hex[md[i] >> 4];
+    etag[2 + 2 * i] = hex[md[i] & 15];
+  }
+  etag[17] = '"';
+  etag[18] = '\0';
+  lua_pushstring(L, etag);
+  lua_setfield(L, 4, UV_ETAG);
+
+  lua_settop(L, 4);
+  lua_setiuservalue(L, 3, 1);
+  return 1;
+}
+
+/* ---- methods ---- */
+
+static int return_one(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  (void)L;
+  return 1;
+}
+
+/* Runs the function below 3 arguments here when in a task, else in a task
+   of its own with the loop run until it ends. */
+static int run3(lua_State *L) {
+  if (clank_in_task(L)) {
+    lua_callk(L, 3, 1, 0, return_one);
+    return 1;
+  }
+  return clank_sched_call(L, 3);
+}
+
+static int l_manifest(lua_State *L) {
+  check_bridge(L, 1);
+  push_uv_field(L, 1, UV_MANIFEST);
+  size_t n;
+  const char *m = lua_tolstring(L, -1, &n);
+  clank_json_decode(L, m, n);
+  return 1;
+}
+
+static int l_invoke(lua_State *L) {
+  check_bridge(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  lua_settop(L, 4);
+  push_uv_field(L, 1, UV_ACTIONS);
+  lua_getfield(L, -1, name);
+  if (lua_isnil(L, -1)) {
+    lua_pushfstring(L, "Unknown action: %s", name);
+    clank_action_error_push(L, "NOT_FOUND", lua_tostring(L, -1), 404);
+    return lua_error(L);
+  }
+  lua_pushcfunction(L, clank_action_pipeline);
+  lua_insert(L, -2);
+  lua_pushvalue(L, 3);
+  lua_pushvalue(L, 4);
+  return run3(L);
+}
+
+static int l_handle(lua_State *L) {
+  check_bridge(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  lua_pushcfunction(L, clank_bridge_handle_task);
+  lua_insert(L, 1);
+  return run3(L);
+}
+
+static int l_gc(lua_State *L) {
+  bridge_t *b = check_bridge(L, 1);
+  clank_buf_free(&b->scratch);
+  return 0;
+}
+
+static const luaL_Reg bridge_methods[] = {
+  {"manifest", l_manifest},
+  {"invoke", l_invoke},
+  {"handle", l_handle},
+  {NULL, NULL}
+};
+
+static const luaL_Reg bridge_funcs[] = {
+  {"createAgentBridge", l_create},
+  {NULL, NULL}
+};
+
+int luaopen_clank_bridge(lua_State *L) {
+  luaL_newmetatable(L, CLANK_BRIDGE_MT);
+  luaL_newlib(L, bridge_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  luaL_newlib(L, bridge_funcs);
+  return 1;
+}

@@ -1,0 +1,29 @@
+/* clank.bridge seen from C: clank-run answers early (before the body) and
+   runs the rest of handle() in a request's task. */
+#ifndef CLANK_BRIDGE_H
+#define CLANK_BRIDGE_H
+
+#include <lua.h>
+
+#define CLANK_BRIDGE_MT "clank.Bridge"
+
+/* 1 when the path is one the bridge answers (SPEC §5: ends with
+   /.well-known/clank or /manifest, or contains /actions/). */
+int clank_bridge_path(const char *path, size_t len);
+
+/* [bridge, request] → the early answer (a response table) or nil when the
+   body is needed. Runs steps 1–7 as far as they go without the body. Never
+   waits. */
+int clank_bridge_head(lua_State *L);
+/* [bridge, request, context source] → the response table; the context
+   source is a table, a function(request) run only when an action runs, or
+   nil. Must run in a task. */
+int clank_bridge_handle_task(lua_State *L);
+/* Pushes the manifest's canonical JSON: the bytes GET /manifest serves. */
+void clank_bridge_push_manifest(lua_State *L, int idx);
+/* The bridge's maxRequestBytes. */
+long long clank_bridge_max_bytes(lua_State *L, int idx);
+
+int luaopen_clank_bridge(lua_State *L);
+
+#endif

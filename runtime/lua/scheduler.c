@@ -1,0 +1,428 @@
+/* Tasks, waits and the loop that drives them (see scheduler.h). */
+#include "lua/scheduler.h"
+
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHED_KEY "clank.scheduler"
+#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
+
+/* ---- tasks ---- */
+
+/* Only its address matters: the registry key of the thread → task table. */
+static const char tasks_key = 0;
+
+static void push_tasks(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &tasks_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_newtable(L); /* weak keys: the table never keeps a thread alive */
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &tasks_key);
+}
+
+clank_task_t *clank_task_of(lua_State *co) {
+  push_tasks(co);
+  lua_pushthread(co);
+  lua_rawget(co, -2);
+  clank_task_t *t = lua_touserdata(co, -1);
+  lua_pop(co, 2);
+  return t;
+}
+
+static void set_task(lua_State *co, clank_task_t *t) {
+  push_tasks(co);
+  lua_pushthread(co);
+  if (t)
+    lua_pushlightuserdata(co, t);
+  else
+    lua_pushnil(co);
+  lua_rawset(co, -3);
+  lua_pop(co, 1);
+}
+
+void clank_task_bind(clank_task_t *t, lua_State *co) {
+  t->co = co;
+  set_task(co, t);
+}
+
+void clank_task_unbind(lua_State *co) { set_task(co, NULL); }
+
+int clank_in_task(lua_State *L) { return lua_isyieldable(L) && clank_task_of(L) != NULL; }
+
+/* ---- the scheduler ---- */
+
+static void default_log(void *ud, const char *level, const char *msg) {
+  (void)ud;
+  fprintf(stderr, "clank %s: %s\n", level, msg);
+}
+
+/* Plain lua5.4 has no host: the first use makes a loop of its own, owned by
+   a userdata in the registry whose __gc closes it. */
+typedef struct own_loop_s {
+  clank_sched_t sched;
+  uv_loop_t loop;
+} own_loop_t;
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static int own_loop_gc(lua_State *L) {
+  own_loop_t *o = lua_touserdata(L, 1);
+  clank_sched_cancel_all(&o->sched);
+  uv_walk(&o->loop, close_walk, NULL);
+  while (uv_loop_close(&o->loop) == UV_EBUSY) uv_run(&o->loop, UV_RUN_DEFAULT);
+  return 0;
+}
+
+clank_sched_t *clank_sched_get(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
+  clank_sched_t *s = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (s != NULL) return s;
+  own_loop_t *o = lua_newuserdatauv(L, sizeof *o, 0);
+  memset(o, 0, sizeof *o);
+  uv_loop_init(&o->loop);
+  o->sched.loop = &o->loop;
+  lua_newtable(L);
+  lua_pushcfunction(L, own_loop_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "clank.own_loop");
+  clank_sched_install(L, &o->sched);
+  return &o->sched;
+}
+
+void clank_sched_install(lua_State *L, clank_sched_t *s) {
+  if (s->log == NULL) s->log = default_log;
+  lua_pushlightuserdata(L, s);
+  lua_setfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
+}
+
+void clank_log(lua_State *L, const char *level, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  clank_sched_t *s = clank_sched_get(L);
+  s->log(s->log_ud, level, msg);
+}
+
+/* ---- waits ---- */
+
+static void wait_unlink(clank_wait_t *w) {
+  if (w->sched) {
+    if (w->prev)
+      w->prev->next = w->next;
+    else
+      w->sched->waits = w->next;
+    if (w->next) w->next->prev = w->prev;
+  }
+  if (w->task && w->task->wait == w) w->task->wait = NULL;
+  w->prev = w->next = NULL;
+  w->sched = NULL;
+}
+
+static void wait_closed(uv_handle_t *h) { free(h->data); }
+
+static void wait_close(clank_wait_t *w) {
+  if (w->ref > 0) luaL_unref(w->L, LUA_REGISTRYINDEX, w->ref);
+  w->ref = 0;
+  uv_close((uv_handle_t *)&w->timer, wait_closed);
+}
+
+static void wait_fired(uv_timer_t *t) {
+  clank_wait_t *w = t->data;
+  clank_task_t *task = w->task;
+  wait_unlink(w);
+  /* Closing first: what runs next may tear the whole loop down. The memory
+     lives until the close callback. */
+  uv_close((uv_handle_t *)&w->timer, wait_closed);
+  if (w->fire)
+    w->fire(w);
+  else
+    task->resume(task, 0);
+  if (w->ref > 0) luaL_unref(w->L, LUA_REGISTRYINDEX, w->ref);
+  w->ref = 0;
+}
+
+static clank_wait_t *wait_new(lua_State *L, clank_sched_t *s, double ms) {
+  clank_wait_t *w = calloc(1, sizeof *w);
+  if (w == NULL) luaL_error(L, "clank: out of memory");
+  uv_timer_init(s->loop, &w->timer);
+  w->timer.data = w;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  w->L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  w->sched = s;
+  w->next = s->waits;
+  if (s->waits) s->waits->prev = w;
+  s->waits = w;
+  /* The loop's clock is stale after it sat idle (a top-level call): ms count from now. */
+  uv_update_time(s->loop);
+  uv_timer_start(&w->timer, wait_fired, ms > 0 ? (uint64_t)ms : 0, 0);
+  return w;
+}
+
+void clank_sched_cancel(clank_task_t *t) {
+  clank_wait_t *w = t->wait;
+  if (w == NULL) return;
+  wait_unlink(w);
+  wait_close(w);
+}
+
+clank_wait_t *clank_sched_timer(lua_State *L, double ms, void (*fire)(clank_wait_t *), int idx) {
+  clank_sched_t *s = clank_sched_get(L);
+  clank_wait_t *w = wait_new(L, s, ms);
+  w->fire = fire;
+  if (idx != 0) {
+    lua_pushvalue(L, idx);
+    w->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return w;
+}
+
+void clank_sched_timer_cancel(clank_wait_t *w) {
+  wait_unlink(w);
+  wait_close(w);
+}
+
+int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx) {
+  clank_task_t *task = lua_isyieldable(L) ? clank_task_of(L) : NULL;
+  if (task == NULL) return luaL_error(L, WAIT_MESSAGE);
+  clank_wait_t *w = wait_new(L, task->sched, ms);
+  w->task = task;
+  task->wait = w;
+  lua_pushlightuserdata(L, task->sched);
+  return lua_yieldk(L, 1, ctx, k);
+}
+
+/* ---- driving a task ---- */
+
+static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
+  return st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == s;
+}
+
+/* A task whose coroutine yielded something else than a wait is a bug in the
+   app (a bare coroutine.yield in a handler): it becomes an error. */
+static int resume_task(clank_task_t *t, int nargs, int *nres) {
+  int st = lua_resume(t->co, NULL, nargs, nres);
+  if (is_wait(t->co, t->sched, st, *nres)) {
+    lua_pop(t->co, 1);
+    return LUA_YIELD;
+  }
+  if (st == LUA_YIELD) {
+    lua_pop(t->co, *nres);
+    lua_pushliteral(t->co, "coroutine.yield in a handler: use clank.sleep or other runtime waits");
+    *nres = 1;
+    return LUA_ERRRUN;
+  }
+  return st;
+}
+
+typedef struct driven_s {
+  clank_task_t task;
+  int done, status, nres;
+} driven_t;
+
+static void driven_resume(clank_task_t *t, int nargs) {
+  driven_t *d = (driven_t *)t;
+  d->status = resume_task(t, nargs, &d->nres);
+  if (d->status != LUA_YIELD) d->done = 1;
+}
+
+int clank_sched_call(lua_State *L, int nargs) {
+  clank_sched_t *s = clank_sched_get(L);
+  int base = lua_gettop(L) - nargs - 1;
+  lua_State *co = lua_newthread(L);
+  lua_insert(L, base + 1); /* anchor the thread below the function */
+  lua_xmove(L, co, nargs + 1);
+  driven_t d = {0};
+  d.task.sched = s;
+  d.task.resume = driven_resume;
+  clank_task_bind(&d.task, co);
+  driven_resume(&d.task, nargs);
+  if (!d.done && s->loop_running) {
+    clank_sched_cancel(&d.task);
+    clank_task_unbind(co);
+    lua_resetthread(co);
+    return luaL_error(L, WAIT_MESSAGE);
+  }
+  while (!d.done) {
+    s->loop_running = 1;
+    uv_run(s->loop, UV_RUN_ONCE);
+    s->loop_running = 0;
+  }
+  clank_task_unbind(co);
+  if (d.status != LUA_OK) {
+    lua_xmove(co, L, 1);
+    lua_resetthread(co);
+    return lua_error(L); /* the same error object: tables keep their identity */
+  }
+  lua_xmove(co, L, d.nres);
+  lua_remove(L, base + 1);
+  return d.nres;
+}
+
+/* ---- tasks the scheduler owns (spawned, and joined children) ---- */
+
+/* An owned task's coroutine is anchored by a registry ref; the scheduler's
+   list lets a closing generation drop the ones still waiting. */
+typedef struct owned_s {
+  clank_task_t task;
+  int co_ref;
+  struct owned_s *prev, *next;
+} owned_t;
+
+static lua_State *main_thread(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return m;
+}
+
+static owned_t *owned_new(lua_State *L, size_t size, void (*resume)(clank_task_t *, int)) {
+  clank_sched_t *s = clank_sched_get(L);
+  owned_t *o = calloc(1, size);
+  if (o == NULL) luaL_error(L, "clank: out of memory");
+  lua_State *co = lua_newthread(L);
+  o->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  o->task.sched = s;
+  o->task.resume = resume;
+  clank_task_bind(&o->task, co);
+  owned_t *head = (owned_t *)s->spawned;
+  o->next = head;
+  if (head) head->prev = o;
+  s->spawned = &o->task;
+  return o;
+}
+
+static void owned_free(owned_t *o) {
+  clank_sched_t *s = o->task.sched;
+  lua_State *L = main_thread(o->task.co);
+  if (o->prev)
+    o->prev->next = o->next;
+  else
+    s->spawned = o->next ? &o->next->task : NULL;
+  if (o->next) o->next->prev = o->prev;
+  clank_sched_cancel(&o->task);
+  clank_task_unbind(o->task.co);
+  luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
+  free(o);
+}
+
+static void log_task_error(lua_State *co, const char *what) {
+  const char *msg = lua_tostring(co, -1);
+  luaL_traceback(co, co, msg ? msg : "(error object is not a string)", 0);
+  clank_log(co, "error", "%s: %s", what, lua_tostring(co, -1));
+}
+
+/* ---- a child task joined with a time limit ---- */
+
+typedef struct join_s {
+  owned_t owned;          /* the child */
+  clank_task_t *parent;   /* NULL once the parent stopped waiting */
+  clank_wait_t *timer;
+} join_t;
+
+/* Moves the child's outcome onto the parent's stack: ok, value-or-error. */
+static void join_deliver(lua_State *co, lua_State *p, int st, int nres) {
+  lua_pushboolean(p, st == LUA_OK);
+  if (st == LUA_OK && nres == 0) lua_pushnil(co);
+  lua_xmove(co, p, 1);
+  lua_settop(co, 0);
+}
+
+static void join_child_resume(clank_task_t *t, int nargs) {
+  join_t *j = (join_t *)t;
+  int nres;
+  int st = resume_task(t, nargs, &nres);
+  if (st == LUA_YIELD) return;
+  clank_task_t *parent = j->parent;
+  if (parent == NULL) {
+    /* the parent gave up (timeout): nobody wants the result */
+    if (st != LUA_OK) log_task_error(t->co, "an action that timed out failed later");
+    if (st != LUA_OK) lua_resetthread(t->co);
+    owned_free(&j->owned);
+    return;
+  }
+  if (j->timer) clank_sched_timer_cancel(j->timer);
+  join_deliver(t->co, parent->co, st, nres);
+  if (st != LUA_OK) lua_resetthread(t->co);
+  owned_free(&j->owned);
+  parent->resume(parent, 2);
+}
+
+static void join_timed_out(clank_wait_t *w) {
+  join_t *j = (join_t *)w->task; /* the timer's task field carries the join */
+  w->task = NULL;
+  j->timer = NULL;
+  clank_task_t *parent = j->parent;
+  j->parent = NULL;
+  lua_pushnil(parent->co);
+  lua_pushliteral(parent->co, "timeout");
+  parent->resume(parent, 2);
+}
+
+int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx) {
+  clank_task_t *parent = lua_isyieldable(L) ? clank_task_of(L) : NULL;
+  if (parent == NULL) return luaL_error(L, WAIT_MESSAGE);
+  join_t *j = (join_t *)owned_new(L, sizeof(join_t), join_child_resume);
+  lua_State *co = j->owned.task.co;
+  lua_xmove(L, co, nargs + 1);
+  j->parent = parent;
+  /* The child runs first, up to its first wait or its end. */
+  int nres;
+  int st = resume_task(&j->owned.task, nargs, &nres);
+  if (st != LUA_YIELD) {
+    join_deliver(co, L, st, nres);
+    if (st != LUA_OK) lua_resetthread(co);
+    owned_free(&j->owned);
+    return k(L, LUA_OK, ctx);
+  }
+  if (ms > 0) {
+    j->timer = wait_new(L, parent->sched, ms);
+    j->timer->fire = join_timed_out;
+    j->timer->task = (clank_task_t *)j;
+  }
+  lua_pushlightuserdata(L, parent->sched);
+  return lua_yieldk(L, 1, ctx, k);
+}
+
+/* ---- spawned tasks ---- */
+
+static void spawned_resume(clank_task_t *t, int nargs) {
+  int nres;
+  int st = resume_task(t, nargs, &nres);
+  if (st == LUA_YIELD) return;
+  if (st != LUA_OK) {
+    log_task_error(t->co, "spawned task failed");
+    lua_resetthread(t->co);
+  }
+  lua_settop(t->co, 0);
+  owned_free((owned_t *)t);
+}
+
+void clank_sched_spawn(lua_State *L) {
+  owned_t *o = owned_new(L, sizeof(owned_t), spawned_resume);
+  lua_xmove(L, o->task.co, 1);
+  spawned_resume(&o->task, 0);
+}
+
+void clank_sched_cancel_all(clank_sched_t *s) {
+  while (s->spawned) owned_free((owned_t *)s->spawned);
+  while (s->waits) {
+    clank_wait_t *w = s->waits;
+    wait_unlink(w);
+    wait_close(w);
+  }
+}
