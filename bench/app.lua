@@ -30,7 +30,7 @@ return clank.app {
   name = "bench",
   actions = { create },
   routes = {
-    ["GET /hello"] = function(request)
+    ["GET /hello"] = function()
       return { status = 200, body = hello }
     end,
   },

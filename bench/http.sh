@@ -55,6 +55,7 @@ tmp=
 wrk_pid=          # the wrk running now, for the trap
 started=()        # pids of the servers still running, for the trap
 server_pid='' server_port=''
+load_before=
 # Keyed by server or "server/workload"; refused by "server/route": why its answer was wrong.
 declare -A rps cpu core per_core p99 errors failure refused
 
@@ -459,25 +460,27 @@ measure() {
   log "$key: ${rps[$key]} req/s at ${cpu[$key]} of a core"
 }
 
+# bench_bare: bare is started anew for each workload, since its answer is fixed.
+bench_bare() {
+  local wl route
+  for wl in $workloads; do
+    route=$(route_of "$wl")
+    log "bare: starting for $wl"
+    if start_bare "$route" && check_route bare "$route" "$server_port"; then
+      measure bare "$wl" || true
+    else
+      failure[bare/$wl]=${refused[bare/$route]:-${failure[bare]:-did not start}}
+    fi
+    stop_started
+  done
+}
+
 # bench NAME: start, check every route, measure every workload whose route was
-# answered right, stop. bare is started anew for each workload (its answer is
-# fixed). Failures are recorded, not fatal.
+# answered right, stop. Failures are recorded, not fatal.
 bench() {
   local name=$1 wl route
   declare -A checked=()
-  if [ "$name" = bare ]; then
-    for wl in $workloads; do
-      route=$(route_of "$wl")
-      log "bare: starting for $wl"
-      if start_bare "$route" && check_route bare "$route" "$server_port"; then
-        measure bare "$wl" || true
-      else
-        failure[bare/$wl]=${refused[bare/$route]:-${failure[bare]:-did not start}}
-      fi
-      stop_started
-    done
-    return
-  fi
+  if [ "$name" = bare ]; then bench_bare; return; fi
   log "$name: starting"
   if ! "start_$name"; then
     for wl in $workloads; do failure[$name/$wl]=${failure[$name]}; done
@@ -532,20 +535,31 @@ print_workload() {
   done
 }
 
+# join A B ...: "A, B, ..."
+join() {
+  local out='' item
+  for item in "$@"; do out+="${out:+, }$item"; done
+  echo "$out"
+}
+
 print_notes() {
-  local wl name key
+  local wl name key idle=() failed=()
   for wl in $workloads; do
     for name in $servers; do
       key=$name/$wl
       [ -n "${per_core[$key]:-}" ] || continue
-      if awk -v c="${cpu[$key]}" 'BEGIN { exit !(c < 0.9) }'; then
-        echo "note: $key used only ${cpu[$key]} of its core (wrk or other work was the limit): compare per core"
-      fi
-      if [ "${errors[$key]}" != 0 ]; then
-        echo "note: $key had ${errors[$key]} socket errors or unexpected statuses (see wrk output)"
-      fi
+      if awk -v c="${cpu[$key]}" 'BEGIN { exit !(c < 0.9) }'; then idle+=("$key ${cpu[$key]}"); fi
+      [ "${errors[$key]}" = 0 ] || failed+=("$key ${errors[$key]}")
     done
   done
+  if [ ${#idle[@]} -gt 0 ]; then
+    echo "note: below 0.9 of a core (wrk or other work was the limit; compare per core):"
+    join "${idle[@]}" | fold -s -w 96 | sed 's/^/  /'
+  fi
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "note: socket errors or unexpected statuses (see the wrk output): $(join "${failed[@]}")"
+  fi
+  echo "load average: $load_before before the run, $(cut -d' ' -f1-3 /proc/loadavg) after"
 }
 
 print_targets() {
@@ -636,6 +650,7 @@ main() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 
+  load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   prepare_fixtures
   for name in $servers; do bench "$name"; done
   print_setup

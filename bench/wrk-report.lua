@@ -7,6 +7,7 @@
 -- With DEPTH 1 no request or response hook is defined, so wrk formats the
 -- request once and keeps its fast path. done() prints one line of key=value
 -- figures for the shell to read; latencies and the duration are in microseconds.
+-- luacheck: globals wrk init request done
 init = function(args)
   wrk.method = args[1] or "GET"
   local body_file, depth = args[2], tonumber(args[3] or "1")
@@ -22,7 +23,7 @@ init = function(args)
   end
 end
 
-done = function(summary, latency, requests)
+done = function(summary, latency)
   local e = summary.errors
   io.write(string.format(
     "wrk-report requests=%d duration_us=%d p50_us=%d p99_us=%d socket_errors=%d bad_status=%d\n",

@@ -113,13 +113,13 @@ void clank_conn_flush(clank_conn_t *c) {
 }
 
 int clank_conn_keep_alive(clank_conn_t *c) {
-  return !c->close_after && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
+  return !c->close_after && !c->undrainable && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
 }
 
 void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
   clank_response_meta_t m = {
       .status = status,
-      .keep_alive = !close && !c->undrainable && clank_conn_keep_alive(c),
+      .keep_alive = !close && clank_conn_keep_alive(c),
       .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
       .head_only = c->req.method == HTTP_HEAD,
   };
@@ -146,7 +146,7 @@ void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, co
                    code, message);
   clank_response_meta_t m = {
       .status = status,
-      .keep_alive = !close && !c->undrainable && clank_conn_keep_alive(c),
+      .keep_alive = !close && clank_conn_keep_alive(c),
       .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
       .head_only = c->req.method == HTTP_HEAD,
   };
@@ -315,6 +315,7 @@ static int on_headers_complete(llhttp_t *p) {
   int read_body = !c->answered && clank_dispatch_head(c);
   if (c->stop_parsing) return HPE_PAUSED;
   if (read_body) {
+    c->undrainable = 0; /* the body is read, not discarded */
     if (!(p->flags & F_CHUNKED) && p->content_length > CLANK_MAX_BODY)
       return refuse(c, 413, "Payload too large.");
     if (expect && has_body) clank_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");

@@ -16,7 +16,7 @@ int clank_buf_reserve(clank_buf_t *b, size_t n) {
   return 0;
 }
 
-int clank_buf_append(clank_buf_t *b, const void *p, size_t n) {
+int clank_buf_append_slow(clank_buf_t *b, const void *p, size_t n) {
   if (n == 0) return 0;
   if (clank_buf_reserve(b, n) != 0) return -1;
   memcpy(b->data + b->len, p, n);

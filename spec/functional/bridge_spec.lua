@@ -281,6 +281,13 @@ describe("clank.bridge in clank-run", function()
       conn:close()
     end)
 
+    it("answers a repeated x-clank-confirmation (joined as `confirmed, confirmed`) with 428", function()
+      local res = assert(http.request(s.port, "POST", "/actions/notes.delete",
+        { { "Content-Type", "application/json" }, { "X-Clank-Confirmation", "confirmed" },
+          { "X-Clank-Confirmation", "confirmed" } }, '{"id":"n1"}'))
+      assert_failure(res, 428, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
+    end)
+
     it("answers 428 to Expect: 100-continue without a 100 Continue", function()
       local conn = assert(http.connect(s.port))
       assert(conn:send(http.build("POST", "/actions/notes.delete", {
@@ -364,6 +371,44 @@ describe("clank.bridge in clank-run", function()
         { ["Content-Type"] = "application/json", ["Content-Length"] = "5000" })))
       local res = assert(conn:read_response({ timeout = 2 }))
       assert_failure(res, 413, "PAYLOAD_TOO_LARGE", "Request body exceeds 1024 bytes.")
+      conn:close()
+    end)
+
+    it("answers 415 and 413 to Expect: 100-continue without a 100 Continue", function()
+      for _, case in ipairs({
+        { { ["Content-Type"] = "text/plain", ["Content-Length"] = "12" }, 415 },
+        { { ["Content-Type"] = "application/json", ["Content-Length"] = "5000" }, 413 },
+      }) do
+        local headers = case[1]
+        headers.Expect = "100-continue"
+        local conn = assert(http.connect(s.port))
+        assert(conn:send(http.build("POST", "/actions/echo", headers)))
+        local res = assert(conn:read_response({ timeout = 2 }))
+        assert.are.equal(case[2], res.status)
+        conn:close()
+      end
+    end)
+
+    it("keeps the connection after a 413 by content-length when the body follows", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("POST", "/actions/echo",
+        { ["Content-Type"] = "application/json", ["Content-Length"] = "5000" }) .. string.rep(" ", 5000)
+        .. http.build("GET", "/manifest")))
+      local list = assert(conn:read_responses(2))
+      assert_failure(list[1], 413, "PAYLOAD_TOO_LARGE", "Request body exceeds 1024 bytes.")
+      assert.are.equal(200, list[2].status)
+      assert.are.equal(MANIFEST, list[2].body)
+      conn:close()
+    end)
+
+    it("answers a 413 with more than 64 KiB of unread body with connection: close", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("POST", "/actions/echo",
+        { ["Content-Type"] = "application/json", ["Content-Length"] = "100000" })))
+      local res = assert(conn:read_response())
+      assert_failure(res, 413, "PAYLOAD_TOO_LARGE", "Request body exceeds 1024 bytes.")
+      assert.are.equal("close", (res.headers["connection"] or ""):lower())
+      assert.is_true(conn:closed(3))
       conn:close()
     end)
 

@@ -27,26 +27,6 @@ local function remove_db(path)
 end
 
 --------------------------------------------------------------------------------
--- Is the agent bridge there yet? The app needs clank.defineAction and clank.ActionError to
--- load; POST /actions/... must reach the bridge instead of clank-run's plain 404.
-
-local WAITING = "waiting for the bridge"
-
-local function bridge_state()
-  local clank = require "clank"
-  if not (clank.defineAction and clank.ActionError and clank.createAgentBridge) then
-    return false, false
-  end
-  local s = server.start(server.fixture("basic"))
-  local res = http.request(s.port, "POST", "/actions/probe",
-    { ["content-type"] = "application/json" }, "{}")
-  s:stop()
-  return true, not (res and res.status == 404 and res.body == "Not found.")
-end
-
-local actions_ready, bridge_ready = bridge_state()
-
---------------------------------------------------------------------------------
 -- HTTP helpers
 
 local JSON = { "content-type", "application/json" }
@@ -170,7 +150,7 @@ for _, backend in ipairs(backends) do
     end
 
     setup(function()
-      if backend.pending or not actions_ready then
+      if backend.pending then
         return
       end
       target, cleanup = backend.fresh()
@@ -189,13 +169,11 @@ for _, backend in ipairs(backends) do
       end
     end)
 
-    -- Runs fn unless the database or the bridge is missing; then the test is pending.
+    -- Runs fn, or reports the test pending when the database is not there.
     local function test(name, fn)
       it(name, function()
         if backend.pending then
           pending(backend.pending)
-        elseif not (actions_ready and bridge_ready) then
-          pending(WAITING)
         else
           fn()
         end

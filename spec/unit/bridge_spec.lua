@@ -320,6 +320,12 @@ describe("clank.bridge", function()
       end)
     end
 
+    it("answers GET /actions/manifest with the manifest (step 1 comes first)", function()
+      local res = small_bridge():handle(request("GET", "/actions/manifest"))
+      assert.are.equal(200, res.status)
+      assert.are.equal(SMALL_MANIFEST, res.body)
+    end)
+
     it("serves the same bytes as clank.json.encode(bridge:manifest())", function()
       local b = small_bridge()
       assert.are.equal(clank.json.encode(b:manifest()), b:handle(request("GET", "/manifest")).body)
@@ -597,6 +603,7 @@ describe("clank.bridge", function()
 
     it("asks no confirmation of an action that does not require it", function()
       assert_ok(bridge:handle(post("/actions/notes.list", "{}")), "[]")
+      assert_ok(bridge:handle(post("/actions/notes.list", "{}", { ["x-clank-confirmation"] = "nope" })), "[]")
     end)
   end)
 
@@ -716,6 +723,12 @@ describe("clank.bridge", function()
       end)
     end
 
+    it("answers a body nested deeper than 64 with 400 INVALID_JSON", function()
+      local body = '{"text":"x","tags":' .. string.rep("[", 100) .. string.rep("]", 100) .. "}"
+      assert_failure(bridge:handle(post("/actions/notes.add", body)), 400, "INVALID_JSON",
+        "Request body is not valid JSON.")
+    end)
+
     for _, body in ipairs({ "[]", "null", '"text"', "1", "true", '["x"]' }) do
       it("answers " .. body .. " for an object schema with 422 `value: Expected an object.`", function()
         local res = bridge:handle(post("/actions/notes.add", body))
@@ -813,6 +826,21 @@ describe("clank.bridge", function()
         assert_failure(res, 422, "INVALID_INPUT", case[3], case[4])
       end)
     end
+
+    it("reports at most 100 issues", function()
+      local tags = {}
+      for i = 1, 150 do tags[i] = tostring(i) end
+      local res = bridge:handle(post("/actions/notes.add", '{"text":"x","tags":[' .. table.concat(tags, ",") .. "]}"))
+      assert.are.equal(422, res.status)
+      local decoded = assert(clank.json.decode(res.body))
+      local details = decoded.error.details
+      assert.are.equal(100, #details)
+      assert.are.same({ "tags", 0 }, { details[1].path[1], details[1].path[2] })
+      assert.are.same({ "tags", 99 }, { details[100].path[1], details[100].path[2] })
+      local parts = {}
+      for i = 0, 99 do parts[#parts + 1] = "tags." .. i .. ": Expected a string." end
+      assert.are.equal(table.concat(parts, "; "), decoded.error.message)
+    end)
 
     it("never puts an input value in the response", function()
       local body = '{"password":"SECRET-1","pin":"SECRET-2","role":"SECRET-3","code":"SECRET-4",'

@@ -249,7 +249,9 @@ describe("apps/tasks/store", function()
 
   describe("on SQLite", function()
     it("uses write-ahead logging", function()
-      local path = os.tmpname() .. ".db"
+      local path = os.tmpname()
+      os.remove(path)
+      path = path .. ".db"
       local db = assert(store.open(path))
       local cur = assert(db.conn:execute("PRAGMA journal_mode"))
       local mode = cur:fetch()
