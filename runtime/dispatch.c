@@ -8,24 +8,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "exchange.h"
 #include "host.h"
 #include "http/response.h"
 #include "lua/abort.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
 
-/* One request in a handler. Lives on the C stack while the handler runs
-   straight through; moved to the heap when it waits. */
-typedef struct exchange_s {
-  clank_task_t task; /* first: the task table points here */
-  clank_conn_t *conn;
-  clank_host_t *host;
-  clank_gen_t *gen;
-  int co_ref;
-  int waited;    /* it went asynchronous: its end resumes the connection */
-  int abandoned; /* the connection went away */
-  struct exchange_s *next; /* in the generation's spares */
-} exchange_t;
+
 
 /* Exchanges and their coroutines are reused: a coroutine bound once as a
    task stays one, and a waiting handler never moves in memory. */
@@ -49,7 +39,8 @@ static exchange_t *exchange_get(clank_gen_t *g) {
   }
   x->gen = g;
   x->next = NULL;
-  x->waited = x->abandoned = 0;
+  x->serial++;
+  x->waited = x->abandoned = x->streaming = x->stream_closed = 0;
   x->task.wait = NULL;
   x->task.signal_ref = 0;
   x->task.wants_signal = 1;
@@ -84,7 +75,6 @@ void clank_dispatch_forget(clank_gen_t *g) {
   g->nspare = 0;
 }
 
-static exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
 
 /* ---- the header block ---- */
 
@@ -195,12 +185,20 @@ int clank_dispatch_head(clank_conn_t *c) {
   clank_request_target(r, &t);
   const char *path = t.path;
   size_t path_len = t.path_len;
+  int mcp = span_is(path, path_len, "/__clank/mcp");
   if (c->server->loopback && !host_allowed(g, r, &t)) {
-    if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
+    if (mcp)
+      clank_conn_answer_rpc_forbidden(c);
+    else if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
       clank_conn_answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
     else
       clank_conn_answer_text(c, 403, "Host not allowed.", 0);
     return 0;
+  }
+  if (mcp) {
+    c->route = &g->mcp_route;
+    c->body_limit = (size_t)g->bridge_max_bytes;
+    return 1;
   }
   if (bridge_path(path, path_len)) {
     if (bridge_answers_early(c, g)) return 0;
@@ -392,10 +390,39 @@ static int bridge_step(lua_State *co, int status, lua_KContext step) {
 
 static int bridge_entry(lua_State *co) { return bridge_step(co, LUA_OK, 0); }
 
+/* /__clank/mcp: [env, request, context fn] → require("clank.mcp").handle(request, env);
+   its answer, unless it streamed one. */
+static int mcp_step(lua_State *co, int status, lua_KContext step) {
+  (void)status;
+  if (step == 0) {
+    lua_getglobal(co, "require");
+    lua_pushliteral(co, "clank.mcp");
+    lua_callk(co, 1, 1, 1, mcp_step);
+  }
+  if (step <= 1) {
+    lua_getfield(co, -1, "handle");
+    lua_pushvalue(co, 2);
+    lua_pushvalue(co, 1);
+    lua_callk(co, 2, 1, 2, mcp_step);
+  }
+  exchange_t *x = exchange_of(co);
+  if (x->streaming)
+    clank_stream_finish(x);
+  else
+    write_response(co, x->conn, x->gen, lua_gettop(co));
+  return 0;
+}
+
+static int mcp_entry(lua_State *co) { return mcp_step(co, LUA_OK, 0); }
+
 /* ---- running and finishing ---- */
 
 static void finish(exchange_t *x, int reusable) {
   x->gen->inflight--;
+  if (x->streaming) {
+    clank_stream_finish(x);
+    clank_stream_forget(x, x->gen->L);
+  }
   if (x->task.signal_ref) {
     luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.signal_ref);
     x->task.signal_ref = 0;
@@ -460,6 +487,9 @@ int clank_dispatch_message(clank_conn_t *c) {
   if (route == &g->bridge_route) {
     lua_pushcfunction(co, bridge_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->bridge_ref);
+  } else if (route == &g->mcp_route) {
+    lua_pushcfunction(co, mcp_entry);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->mcp_env_ref);
   } else {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);

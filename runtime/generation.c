@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exchange.h"
 #include "lua/bridge.h"
 #include "lua/modules.h"
 
@@ -164,6 +165,28 @@ static int make_bridge(lua_State *L) {
   return 1;
 }
 
+/* [app, bridge, secret] → the env clank.mcp.handle(request, env) gets. */
+static int make_mcp_env(lua_State *L) {
+  lua_createtable(L, 0, 9);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, "app");
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, "bridge");
+  clank_bridge_push_actions(L, 2);
+  lua_setfield(L, -2, "actions");
+  clank_bridge_push_contract_hash(L, 2);
+  lua_setfield(L, -2, "contractHash");
+  lua_pushinteger(L, (lua_Integer)clank_bridge_max_bytes(L, 2));
+  lua_setfield(L, -2, "maxRequestBytes");
+  lua_pushvalue(L, 3);
+  lua_setfield(L, -2, "secret");
+  lua_getfield(L, 1, "context");
+  lua_setfield(L, -2, "context");
+  lua_pushcfunction(L, clank_stream_begin);
+  lua_setfield(L, -2, "stream");
+  return 1;
+}
+
 static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   if (lua_getfield(L, -1, "name") == LUA_TSTRING) {
     g->name = strdup(lua_tostring(L, -1));
@@ -184,7 +207,8 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   read_allowed_hosts(g, L);
 }
 
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, size_t errlen) {
+clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, const unsigned char *secret,
+                            char *err, size_t errlen) {
   clank_gen_t *g = calloc(1, sizeof *g);
   lua_State *L = luaL_newstate();
   if (g == NULL || L == NULL) {
@@ -229,8 +253,15 @@ clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, si
     return NULL;
   }
   g->bridge_max_bytes = clank_bridge_max_bytes(L, -1);
+  lua_pushcfunction(L, make_mcp_env);
+  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -3);
+  lua_pushlstring(L, (const char *)secret, CLANK_SECRET_BYTES);
+  lua_call(L, 3, 1);
+  g->mcp_env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   g->bridge_route.handler_ref = LUA_NOREF;
+  g->mcp_route.handler_ref = LUA_NOREF;
   if (read_routes(g, L, err, errlen) != 0) {
     clank_gen_close(g);
     return NULL;

@@ -30,6 +30,8 @@ typedef struct clank_gen_s {
   int bridge_ref;            /* the app's agent bridge (SPEC §2, §5) */
   long long bridge_max_bytes;
   clank_route_t bridge_route; /* the pseudo-route requests for the bridge take */
+  clank_route_t mcp_route;    /* and those for /__clank/mcp (SPEC §6) */
+  int mcp_env_ref;            /* the env table clank.mcp.handle gets */
   int inflight;
   void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
   int nspare;
@@ -38,7 +40,11 @@ typedef struct clank_gen_s {
 
 /* Loads app_path into a new Lua state. On failure returns NULL with the error
    (file:line first) in err. */
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, char *err, size_t errlen);
+/* secret: the per-run MCP session key (CLANK_SECRET_BYTES bytes), the same
+   for every generation of one process. */
+#define CLANK_SECRET_BYTES 32
+clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, const unsigned char *secret,
+                            char *err, size_t errlen);
 void clank_gen_close(clank_gen_t *g);
 
 const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,

@@ -4,6 +4,7 @@
 #include "dispatch.h"
 #include "lua/bridge.h"
 
+#include <openssl/rand.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +104,11 @@ static void free_leftovers(clank_host_t *h) {
 
 static int load(clank_host_t *h) {
   char err[4096];
-  h->gen = clank_gen_load(&h->loop, h->opts.app_path, err, sizeof err);
+  if (RAND_bytes(h->secret, sizeof h->secret) != 1) {
+    fprintf(stderr, "clank-run: no random bytes for the session key\n");
+    return -1;
+  }
+  h->gen = clank_gen_load(&h->loop, h->opts.app_path, h->secret, err, sizeof err);
   if (h->gen == NULL) {
     fprintf(stderr, "clank-run: cannot load %s:\n%s\n", h->opts.app_path, err);
     return -1;

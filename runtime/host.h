@@ -18,6 +18,7 @@ typedef struct clank_host_s {
   uv_signal_t sigint, sigterm, sighup;
   uv_prepare_t flush;
   uv_timer_t stop_timer;
+  unsigned char secret[CLANK_SECRET_BYTES]; /* MCP session ids, per run */
   int stop_requests;
   int torn_down;
 } clank_host_t;

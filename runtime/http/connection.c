@@ -160,6 +160,26 @@ void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, co
                    status, (size_t)n, uv_hrtime() - r->started_ns);
 }
 
+void clank_conn_answer_rpc_forbidden(clank_conn_t *c) {
+  static const char body[] =
+      "{\"error\":{\"code\":-32600,\"message\":\"Cross-origin agent request rejected.\"},"
+      "\"id\":null,\"jsonrpc\":\"2.0\"}";
+  clank_response_meta_t m = {
+      .status = 403,
+      .keep_alive = clank_conn_keep_alive(c),
+      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
+      .head_only = c->req.method == HTTP_HEAD,
+  };
+  if (!m.keep_alive) c->close_after = 1;
+  clank_response_begin(&c->out, &m, clank_server_date(c->server));
+  clank_buf_appends(&c->out, "content-type: application/json\r\n");
+  clank_response_end(&c->out, &m, body, sizeof body - 1);
+  c->answered = 1;
+  clank_request_t *r = &c->req;
+  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
+                   403, sizeof body - 1, uv_hrtime() - r->started_ns);
+}
+
 /* The bridge's 413 while a body streams in (SPEC §5 step 7). */
 static int refuse_too_large_json(clank_conn_t *c) {
   char message[80];

@@ -89,6 +89,8 @@ void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int c
 /* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
 void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, const char *message,
                                int close);
+/* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */
+void clank_conn_answer_rpc_forbidden(clank_conn_t *c);
 int clank_conn_keep_alive(clank_conn_t *c);
 
 #endif

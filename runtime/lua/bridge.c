@@ -398,6 +398,20 @@ void clank_bridge_push_manifest(lua_State *L, int idx) {
   push_uv_field(L, idx, UV_MANIFEST);
 }
 
+void clank_bridge_push_actions(lua_State *L, int idx) {
+  check_bridge(L, idx);
+  push_uv_field(L, idx, UV_ACTIONS);
+}
+
+void clank_bridge_push_contract_hash(lua_State *L, int idx) {
+  check_bridge(L, idx);
+  push_uv_field(L, idx, UV_ETAG);
+  size_t n;
+  const char *etag = lua_tolstring(L, -1, &n);
+  lua_pushlstring(L, etag + 1, n - 2);
+  lua_remove(L, -2);
+}
+
 long long clank_bridge_max_bytes(lua_State *L, int idx) { return check_bridge(L, idx)->max_bytes; }
 
 /* ---- steps 8 and 9: running the action and answering ---- */

@@ -21,6 +21,9 @@ int clank_bridge_head(lua_State *L);
 int clank_bridge_handle_task(lua_State *L);
 /* Pushes the manifest's canonical JSON: the bytes GET /manifest serves. */
 void clank_bridge_push_manifest(lua_State *L, int idx);
+/* Pushes the name → action table, and the contract hash (the etag's 16 hex digits). */
+void clank_bridge_push_actions(lua_State *L, int idx);
+void clank_bridge_push_contract_hash(lua_State *L, int idx);
 /* The bridge's maxRequestBytes. */
 long long clank_bridge_max_bytes(lua_State *L, int idx);
 

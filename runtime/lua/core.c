@@ -1,5 +1,8 @@
 /* clank.core: the runtime's own functions (version, waiting). */
 #include <lauxlib.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +47,41 @@ static int core_spawn(lua_State *L) {
   return 0;
 }
 
+/* clank.core.sha256(data) → 32 raw bytes */
+static int core_sha256(lua_State *L) {
+  size_t n;
+  const char *data = luaL_checklstring(L, 1, &n);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL)) return luaL_error(L, "sha256 failed");
+  lua_pushlstring(L, (const char *)md, len);
+  return 1;
+}
+
+/* clank.core.hmacSHA256(key, data) → 32 raw bytes */
+static int core_hmac_sha256(lua_State *L) {
+  size_t klen, n;
+  const char *key = luaL_checklstring(L, 1, &klen);
+  const char *data = luaL_checklstring(L, 2, &n);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)data, n, md, &len))
+    return luaL_error(L, "hmacSHA256 failed");
+  lua_pushlstring(L, (const char *)md, len);
+  return 1;
+}
+
+/* clank.core.randomBytes(n) → n bytes from the system's CSPRNG */
+static int core_random_bytes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, n >= 0 && n <= 65536, 1, "expected 0 to 65536 bytes");
+  luaL_Buffer b;
+  unsigned char *p = (unsigned char *)luaL_buffinitsize(L, &b, (size_t)n);
+  if (n > 0 && RAND_bytes(p, (int)n) != 1) return luaL_error(L, "randomBytes failed");
+  luaL_pushresultsize(&b, (size_t)n);
+  return 1;
+}
+
 static int core_array(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -55,6 +93,9 @@ static const luaL_Reg core_funcs[] = {
   {"sleep", core_sleep},
   {"timeout", core_timeout},
   {"spawn", core_spawn},
+  {"sha256", core_sha256},
+  {"hmacSHA256", core_hmac_sha256},
+  {"randomBytes", core_random_bytes},
   {"array", core_array},
   {NULL, NULL}
 };

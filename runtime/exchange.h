@@ -1,0 +1,37 @@
+/* One request in a handler: its task (coroutine), its connection, its
+   generation. Shared by dispatch.c (running handlers) and stream.c
+   (answers written while the handler runs). */
+#ifndef CLANK_EXCHANGE_H
+#define CLANK_EXCHANGE_H
+
+#include "generation.h"
+#include "host.h"
+#include "http/server.h"
+#include "lua/scheduler.h"
+
+typedef struct exchange_s {
+  clank_task_t task; /* first: the task table points here */
+  clank_conn_t *conn;
+  clank_host_t *host;
+  clank_gen_t *gen;
+  int co_ref;
+  unsigned serial;   /* bumped on every use, so a kept writer can tell */
+  int waited;        /* it went asynchronous: its end resumes the connection */
+  int abandoned;     /* the connection went away */
+  int streaming;     /* the answer's head went out: STREAM_PLAIN or STREAM_CHUNKED */
+  int stream_closed; /* the last chunk went out */
+  struct exchange_s *next; /* in the generation's spares */
+} exchange_t;
+
+static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
+
+enum { STREAM_NONE, STREAM_PLAIN, STREAM_CHUNKED };
+
+/* env.stream(status, headers) → a writer (lua_CFunction; runs in a task). */
+int clank_stream_begin(lua_State *L);
+/* Ends a stream its handler left open. */
+void clank_stream_finish(exchange_t *x);
+/* Detaches the writer Lua may still hold from an exchange that ends. */
+void clank_stream_forget(exchange_t *x, lua_State *L);
+
+#endif
