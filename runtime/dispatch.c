@@ -66,6 +66,25 @@ static void exchange_put(exchange_t *x, int reusable) {
   exchange_free(x);
 }
 
+void clank_dispatch_drop(clank_server_t *s, clank_gen_t *g) {
+  for (clank_conn_t *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->gen == g) {
+      c->gen = NULL;
+      g->inflight--;
+      clank_conn_close(c);
+    }
+    exchange_t *x = c->exchange;
+    if (x && x->gen == g) {
+      g->inflight--;
+      if (!c->closing) clank_conn_close(c);
+      clank_sched_cancel(&x->task);
+      free(x); /* its coroutine goes with the state; nothing runs it again */
+      clank_conn_detach(c);
+    }
+  }
+}
+
 void clank_dispatch_forget(clank_gen_t *g) {
   while (g->spare) {
     exchange_t *x = g->spare;
@@ -177,6 +196,22 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
   return answered;
 }
 
+/* The request will reach a handler of g: g must outlive a reload until it does. */
+static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
+  c->route = route;
+  c->gen = g;
+  g->inflight++;
+  return 1;
+}
+
+void clank_dispatch_release(clank_conn_t *c) {
+  clank_gen_t *g = c->gen;
+  if (g == NULL) return;
+  c->gen = NULL;
+  g->inflight--;
+  clank_host_gen_idle(c->server->host, g);
+}
+
 int clank_dispatch_head(clank_conn_t *c) {
   clank_host_t *h = c->server->host;
   clank_gen_t *g = h->gen;
@@ -196,15 +231,13 @@ int clank_dispatch_head(clank_conn_t *c) {
     return 0;
   }
   if (mcp) {
-    c->route = &g->mcp_route;
     c->body_limit = (size_t)g->bridge_max_bytes;
-    return 1;
+    return hold(c, g, &g->mcp_route);
   }
   if (bridge_path(path, path_len)) {
     if (bridge_answers_early(c, g)) return 0;
-    c->route = &g->bridge_route;
     c->body_limit = (size_t)g->bridge_max_bytes;
-    return 1;
+    return hold(c, g, &g->bridge_route);
   }
   const clank_route_t *route = NULL;
   if (!reserved_path(g, path, path_len)) {
@@ -216,8 +249,7 @@ int clank_dispatch_head(clank_conn_t *c) {
     clank_conn_answer_text(c, 404, "Not found.", 0);
     return 0;
   }
-  c->route = route;
-  return 1;
+  return hold(c, g, route);
 }
 
 /* ---- the route's answer ---- */
@@ -419,6 +451,7 @@ static int mcp_entry(lua_State *co) { return mcp_step(co, LUA_OK, 0); }
 
 static void finish(exchange_t *x, int reusable) {
   x->gen->inflight--;
+  clank_host_gen_idle(x->host, x->gen);
   if (x->streaming) {
     clank_stream_finish(x);
     clank_stream_forget(x, x->gen->L);
@@ -478,7 +511,8 @@ static int run(exchange_t *x, int nargs) {
 
 int clank_dispatch_message(clank_conn_t *c) {
   clank_host_t *h = c->server->host;
-  clank_gen_t *g = h->gen;
+  clank_gen_t *g = c->gen; /* held since the header block: it may be a retired one now */
+  c->gen = NULL;           /* the exchange holds it from here */
   const clank_route_t *route = c->route;
   exchange_t *x = exchange_get(g);
   x->conn = c;
@@ -499,7 +533,6 @@ int clank_dispatch_message(clank_conn_t *c) {
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);
-  g->inflight++;
   if (!run(x, 3)) return 0;
   x->waited = 1;
   c->exchange = x;

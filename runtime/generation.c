@@ -55,11 +55,10 @@ static void find_lua_dir(char *out, size_t n) {
 
 /* Prepends the runtime's and the app's folders, keeping the defaults and
    LUA_PATH_5_4 / LUA_CPATH_5_4 that luaL_openlibs put there. */
-static void set_paths(lua_State *L, const char *app_path) {
+static void set_paths(lua_State *L, const char *app_path, char app_dir[PATH_MAX]) {
   char lua_dir[PATH_MAX];
   find_lua_dir(lua_dir, sizeof lua_dir);
-  char app_dir[PATH_MAX];
-  if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, sizeof app_dir, "%s", app_path);
+  if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, PATH_MAX, "%s", app_path);
   char *slash = strrchr(app_dir, '/');
   if (slash) *slash = '\0';
   lua_getglobal(L, "package");
@@ -204,11 +203,52 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
     lua_pop(L, 1);
   if (lua_getfield(L, -1, "views") == LUA_TTABLE) g->has_views = luaL_len(L, -1) > 0;
   lua_pop(L, 1);
+  lua_getfield(L, -1, "actionTimeout");
+  g->action_timeout_ms = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 30000;
+  lua_pop(L, 1);
   read_allowed_hosts(g, L);
 }
 
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, const unsigned char *secret,
-                            char *err, size_t errlen) {
+/* package.searchers[2] wrapped: a Lua file found in the app's folder is
+   reported (upvalues: the original searcher, the app folder, the options). */
+static int recording_searcher(lua_State *L) {
+  lua_settop(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 2);
+  size_t dlen;
+  const char *dir = lua_tolstring(L, lua_upvalueindex(2), &dlen);
+  const clank_gen_opts_t *o = lua_touserdata(L, lua_upvalueindex(3));
+  if (lua_isfunction(L, 2) && lua_type(L, 3) == LUA_TSTRING && o && o->on_file) {
+    char real[PATH_MAX];
+    if (realpath(lua_tostring(L, 3), real) && strncmp(real, dir, dlen) == 0 && real[dlen] == '/')
+      o->on_file(o->ud, real);
+  }
+  return 2;
+}
+
+static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *app_dir) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "searchers");
+  lua_rawgeti(L, -1, 2);
+  lua_pushstring(L, app_dir);
+  /* the options live as long as the load; afterwards only on_file/ud are
+     read, so they are copied into the state */
+  clank_gen_opts_t *copy = lua_newuserdatauv(L, sizeof *copy, 0);
+  *copy = *o;
+  copy->app_path = NULL;
+  copy->secret = NULL;
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "clank.gen_opts");
+  lua_pushcclosure(L, recording_searcher, 3);
+  lua_rawseti(L, -2, 2);
+  lua_pop(L, 2);
+}
+
+clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen) {
+  uv_loop_t *loop = o->loop;
+  const char *app_path = o->app_path;
+  const unsigned char *secret = o->secret;
   clank_gen_t *g = calloc(1, sizeof *g);
   lua_State *L = luaL_newstate();
   if (g == NULL || L == NULL) {
@@ -220,10 +260,17 @@ clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, const unsigne
   g->L = L;
   g->context_ref = LUA_NOREF;
   g->sched.loop = loop;
+  g->sched.loop_running = o->loop_running;
   luaL_openlibs(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);
-  set_paths(L, app_path);
+  char app_dir[PATH_MAX];
+  set_paths(L, app_path, app_dir);
+  if (o->on_file) {
+    char real[PATH_MAX];
+    if (realpath(app_path, real)) o->on_file(o->ud, real);
+    record_loads(L, o, app_dir);
+  }
 
   lua_pushcfunction(L, traceback);
   int rc = luaL_loadfile(L, app_path);

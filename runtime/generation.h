@@ -32,6 +32,10 @@ typedef struct clank_gen_s {
   clank_route_t bridge_route; /* the pseudo-route requests for the bridge take */
   clank_route_t mcp_route;    /* and those for /__clank/mcp (SPEC §6) */
   int mcp_env_ref;            /* the env table clank.mcp.handle gets */
+  double action_timeout_ms;   /* app.actionTimeout: how long a retired generation may linger */
+  int retired;                /* a reload replaced it: it closes once idle */
+  uint64_t retire_deadline;   /* loop time after which its requests are dropped */
+  struct clank_gen_s *next_retired;
   int inflight;
   void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
   int nspare;
@@ -40,11 +44,20 @@ typedef struct clank_gen_s {
 
 /* Loads app_path into a new Lua state. On failure returns NULL with the error
    (file:line first) in err. */
-/* secret: the per-run MCP session key (CLANK_SECRET_BYTES bytes), the same
-   for every generation of one process. */
 #define CLANK_SECRET_BYTES 32
-clank_gen_t *clank_gen_load(uv_loop_t *loop, const char *app_path, const unsigned char *secret,
-                            char *err, size_t errlen);
+
+typedef struct clank_gen_opts_s {
+  uv_loop_t *loop;
+  const char *app_path;
+  const unsigned char *secret; /* the per-run MCP session key, the same for every generation */
+  int loop_running;            /* loading from inside the loop (a reload): app code may not wait */
+  /* Told of every Lua file the app loads from its folder (app.lua included),
+     at load and later, for hot reload to watch. */
+  void (*on_file)(void *ud, const char *path);
+  void *ud;
+} clank_gen_opts_t;
+
+clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen);
 void clank_gen_close(clank_gen_t *g);
 
 const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,

@@ -48,6 +48,8 @@ static void teardown(clank_host_t *h) {
   if (h->torn_down) return;
   h->torn_down = 1;
   if (h->gen) clank_sched_cancel_all(&h->gen->sched);
+  for (clank_gen_t *g = h->retired; g; g = g->next_retired) clank_sched_cancel_all(&g->sched);
+  clank_reloader_close(&h->reloader);
   uv_walk(&h->loop, close_handle, NULL);
 }
 
@@ -64,7 +66,7 @@ static void stop_deadline(uv_timer_t *t) {
 static void on_signal(uv_signal_t *sig, int signum) {
   clank_host_t *h = sig->data;
   if (signum == SIGHUP) {
-    clank_log_msg(&h->log, "info", "SIGHUP: reloading is not available yet");
+    clank_host_reload(h); /* even with --no-watch */
     return;
   }
   if (++h->stop_requests > 1) {
@@ -108,11 +110,23 @@ static int load(clank_host_t *h) {
     fprintf(stderr, "clank-run: no random bytes for the session key\n");
     return -1;
   }
-  h->gen = clank_gen_load(&h->loop, h->opts.app_path, h->secret, err, sizeof err);
+  clank_reloader_init(&h->reloader, &h->loop, &h->log, h->opts.watch && !h->opts.check,
+                      clank_host_reload, h);
+  clank_gen_opts_t go = {
+      .loop = &h->loop,
+      .app_path = h->opts.app_path,
+      .secret = h->secret,
+      .on_file = clank_reloader_file,
+      .ud = &h->reloader,
+  };
+  h->gen = clank_gen_load(&go, err, sizeof err);
   if (h->gen == NULL) {
+    clank_log_flush(&h->log);
     fprintf(stderr, "clank-run: cannot load %s:\n%s\n", h->opts.app_path, err);
     return -1;
   }
+  clank_reloader_loaded(&h->reloader);
+  h->live_generations = 1;
   return 0;
 }
 
@@ -158,6 +172,9 @@ int clank_host_main(const clank_options_t *o) {
   h->flush.data = h;
   uv_prepare_start(&h->flush, flush_log);
   uv_unref((uv_handle_t *)&h->flush);
+  uv_timer_init(&h->loop, &h->reap);
+  h->reap.data = h;
+  uv_unref((uv_handle_t *)&h->reap);
   uv_timer_init(&h->loop, &h->stop_timer);
   h->stop_timer.data = h;
   uv_unref((uv_handle_t *)&h->stop_timer);
@@ -175,6 +192,7 @@ int clank_host_main(const clank_options_t *o) {
 done:
   teardown(h);
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
+  clank_host_close_retired(h);
   free_leftovers(h);
   if (h->gen) {
     clank_dispatch_forget(h->gen);

@@ -7,6 +7,7 @@
 #include "generation.h"
 #include "http/server.h"
 #include "options.h"
+#include "reload.h"
 #include "util/log.h"
 
 typedef struct clank_host_s {
@@ -19,9 +20,19 @@ typedef struct clank_host_s {
   uv_prepare_t flush;
   uv_timer_t stop_timer;
   unsigned char secret[CLANK_SECRET_BYTES]; /* MCP session ids, per run */
+  clank_reloader_t reloader;
+  clank_gen_t *retired; /* replaced generations finishing their requests */
+  uv_timer_t reap;
+  unsigned live_generations;
   int stop_requests;
   int torn_down;
 } clank_host_t;
+
+/* generations.c: a reload (the reloader's callback, and SIGHUP's). */
+void clank_host_reload(void *h);
+/* A retired generation may have become idle: close it soon. */
+void clank_host_gen_idle(clank_host_t *h, clank_gen_t *g);
+void clank_host_close_retired(clank_host_t *h);
 
 /* Runs clank-run with parsed options; returns the exit code. */
 int clank_host_main(const clank_options_t *o);

@@ -23,14 +23,16 @@ function option (name, fallback) {
 const manifest = readFileSync(option('--manifest'), 'utf8').replace(/\n$/, '')
 const etag = '"' + createHash('sha256').update(manifest).digest('hex').slice(0, 16) + '"'
 
-// The seed's CreateTask, as a fastify user writes it in JSON Schema. clank's
-// manifest spells estimate as anyOf [number >= 0, null]; the type list here
-// accepts the same values and gives ajv one error instead of three.
+// The seed's CreateTask, as a fastify user writes it in JSON Schema. It accepts
+// what clank's manifest schema accepts, spelled so that ajv gives one error
+// where clank gives one issue: estimate as a type list instead of anyOf
+// [number >= 0, null] (three errors), priority as a bare enum (a type error
+// and an enum error for a non-string).
 const CreateTask = {
   type: 'object',
   properties: {
     title: { type: 'string', minLength: 1, maxLength: 120, description: 'Short task title' },
-    priority: { type: 'string', enum: ['low', 'normal', 'high'] },
+    priority: { enum: ['low', 'normal', 'high'] },
     estimate: { type: ['number', 'null'], minimum: 0 },
     tags: { type: 'array', items: { type: 'string' }, maxItems: 10 }
   },

@@ -2,6 +2,7 @@
 local core = require "clank.core"
 local action = require "clank.action"
 local bridge = require "clank.bridge"
+local ui = require "clank.ui"
 
 local clank = {
   version = core.version,
@@ -13,9 +14,18 @@ local clank = {
   ActionError = action.ActionError,
   isActionError = action.isActionError,
   createAgentBridge = bridge.createAgentBridge,
+  actionRunner = require("clank.runner").actionRunner,
+  signal = require "clank.signal",
   schema = require "clank.schema",
   json = require "clank.json",
   app = require "clank.app",
+  h = ui.h,
+  raw = ui.raw,
+  render = ui.render,
+  defineView = ui.defineView,
+  mount = ui.mount,
+  createAgentSurface = ui.createAgentSurface,
+  createForm = ui.createForm,
 }
 
 return clank

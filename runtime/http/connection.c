@@ -61,6 +61,7 @@ void clank_conn_close(clank_conn_t *c) {
   clank_server_t *s = c->server;
   s->nconns--;
   if (c->exchange) clank_dispatch_abandon(c);
+  clank_dispatch_release(c);
   uv_close((uv_handle_t *)&c->tcp, handle_closed);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   if (s->stopping && s->nconns == 0 && s->on_drained) s->on_drained(s);
@@ -489,6 +490,11 @@ static void update_reading(clank_conn_t *c) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
   }
+}
+
+void clank_conn_detach(clank_conn_t *c) {
+  c->exchange = NULL;
+  if (c->closing && c->open_handles == 0) conn_free(c);
 }
 
 void clank_conn_handler_done(clank_conn_t *c) {

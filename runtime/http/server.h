@@ -37,6 +37,7 @@ struct clank_conn_s {
   uint64_t deadline;   /* loop time the current phase must end by; 0: none */
   uint64_t armed_for;  /* when the timer fires; 0: not running */
   const void *route;   /* what the dispatcher chose at the header block */
+  void *gen;           /* the generation that route belongs to, held until the handler runs */
   size_t body_limit;   /* the bridge's maxRequestBytes; 0: the 1 MiB cap */
   void *exchange;      /* the dispatcher's in-flight handler, if any */
   int open_handles;    /* freed when both handles closed and no handler runs */
@@ -83,6 +84,9 @@ void clank_conn_close(clank_conn_t *c);
 void clank_conn_flush(clank_conn_t *c);
 /* The dispatcher's async handler has answered (or failed): go on parsing. */
 void clank_conn_handler_done(clank_conn_t *c);
+/* Forgets the connection's handler without resuming it (its generation is
+   being dropped); frees the connection if it was only waiting for that. */
+void clank_conn_detach(clank_conn_t *c);
 /* Appends a plain-text answer for the current request and decides whether the
    connection survives it. */
 void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close);

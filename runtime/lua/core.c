@@ -25,17 +25,21 @@ static double check_ms(lua_State *L, int arg) {
 /* clank.sleep(ms): suspends the calling task. */
 static int core_sleep(lua_State *L) { return clank_sched_sleep(L, check_ms(L, 1), sleep_done, 0); }
 
-static void timeout_fired(clank_wait_t *w) {
+static void abort_with(clank_wait_t *w, const char *reason) {
   lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->ref);
-  clank_abort_fire(w->L, -1, "timeout");
+  clank_abort_fire(w->L, -1, reason);
   lua_pop(w->L, 1);
 }
+
+static void timeout_fired(clank_wait_t *w) { abort_with(w, "timeout"); }
+static void timeout_retired(clank_wait_t *w) { abort_with(w, "reload"); }
 
 /* clank.timeout(ms): an abort signal that aborts after ms, reason "timeout". */
 static int core_timeout(lua_State *L) {
   double ms = check_ms(L, 1);
   clank_abort_push(L);
-  clank_sched_timer(L, ms, timeout_fired, lua_gettop(L));
+  clank_wait_t *w = clank_sched_timer(L, ms, timeout_fired, lua_gettop(L));
+  w->retire = timeout_retired;
   return 1;
 }
 

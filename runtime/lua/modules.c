@@ -7,6 +7,7 @@ static const luaL_Reg clank_modules[] = {
   {"clank.json", luaopen_clank_json},
   {"clank.schema", luaopen_clank_schema},
   {"clank.action", luaopen_clank_action},
+  {"clank.runner", luaopen_clank_runner},
   {"clank.bridge", luaopen_clank_bridge},
   {NULL, NULL}
 };

@@ -280,6 +280,7 @@ int clank_sched_call(lua_State *L, int nargs) {
 typedef struct owned_s {
   clank_task_t task;
   int co_ref;
+  int spawned; /* by clank.spawn (a reload drops it), not a joined child */
   struct owned_s *prev, *next;
 } owned_t;
 
@@ -414,8 +415,23 @@ static void spawned_resume(clank_task_t *t, int nargs) {
 
 void clank_sched_spawn(lua_State *L) {
   owned_t *o = owned_new(L, sizeof(owned_t), spawned_resume);
+  o->spawned = 1;
   lua_xmove(L, o->task.co, 1);
   spawned_resume(&o->task, 0);
+}
+
+void clank_sched_retire(clank_sched_t *s) {
+  for (owned_t *o = (owned_t *)s->spawned, *next; o; o = next) {
+    next = o->next;
+    if (o->spawned) owned_free(o);
+  }
+  for (clank_wait_t *w = s->waits, *next; w; w = next) {
+    next = w->next;
+    if (w->retire == NULL) continue;
+    wait_unlink(w);
+    w->retire(w);
+    wait_close(w);
+  }
 }
 
 void clank_sched_cancel_all(clank_sched_t *s) {

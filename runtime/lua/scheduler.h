@@ -33,6 +33,7 @@ struct clank_wait_s {
   void (*fire)(clank_wait_t *w);
   lua_State *L; /* the main thread, for fire */
   int ref;      /* a registry ref fire needs, released with the wait */
+  void (*retire)(clank_wait_t *w); /* on reload, instead of waiting on (clank.timeout) */
   clank_sched_t *sched;
   clank_wait_t *prev, *next;
 };
@@ -58,6 +59,10 @@ int clank_in_task(lua_State *L);
 /* The scheduler of this Lua state; in plain lua5.4 one is made on first use. */
 clank_sched_t *clank_sched_get(lua_State *L);
 void clank_sched_install(lua_State *L, clank_sched_t *s);
+/* A reload replaced this scheduler's generation: spawned tasks are dropped
+   and timers with a retire callback run it (clank.timeout aborts with
+   reason "reload"); handlers in flight keep their waits. */
+void clank_sched_retire(clank_sched_t *s);
 /* Cancels every pending wait and drops spawned tasks (a closing generation). */
 void clank_sched_cancel_all(clank_sched_t *s);
 void clank_sched_cancel(clank_task_t *t);

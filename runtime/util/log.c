@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <sys/time.h>
 #include <time.h>
@@ -11,6 +12,8 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd) {
   log->fd = fd;
   log->buf = (clank_buf_t){0};
   log->stamp_len = 0;
+  const char *no_color = getenv("NO_COLOR");
+  log->colour = format == CLANK_LOG_TEXT && isatty(fd) && !(no_color && *no_color);
 }
 
 /* Every line of one loop iteration carries the same time: formatting it once
@@ -76,17 +79,18 @@ static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
   }
 }
 
-void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
+static void log_line(clank_log_t *log, const char *level, const char *colour, const char *fmt,
+                     va_list args) {
   char small[1024];
   va_list ap;
-  va_start(ap, fmt);
+  va_copy(ap, args);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   if (n < 0) return;
   clank_buf_t big = {0};
   const char *msg = small;
   if ((size_t)n >= sizeof small && clank_buf_reserve(&big, (size_t)n + 1) == 0) {
-    va_start(ap, fmt);
+    va_copy(ap, args);
     vsnprintf(big.data, (size_t)n + 1, fmt, ap);
     va_end(ap);
     msg = big.data;
@@ -101,12 +105,29 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
     append_escaped(b, msg, (size_t)n, 1);
     clank_buf_appends(b, "\"}\n");
   } else {
+    int paint = colour && log->colour;
+    if (paint) clank_buf_appends(b, colour);
     append_time(log);
     clank_buf_appendf(b, " %s ", level);
     append_escaped(b, msg, (size_t)n, 0);
+    if (paint) clank_buf_appends(b, "\x1b[0m");
     clank_buf_appendc(b, '\n');
   }
   clank_buf_free(&big);
+}
+
+void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_line(log, level, NULL, fmt, ap);
+  va_end(ap);
+}
+
+void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_line(log, level, colour, fmt, ap);
+  va_end(ap);
 }
 
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,

@@ -1,0 +1,268 @@
+-- clank.mcp: the app's actions over the Model Context Protocol, Streamable HTTP transport, at
+-- /__clank/mcp (SPEC §6). clank-run calls handle(request, env) in a runtime task for every
+-- request to that path, after its own framing, size and Host checks.
+--
+-- env: app, bridge, actions (name → action), contractHash, secret, context, maxRequestBytes,
+-- stream(status, headers) → writer (then handle returns nil).
+local json = require "clank.json"
+local rpc = require "clank.mcp.rpc"
+local session = require "clank.mcp.session"
+local tools = require "clank.mcp.tools"
+local elicit = require "clank.mcp.elicit"
+
+local decode, isArray = json.decode, json.isArray
+local type, ipairs, pairs, next, tostring = type, ipairs, pairs, next, tostring
+local mtype = math.type
+
+local mcp = {}
+
+local FORBIDDEN = "Cross-origin agent request rejected."
+
+--------------------------------------------------------------------------------
+-- HTTP: origin, method, media type
+
+local function listed(list, origin)
+  for _, o in ipairs(list or {}) do
+    if o == origin then
+      return true
+    end
+  end
+  return false
+end
+
+-- The origin rules of the bridge (SPEC §5 step 3). Returns ok, cors headers (for an allowed
+-- foreign origin).
+local function check_origin(request, env)
+  local headers = request.headers
+  if headers["sec-fetch-site"] == "cross-site" then
+    return false
+  end
+  local origin = headers.origin
+  if origin == nil then
+    return true
+  end
+  local own = headers.host ~= nil and origin == (request.scheme or "http") .. "://" .. headers.host
+  if own then
+    return true
+  end
+  if not listed(env.app and env.app.allowedOrigins, origin) then
+    return false
+  end
+  return true, { ["access-control-allow-origin"] = origin, vary = "Origin",
+                 ["access-control-expose-headers"] = "mcp-session-id" }
+end
+
+-- `application/json` or any `type/subtype+json`, parameters and case ignored.
+local function json_media_type(value)
+  if type(value) ~= "string" then
+    return false
+  end
+  local t = value:match("^[ \t]*([^;]-)[ \t]*;") or value:match("^[ \t]*(.-)[ \t]*$")
+  t = t:lower()
+  return t == "application/json" or t:find("^[^/]+/.-%+json$") ~= nil
+end
+
+local function merge(a, b)
+  local out = {}
+  for k, v in pairs(a or {}) do
+    out[k] = v
+  end
+  for k, v in pairs(b or {}) do
+    out[k] = v
+  end
+  return out
+end
+
+--------------------------------------------------------------------------------
+-- JSON-RPC messages
+
+local function valid_id(id)
+  return type(id) == "string" or mtype(id) == "integer"
+    or (mtype(id) == "float" and id == id and id % 1 == 0)
+end
+
+-- "request", "notification", "response", or nil for anything else.
+local function kind(msg)
+  if type(msg) ~= "table" or isArray(msg) or msg.jsonrpc ~= "2.0" then
+    return nil
+  end
+  if msg.method ~= nil then
+    if type(msg.method) ~= "string" then
+      return nil
+    end
+    if msg.id == nil then
+      return "notification"
+    end
+    return valid_id(msg.id) and "request" or nil
+  end
+  if valid_id(msg.id) and (msg.result ~= nil or msg.error ~= nil) then
+    return "response"
+  end
+  return nil
+end
+
+local function confirmation_mode(env)
+  local m = env.app and env.app.mcp
+  local mode = m and m.confirmation or "annotations"
+  if mode == "annotations" or mode == "elicit" or mode == "refuse" then
+    return mode
+  end
+  return "refuse" -- an unknown mode fails closed
+end
+
+--------------------------------------------------------------------------------
+-- Methods
+
+local function elicitation_declared(params)
+  local caps = type(params) == "table" and params.capabilities
+  local e = type(caps) == "table" and caps.elicitation
+  if type(e) ~= "table" or isArray(e) then
+    return false
+  end
+  return next(e) == nil or e.form ~= nil -- {} means form mode (2025-06-18)
+end
+
+local function initialize(msg, env, cors)
+  local params = msg.params
+  local asked = type(params) == "table" and params.protocolVersion
+  local version = session.supported(asked) and asked or session.LATEST
+  local app = env.app or {}
+  local result = {
+    protocolVersion = version,
+    capabilities = { tools = { listChanged = false } },
+    serverInfo = { name = app.name or "clank", version = (app.version or "0.0.0") .. "+"
+                   .. env.contractHash },
+  }
+  local headers = merge(cors, { ["mcp-session-id"] = session.create(env, version,
+                                                                    elicitation_declared(params)) })
+  return rpc.answer(200, rpc.result(msg.id, result), headers)
+end
+
+local function tools_call(msg, request, env, sess, cors)
+  local act, input, wrapped, not_object = tools.resolve(env, msg.params)
+  if not act then
+    return rpc.fail(200, msg.id, input, wrapped, cors)
+  end
+  local result
+  if act:requiresConfirmation() then
+    local mode = confirmation_mode(env)
+    if mode == "refuse" and request.headers["x-clank-confirmation"] ~= "confirmed" then
+      result = tools.confirmation_required()
+    elseif mode == "elicit" then
+      result = tools.check(act, input, wrapped, not_object)
+      if not result and not sess.elicit then
+        result = tools.confirmation_required()
+      end
+      if not result then
+        return elicit.run(env, request, sess, msg.id, act, input, wrapped)
+      end
+    end
+  end
+  result = result or tools.run(env, request, act, input, wrapped, not_object)
+  return rpc.answer(200, rpc.result(msg.id, result), cors)
+end
+
+local methods = {
+  ping = function(msg, _, _, _, cors)
+    return rpc.answer(200, rpc.result(msg.id, {}), cors)
+  end,
+  ["tools/list"] = function(msg, _, env, _, cors)
+    return rpc.answer(200, rpc.result(msg.id, tools.list(env)), cors)
+  end,
+  ["tools/call"] = tools_call,
+}
+
+--------------------------------------------------------------------------------
+-- The endpoint
+
+-- The session a message carries: sess, or nil, an answer (404, or 400 for the version header).
+local function check_session(request, env, id, cors)
+  local sess = session.verify(env, request.headers["mcp-session-id"])
+  if not sess then
+    return nil, rpc.fail(404, id, rpc.SESSION_NOT_FOUND, "Session not found.", cors)
+  end
+  local version = request.headers["mcp-protocol-version"]
+  if version ~= nil and not session.supported(version) then
+    return nil, rpc.fail(400, id, rpc.INVALID_REQUEST, "Unsupported MCP-Protocol-Version: "
+      .. version .. ".", cors)
+  end
+  return sess
+end
+
+local function post(request, env, cors)
+  if not json_media_type(request.headers["content-type"]) then
+    return rpc.fail(415, nil, rpc.TRANSPORT, "Expected an application/json request body.", cors)
+  end
+  local msg, why = decode(request.body or "")
+  if msg == nil then
+    return rpc.fail(400, nil, rpc.PARSE_ERROR, "Parse error: " .. tostring(why), cors)
+  end
+  if isArray(msg) then
+    return rpc.fail(400, nil, rpc.INVALID_REQUEST, "Batch requests are not supported.", cors)
+  end
+  local k = kind(msg)
+  if k == nil then
+    local id = type(msg) == "table" and not isArray(msg) and valid_id(msg.id) and msg.id or nil
+    return rpc.fail(400, id, rpc.INVALID_REQUEST, "Invalid Request.", cors)
+  end
+  local sid = request.headers["mcp-session-id"]
+  if k ~= "request" then
+    if sid ~= nil then
+      local sess, answer = check_session(request, env, nil, cors)
+      if not sess then
+        return answer
+      end
+      if k == "response" then
+        elicit.deliver(sess.id, msg)
+      end
+    end
+    return rpc.answer(202, "", cors)
+  end
+  if msg.method == "initialize" then
+    return initialize(msg, env, cors)
+  end
+  local method = methods[msg.method]
+  if sid == nil then
+    if not method then
+      return rpc.fail(400, msg.id, rpc.METHOD_NOT_FOUND, "Method not found: " .. msg.method, cors)
+    end
+    return rpc.fail(400, msg.id, rpc.INVALID_REQUEST, "Missing Mcp-Session-Id.", cors)
+  end
+  local sess, answer = check_session(request, env, msg.id, cors)
+  if not sess then
+    return answer
+  end
+  if not method then
+    return rpc.fail(200, msg.id, rpc.METHOD_NOT_FOUND, "Method not found: " .. msg.method, cors)
+  end
+  return method(msg, request, env, sess, cors)
+end
+
+-- One request to /__clank/mcp: returns { status, headers, body }, or nil after env.stream.
+function mcp.handle(request, env)
+  if request.headers == nil then
+    request.headers = {}
+  end
+  local ok, cors = check_origin(request, env)
+  if not ok then
+    return rpc.fail(403, nil, rpc.INVALID_REQUEST, FORBIDDEN)
+  end
+  local method = request.method
+  if method == "POST" then
+    return post(request, env, cors)
+  end
+  if method == "DELETE" then
+    return rpc.answer(204, "", cors)
+  end
+  if method == "OPTIONS" and cors then
+    return rpc.answer(204, "", merge(cors, {
+      ["access-control-allow-methods"] = "POST, DELETE",
+      ["access-control-allow-headers"] = "content-type, mcp-session-id, mcp-protocol-version, "
+        .. "x-clank-confirmation, last-event-id",
+    }))
+  end
+  return rpc.fail(405, nil, rpc.TRANSPORT, "Method not allowed.",
+                  merge(cors, { allow = "POST, DELETE" }))
+end
+
+return mcp

@@ -1,0 +1,121 @@
+-- Confirmation by elicitation (SPEC §6, app.mcp.confirmation = "elicit"): the tools/call POST is
+-- answered as text/event-stream carrying an elicitation/create request; the client's answer
+-- comes on a separate POST, handed over through `waiting`, which the streaming task polls.
+local core = require "clank.core"
+local json = require "clank.json"
+local rpc = require "clank.mcp.rpc"
+local session = require "clank.mcp.session"
+local tools = require "clank.mcp.tools"
+
+local encode = json.encode
+local format = string.format
+local pcall, error, type, pairs = pcall, error, type, pairs
+
+local elicit = {
+  poll_ms = 10,             -- how often the waiting call looks for the answer
+  limit_ms = 300000,        -- how long a person may take to answer
+  keepalive_ms = 15000,     -- an SSE comment this often, to notice a client that left
+}
+
+-- session id .. "\0" .. JSON of the request id → { response = <the client's message> }
+local waiting = {}
+
+local function key(session_id, id)
+  return session_id .. "\0" .. encode(id)
+end
+
+-- A JSON-RPC response arrived on its own POST: hand it to the call waiting for it, if any.
+-- Returns true when one was waiting.
+function elicit.deliver(session_id, message)
+  local slot = waiting[key(session_id, message.id)]
+  if slot and not slot.response then
+    slot.response = message
+    return true
+  end
+  return false
+end
+
+local function request_for(sess, act)
+  local m = act.manifest
+  local params = {
+    message = format('Allow the tool "%s" to run? It has %s side effects: %s', m.name,
+                     m.sideEffects, m.description),
+    requestedSchema = { type = "object", properties = {} },
+  }
+  if sess.version == "2025-11-25" then
+    params.mode = "form"
+  end
+  return params
+end
+
+-- Waits for the client's answer; returns it, or nil, "gone" (the client left) or nil, "timeout".
+local function wait_for(writer, slot)
+  local waited, quiet = 0, 0
+  while not slot.response and waited < elicit.limit_ms do
+    core.sleep(elicit.poll_ms)
+    waited = waited + elicit.poll_ms
+    quiet = quiet + elicit.poll_ms
+    if quiet >= elicit.keepalive_ms then
+      quiet = 0
+      if not writer:write(": waiting for confirmation\n\n") then
+        return nil, "gone"
+      end
+    end
+  end
+  if not slot.response then
+    return nil, "timeout"
+  end
+  return slot.response
+end
+
+local function accepted(response)
+  local result = response and response.result
+  return type(result) == "table" and result.action == "accept"
+end
+
+-- Streams the whole exchange for tools/call `call_id`; returns nil (the answer went out streamed).
+function elicit.run(env, request, sess, call_id, act, input, wrapped)
+  local writer = env.stream(200, { ["content-type"] = "text/event-stream",
+                                   ["cache-control"] = "no-cache" })
+  local id = "clank-confirm-" .. session.randomHex(8)
+  local k = key(sess.id, id)
+  local slot = {}
+  waiting[k] = slot
+  local ok, result = pcall(function()
+    local ask = encode { jsonrpc = "2.0", id = id, method = "elicitation/create",
+                         params = request_for(sess, act) }
+    if not writer:write(rpc.event(ask)) then
+      return nil
+    end
+    local response, why = wait_for(writer, slot)
+    waiting[k] = nil
+    if why == "gone" then
+      return nil
+    end
+    if accepted(response) then
+      return tools.run(env, request, act, input, wrapped)
+    end
+    return tools.confirmation_required()
+  end)
+  waiting[k] = nil
+  if not ok then
+    writer:close()
+    error(result, 0)
+  end
+  if result then
+    writer:write(rpc.event(rpc.result(call_id, result)))
+  end
+  writer:close()
+  return nil
+end
+
+-- How many calls wait for an answer (for specs).
+function elicit.pending()
+  local n = 0
+  for _ in pairs(waiting) do
+    n = n + 1
+  end
+  return n
+end
+
+return elicit

@@ -1,0 +1,420 @@
+-- clank.signal: signals, computed values, effects and batches (SPEC §7).
+--
+-- A push-pull graph. A write that changes a signal marks what depends on it
+-- (computeds become outdated, effects are queued) and, once the outermost
+-- batch ends, runs the queued effects. Computeds recompute lazily, when read,
+-- and only when the version of something they read changed, in dependency
+-- order: every read sees a consistent graph (glitch-free), and a diamond
+-- a → b, c → d runs d once per change of a.
+--
+-- Cost: a write visits each edge below it at most once; an effect re-run
+-- checks each of its sources once. Edges are doubly linked lists, so
+-- subscribing and unsubscribing are O(1).
+--
+-- Lifetime: a source holds its subscribers (effects, and computeds that
+-- something subscribed reads); a computed nobody subscribes to holds nothing
+-- and is checked by versions when read, so dropping it frees it. An effect
+-- lives until its disposer is called.
+--
+-- Errors:
+-- * An effect re-run by a write that raises: every other queued effect still
+--   runs, then the first error is raised to the writer (the `s.value = v`
+--   assignment, or the `batch` call whose end ran the effects), as the error
+--   object it raised. The graph stays consistent; the failed effect stays
+--   subscribed to what it read before failing and runs again when that
+--   changes.
+-- * `effect(fn)` whose first run raises is disposed and raises to its caller.
+-- * A computed whose function raises caches the error: each read raises it
+--   again until one of its sources changes.
+-- * A computed must not write signals (that raises). Effects and computeds
+--   must not wait (clank.sleep) or yield: the graph is synchronous.
+--
+-- An effect function may return a cleanup function: it runs (untracked)
+-- before the effect's next run and when the effect is disposed.
+local error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type =
+  error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type
+local pack, unpack = table.pack, table.unpack
+
+local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
+local MAX_PASSES = 100 -- flush passes before a cycle is assumed
+
+-- Stands for nil in a node's value field, so the field is never absent (the
+-- node's __newindex would catch the next write to an absent field).
+local NIL = setmetatable({}, { __name = "clank.signal.nil" })
+local EMPTY = {}
+
+-- Per-module state (never globals).
+local observer = false -- the computed or effect being run: it tracks reads
+local batch_depth = 0
+local queue, queue_n, spare = {}, 0, {} -- effects to run when the batch ends
+local global_version = 0 -- bumped by every change of any signal
+
+local SIGNAL_MT, COMPUTED_MT
+
+local function unwrap(v)
+  if rawequal(v, NIL) then return nil end
+  return v
+end
+
+local function same(a, b)
+  if rawequal(a, b) then return true end
+  if rawequal(a, NIL) or rawequal(b, NIL) then return false end
+  return a == b or (a ~= a and b ~= b) -- NaN stays NaN
+end
+
+---- edges: src._first .. src._last, a list of { s = src, t = target, p, n } ----
+
+local link, unlink
+
+-- A computed with a first subscriber subscribes to its own sources. Its flags
+-- restart: outdated until checked, nobody notified yet.
+local function subscribe_sources(c)
+  local subs = {}
+  c._subs = subs
+  c._outdated = true
+  c._notified = false
+  local deps = c._deps
+  for i = 1, #deps do subs[deps[i]] = link(deps[i], c) end
+end
+
+function link(src, tgt)
+  local last = src._last
+  local e = { s = src, t = tgt, p = last, n = false }
+  if last then
+    last.n = e
+  else
+    src._first = e
+  end
+  src._last = e
+  if not last and src._kind == COMPUTED then subscribe_sources(src) end
+  return e
+end
+
+function unlink(e)
+  local src, p, n = e.s, e.p, e.n
+  if p then p.n = n else src._first = n end
+  if n then n.p = p else src._last = p end
+  if not src._first and src._kind == COMPUTED then
+    -- its last subscriber left: it lets go of its sources
+    local subs = src._subs
+    src._subs = false
+    if subs then
+      for _, e2 in pairs(subs) do unlink(e2) end
+    end
+  end
+end
+
+---- tracking ----
+
+local function track(src)
+  local obs = observer
+  local seen = obs._ns
+  if seen[src] then return end
+  seen[src] = true
+  local n = obs._nn + 1
+  obs._nn = n
+  obs._nd[n] = src
+  obs._nv[n] = src._ver
+  local subs = obs._subs
+  if subs and not subs[src] then subs[src] = link(src, obs) end
+end
+
+-- Runs fn as node, recording what it reads; drops the subscriptions to what
+-- it no longer reads. Returns pcall's first two results.
+local function run_tracked(node, fn)
+  local prev = observer
+  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
+  observer = node
+  local ok, v = pcall(fn)
+  observer = prev
+  local seen, subs = node._ns, node._subs
+  if subs then
+    for src, e in pairs(subs) do
+      if not seen[src] then
+        subs[src] = nil
+        unlink(e)
+      end
+    end
+  end
+  node._deps, node._vers = node._nd, node._nv
+  node._nd, node._nv, node._ns = false, false, false
+  return ok, v
+end
+
+---- notification ----
+
+local function notify(node)
+  if node._kind == COMPUTED then
+    if not node._notified then
+      node._notified = true
+      node._outdated = true
+      local e = node._first
+      while e do
+        notify(e.t)
+        e = e.n
+      end
+    end
+  elseif not node._queued then
+    node._queued = true
+    queue_n = queue_n + 1
+    queue[queue_n] = node
+  end
+end
+
+local refresh
+
+-- True when something node read has a new version (computeds are brought up
+-- to date first, in the order node read them).
+local function stale(node)
+  local deps, vers = node._deps, node._vers
+  for i = 1, #deps do
+    local src = deps[i]
+    if src._ver ~= vers[i] then return true end
+    if src._kind == COMPUTED then
+      refresh(src)
+      if src._ver ~= vers[i] then return true end
+    end
+  end
+  return false
+end
+
+function refresh(c)
+  c._notified = false
+  if c._running then error("clank.signal: cycle detected (a computed reads itself)", 0) end
+  if c._subs and not c._outdated then return end
+  c._outdated = false
+  if c._gv == global_version then return end
+  c._gv = global_version
+  if c._ver > 0 and not stale(c) then return end
+  c._running = true
+  local ok, v = run_tracked(c, c._fn)
+  c._running = false
+  if v == nil then v = NIL end
+  if ok then
+    if c._err or c._ver == 0 or not same(c._v, v) then
+      c._v, c._err = v, false
+      c._ver = c._ver + 1
+    end
+  else
+    c._v, c._err = v, true
+    c._ver = c._ver + 1
+  end
+end
+
+---- effects ----
+
+local function run_cleanup(fn)
+  local prev = observer
+  observer = false
+  local ok, err = pcall(fn)
+  observer = prev
+  if not ok then error(err, 0) end
+end
+
+local function run_effect(e)
+  local cleanup = e._cleanup
+  if cleanup then
+    e._cleanup = false
+    run_cleanup(cleanup)
+  end
+  local ok, r = run_tracked(e, e._fn)
+  if not ok then error(r, 0) end
+  if type(r) == "function" then
+    if e._disposed then run_cleanup(r) else e._cleanup = r end
+  end
+end
+
+local function dispose(e)
+  if e._disposed then return end
+  e._disposed = true
+  local subs = e._subs
+  e._subs = false
+  for _, edge in pairs(subs) do unlink(edge) end
+  local cleanup = e._cleanup
+  if cleanup then
+    e._cleanup = false
+    run_cleanup(cleanup)
+  end
+end
+
+local function update_effect(e)
+  if not e._disposed and stale(e) then run_effect(e) end
+end
+
+-- Ends a batch; the outermost one runs the queued effects (and those their
+-- writes queue), then raises the first error one of them raised.
+local function end_batch()
+  if batch_depth > 1 then
+    batch_depth = batch_depth - 1
+    return
+  end
+  local failed, err = false, nil
+  local passes = 0
+  while queue_n > 0 do
+    passes = passes + 1
+    local q, n = queue, queue_n
+    queue, queue_n = spare, 0
+    for i = 1, n do
+      local e = q[i]
+      q[i] = nil
+      e._queued = false
+      if passes <= MAX_PASSES then
+        local ok, x = pcall(update_effect, e)
+        if not ok and not failed then failed, err = true, x end
+      end
+    end
+    spare = q
+    if passes > MAX_PASSES then
+      for i = 1, queue_n do
+        queue[i]._queued = false
+        queue[i] = nil
+      end
+      queue_n = 0
+      if not failed then
+        failed, err = true, "clank.signal: cycle detected (effects keep changing what they read)"
+      end
+    end
+  end
+  batch_depth = 0
+  if failed then error(err, 0) end
+end
+
+---- signals ----
+
+local function write(s, v)
+  if v == nil then v = NIL end
+  if same(s._v, v) then return end
+  s._v = v
+  s._ver = s._ver + 1
+  global_version = global_version + 1
+  local e = s._first
+  if not e then return end
+  batch_depth = batch_depth + 1
+  repeat
+    notify(e.t)
+    e = e.n
+  until not e
+  end_batch()
+end
+
+local signal_methods = {
+  -- s:peek(): the value, without tracking the read
+  peek = function(s) return unwrap(s._v) end,
+}
+
+SIGNAL_MT = {
+  __name = "clank.Signal",
+  __index = function(s, k)
+    if k == "value" then
+      if observer then track(s) end
+      return unwrap(s._v)
+    end
+    return signal_methods[k]
+  end,
+  __newindex = function(s, k, v)
+    if k ~= "value" then
+      error("clank.signal: cannot set '" .. tostring(k) .. "' on a signal (set .value)", 2)
+    end
+    if observer and observer._kind == COMPUTED then
+      error("clank.signal: a computed cannot write signals", 2)
+    end
+    write(s, v)
+  end,
+}
+
+local computed_methods = {
+  peek = function(c)
+    local prev = observer
+    observer = false
+    local ok, err = pcall(refresh, c)
+    observer = prev
+    if not ok then error(err, 0) end
+    if c._err then error(unwrap(c._v), 0) end
+    return unwrap(c._v)
+  end,
+}
+
+COMPUTED_MT = {
+  __name = "clank.Computed",
+  __index = function(c, k)
+    if k == "value" then
+      refresh(c)
+      if observer then track(c) end
+      if c._err then error(unwrap(c._v), 0) end
+      return unwrap(c._v)
+    end
+    return computed_methods[k]
+  end,
+  __newindex = function(_, k)
+    if k == "value" then error("clank.signal: a computed value is read-only", 2) end
+    error("clank.signal: cannot set '" .. tostring(k) .. "' on a computed", 2)
+  end,
+}
+
+---- the module ----
+
+local M = {}
+
+-- signal(v): a writable value; `s.value` reads (tracked) and writes.
+function M.signal(v)
+  if v == nil then v = NIL end
+  return setmetatable({ _kind = SIGNAL, _v = v, _ver = 0, _first = false, _last = false }, SIGNAL_MT)
+end
+
+-- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
+function M.computed(fn)
+  if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
+  return setmetatable({
+    _kind = COMPUTED, _fn = fn, _v = NIL, _err = false, _ver = 0, _gv = -1,
+    _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
+    _running = false, _first = false, _last = false,
+    _nd = false, _nv = false, _ns = false, _nn = 0,
+  }, COMPUTED_MT)
+end
+
+-- effect(fn): runs fn now and after each change of what it read; returns a
+-- disposer. Inside a batch or another effect it still runs at once.
+function M.effect(fn)
+  if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
+  local e = {
+    _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
+    _disposed = false, _cleanup = false, _nd = false, _nv = false, _ns = false, _nn = 0,
+  }
+  batch_depth = batch_depth + 1
+  local ok, err = pcall(run_effect, e)
+  if not ok then dispose(e) end
+  local flushed, ferr = pcall(end_batch)
+  if not ok then error(err, 0) end
+  if not flushed then error(ferr, 0) end
+  return function() dispose(e) end
+end
+
+-- batch(fn, ...): calls fn(...); effects run once, when the outermost batch
+-- ends. Returns fn's results; raises fn's error, else an effect's.
+function M.batch(fn, ...)
+  batch_depth = batch_depth + 1
+  local r = pack(pcall(fn, ...))
+  local flushed, ferr = pcall(end_batch)
+  if not r[1] then error(r[2], 0) end
+  if not flushed then error(ferr, 0) end
+  return unpack(r, 2, r.n)
+end
+
+-- untracked(fn, ...): calls fn(...) without tracking its reads.
+function M.untracked(fn, ...)
+  local prev = observer
+  if not prev then return fn(...) end
+  observer = false
+  local r = pack(pcall(fn, ...))
+  observer = prev
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, r.n)
+end
+
+-- isSignal(x): true for signals and computeds.
+function M.isSignal(x)
+  local mt = getmetatable(x)
+  return rawequal(mt, SIGNAL_MT) or rawequal(mt, COMPUTED_MT)
+end
+
+return M

@@ -1,0 +1,130 @@
+-- From element props to HTML attributes (SPEC §8): semantic props, event handlers, URL
+-- checks and the attribute order. One function, attributes(el), used by render.
+local json = require "clank.json"
+
+local type, pairs, error, tostring, getmetatable = type, pairs, error, tostring, getmetatable
+local sort = table.sort
+
+local M = {}
+
+-- Semantic props and the attribute each one becomes.
+local SEMANTIC = {
+  agentId = "data-clank-id",
+  agentLabel = "data-clank-label",
+  agentDescription = "data-clank-description",
+  agentAction = "data-clank-action",
+  intent = "data-clank-intent",
+}
+M.SEMANTIC = SEMANTIC
+
+-- JSX-style aliases.
+local ALIAS = { className = "class", htmlFor = "for" }
+
+-- Elements on which agentLabel is mirrored to aria-label.
+local INTERACTIVE = { a = true, button = true, input = true, select = true, summary = true,
+  textarea = true }
+M.INTERACTIVE = INTERACTIVE
+
+-- Attributes holding a URL.
+local URL_ATTRS = {
+  action = true, background = true, cite = true, codebase = true, data = true,
+  formaction = true, href = true, icon = true, longdesc = true, manifest = true,
+  poster = true, profile = true, src = true, usemap = true, ["xlink:href"] = true,
+}
+
+-- An action (anything with a string .name) or a name.
+local function action_name(v)
+  if type(v) == "string" then return v end
+  local ok, name = pcall(function() return v.name end)
+  if ok and type(name) == "string" then return name end
+  error("clank.render: agentAction must be an action or its name", 0)
+end
+M.actionName = action_name
+
+-- The scheme of a URL as a browser sees it: leading C0 controls and spaces stripped, tabs and
+-- newlines removed anywhere, lower-cased. nil for a relative URL.
+local function scheme(url)
+  local s = url:gsub("^[%z\1-\32]+", ""):gsub("[\t\n\r]", "")
+  local sch = s:match("^([A-Za-z][A-Za-z0-9+.%-]*):")
+  return sch and sch:lower(), s
+end
+
+local function check_url(name, url)
+  local sch, s = scheme(url)
+  if sch == nil then return end
+  local bad = sch == "javascript" or sch == "vbscript" or sch == "file"
+  if sch == "data" then
+    -- Images only, and not SVG (a document that can run script).
+    local mime = s:sub(6):match("^[^;,]*"):lower():gsub("%s", "")
+    bad = mime:find("^image/") == nil or mime:find("^image/svg") ~= nil
+  end
+  if bad then
+    error("clank.render: unsafe URL scheme \"" .. sch .. ":\" in attribute " .. name, 0)
+  end
+end
+M.checkUrl = check_url
+
+-- HTML attribute names: no spaces, quotes, '>', '/', '=' or controls.
+local function valid_name(name)
+  return name:find("^[A-Za-z_:][A-Za-z0-9_:.%-]*$") ~= nil
+end
+
+-- One attribute value as a string, true (bare), or nil (omitted).
+local function value_of(name, v)
+  local t = type(v)
+  if t == "string" then return v end
+  if t == "number" then return json.formatNumber(v) end
+  if t == "boolean" then
+    -- aria-* take the words; a bare aria-invalid would mean "".
+    if name:find("^aria%-") then return tostring(v) end
+    return v or nil
+  end
+  if v == json.null then return nil end
+  error("clank.render: attribute " .. name .. " cannot take a " ..
+    ((getmetatable(v) and getmetatable(v).__name) or t), 0)
+end
+
+-- attributes(el) -> list of { name, value } sorted by name (value true = bare).
+function M.attributes(el)
+  local props, tag = el.props, el.tag
+  local out = {}
+  local function put(name, v)
+    if not valid_name(name) then error("clank.render: invalid attribute name: " .. name, 0) end
+    local value = value_of(name, v)
+    if value == nil then return end
+    if value ~= true and URL_ATTRS[name:lower()] then check_url(name, value) end
+    if out[name] ~= nil then error("clank.render: attribute " .. name .. " given twice", 0) end
+    out[name] = value
+  end
+  for k, v in pairs(props) do
+    if type(k) ~= "string" then
+      error("clank.render: prop names must be strings (got " .. type(k) .. ")", 0)
+    end
+    if k:find("^[Oo][Nn]") then
+      if not (k:find("^on[A-Z]") and type(v) == "function") then
+        error("clank.render: prop " .. k .. " is not allowed (event handlers are functions named on<Event>)", 0)
+      end
+    elseif SEMANTIC[k] then
+      if v ~= nil and v ~= false then
+        put(SEMANTIC[k], k == "agentAction" and action_name(v) or v)
+      end
+    elseif k == "agentHidden" then
+      if v == true then put("data-clank-hidden", "true") end
+    elseif k == "value" and (tag == "select" or tag == "textarea") then
+      -- rendered as selected options / text content
+    elseif k == "format" and v == "password" then
+      put("data-clank-secret", "true")
+    else
+      put(ALIAS[k] or k, v)
+    end
+  end
+  if INTERACTIVE[tag] and props.agentLabel ~= nil and props["aria-label"] == nil then
+    put("aria-label", props.agentLabel)
+  end
+  local list = {}
+  for name, value in pairs(out) do list[#list + 1] = { name, value } end
+  sort(list, function(a, b) return a[1] < b[1] end)
+  return list
+end
+
+return M

@@ -1,0 +1,181 @@
+/* Hot reload's hands (SPEC §14): load a new generation beside the running
+   one, switch at once, and retire the old one — it finishes what it has in
+   flight, bounded by its action timeout plus 5 s, then its state closes. */
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "host.h"
+#include "lua/bridge.h"
+#include "lua/json.h"
+
+#define LINGER_MS 5000
+
+/* ---- what changed in the contract ---- */
+
+typedef struct contract_s {
+  int n;
+  char **names; /* sorted, as the manifest lists them */
+  char **json;  /* each action's manifest entry, canonical */
+} contract_t;
+
+static void read_contract(clank_gen_t *g, contract_t *c) {
+  lua_State *L = g->L;
+  memset(c, 0, sizeof *c);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
+  clank_bridge_push_manifest(L, -1);
+  size_t len;
+  const char *m = lua_tolstring(L, -1, &len);
+  clank_json_decode(L, m, len);
+  lua_getfield(L, -1, "actions");
+  int n = (int)luaL_len(L, -1);
+  c->names = calloc((size_t)n + 1, sizeof *c->names);
+  c->json = calloc((size_t)n + 1, sizeof *c->json);
+  clank_buf_t buf = {0};
+  for (int i = 1; i <= n && c->names && c->json; i++) {
+    lua_rawgeti(L, -1, i);
+    lua_getfield(L, -1, "name");
+    c->names[c->n] = strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    clank_buf_reset(&buf);
+    clank_json_encode(L, lua_gettop(L), 0, &buf); /* decoded from canonical JSON: cannot fail */
+    c->json[c->n] = strndup(buf.data, buf.len);
+    c->n++;
+    lua_pop(L, 1);
+  }
+  clank_buf_free(&buf);
+  lua_pop(L, 4); /* bridge, manifest, decoded, actions */
+}
+
+static void free_contract(contract_t *c) {
+  for (int i = 0; i < c->n; i++) {
+    free(c->names[i]);
+    free(c->json[i]);
+  }
+  free(c->names);
+  free(c->json);
+}
+
+static int find(const contract_t *c, const char *name) {
+  for (int i = 0; i < c->n; i++)
+    if (strcmp(c->names[i], name) == 0) return i;
+  return -1;
+}
+
+static void list_names(clank_buf_t *out, const contract_t *in, const contract_t *other, int changed) {
+  size_t start = out->len;
+  for (int i = 0; i < in->n; i++) {
+    int j = find(other, in->names[i]);
+    int take = changed ? (j >= 0 && strcmp(in->json[i], other->json[j]) != 0) : j < 0;
+    if (!take) continue;
+    if (out->len > start) clank_buf_appendc(out, ',');
+    clank_buf_appends(out, in->names[i]);
+  }
+  if (out->len == start) clank_buf_appends(out, "none");
+}
+
+/* ---- retiring ---- */
+
+static void close_generation(clank_host_t *h, clank_gen_t *g) {
+  clank_gen_t **p = &h->retired;
+  while (*p && *p != g) p = &(*p)->next_retired;
+  if (*p) *p = g->next_retired;
+  clank_dispatch_forget(g);
+  clank_gen_close(g);
+  h->live_generations--;
+  clank_log_msg(&h->log, "info", "generation closed; live generations: %u", h->live_generations);
+}
+
+/* Closes retired generations that are idle, drops those past their bound,
+   and sets the timer for the next bound. */
+static void reap(uv_timer_t *t) {
+  clank_host_t *h = t->data;
+  uint64_t now = uv_now(&h->loop), next = 0;
+  for (clank_gen_t *g = h->retired, *following; g; g = following) {
+    following = g->next_retired;
+    int overdue = g->inflight > 0 && now >= g->retire_deadline;
+    if (overdue) {
+      clank_log_msg(&h->log, "warn",
+                    "a retired generation still had %d request(s) after its bound: dropped", g->inflight);
+      clank_dispatch_drop(&h->server, g);
+    }
+    if (g->inflight <= 0 || overdue)
+      close_generation(h, g);
+    else if (next == 0 || g->retire_deadline < next)
+      next = g->retire_deadline;
+  }
+  if (next) uv_timer_start(&h->reap, reap, next - now, 0);
+}
+
+void clank_host_gen_idle(clank_host_t *h, clank_gen_t *g) {
+  /* Not now: the caller may still be inside g's state. */
+  if (g->retired && g->inflight <= 0 && !h->torn_down) uv_timer_start(&h->reap, reap, 0, 0);
+}
+
+static void retire(clank_host_t *h, clank_gen_t *g) {
+  g->retired = 1;
+  g->retire_deadline = uv_now(&h->loop) + (uint64_t)g->action_timeout_ms + LINGER_MS;
+  g->next_retired = h->retired;
+  h->retired = g;
+  clank_sched_retire(&g->sched);
+  uv_timer_start(&h->reap, reap, 0, 0);
+}
+
+void clank_host_close_retired(clank_host_t *h) {
+  while (h->retired) {
+    clank_gen_t *g = h->retired;
+    clank_dispatch_drop(&h->server, g);
+    close_generation(h, g);
+  }
+}
+
+/* ---- reloading ---- */
+
+static void log_failure(clank_host_t *h, const char *err) {
+  /* The error's first line names file:line; the traceback follows. */
+  clank_log_msg_colour(&h->log, "error", "\x1b[1;31m", "reload failed, the running app stays: %s", err);
+}
+
+void clank_host_reload(void *ud) {
+  clank_host_t *h = ud;
+  if (h->torn_down || h->stop_requests) return;
+  uint64_t t0 = uv_hrtime();
+  char err[4096];
+  clank_gen_opts_t go = {
+      .loop = &h->loop,
+      .app_path = h->opts.app_path,
+      .secret = h->secret,
+      .loop_running = 1,
+      .on_file = clank_reloader_file,
+      .ud = &h->reloader,
+  };
+  clank_gen_t *g = clank_gen_load(&go, err, sizeof err);
+  clank_reloader_loaded(&h->reloader);
+  if (g == NULL) {
+    log_failure(h, err);
+    return;
+  }
+  clank_gen_t *old = h->gen;
+  contract_t before, after;
+  read_contract(old, &before);
+  read_contract(g, &after);
+  clank_buf_t changes = {0};
+  clank_buf_appends(&changes, "actions added: ");
+  list_names(&changes, &after, &before, 0);
+  clank_buf_appends(&changes, "; removed: ");
+  list_names(&changes, &before, &after, 0);
+  clank_buf_appends(&changes, "; changed: ");
+  list_names(&changes, &after, &before, 1);
+  free_contract(&before);
+  free_contract(&after);
+
+  h->gen = g; /* new requests go to the new generation from here on */
+  h->live_generations++;
+  retire(h, old);
+  clank_log_msg(&h->log, "info", "reloaded in %.1f ms; %.*s", (double)(uv_hrtime() - t0) / 1e6,
+                (int)changes.len, changes.data);
+  clank_buf_free(&changes);
+}

@@ -1,0 +1,38 @@
+/* Hot reload's eyes (SPEC §14): which files to watch, noticing that they
+   changed (inotify through uv_fs_event on their folders, or 500 ms polling),
+   debouncing, and skipping changes that leave the contents equal. What a
+   reload does is the host's business (host.c). */
+#ifndef CLANK_RELOAD_H
+#define CLANK_RELOAD_H
+
+#include <uv.h>
+
+#include "util/log.h"
+
+typedef struct clank_watched_dir_s clank_watched_dir_t;
+
+typedef struct clank_reloader_s {
+  uv_loop_t *loop;
+  clank_log_t *log;
+  int watching; /* off with --no-watch: files are still recorded, for SIGHUP */
+  int polling;
+  uv_timer_t debounce;
+  uv_timer_t poll;
+  char **files; /* absolute paths: the app file and every Lua file it loaded from its folder */
+  int nfiles, capfiles;
+  clank_watched_dir_t *dirs;
+  unsigned char hash[32]; /* of the files' contents at the last load */
+  void (*reload)(void *ud);
+  void *ud;
+} clank_reloader_t;
+
+void clank_reloader_init(clank_reloader_t *r, uv_loop_t *loop, clank_log_t *log, int watching,
+                         void (*reload)(void *ud), void *ud);
+/* clank_gen_opts_t.on_file: a file the app loaded. */
+void clank_reloader_file(void *r, const char *path);
+/* After a load (good or bad): the contents now count as seen. */
+void clank_reloader_loaded(clank_reloader_t *r);
+/* Closes its handles (their memory is freed in their close callbacks). */
+void clank_reloader_close(clank_reloader_t *r);
+
+#endif

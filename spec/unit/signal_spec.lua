@@ -1,0 +1,608 @@
+-- clank.signal: signals, computed values, effects and batches (SPEC §7).
+-- Expected values follow the SPEC: synchronous, glitch-free notification;
+-- effects run now and after each change of what they read.
+local S = require "clank.signal"
+local signal, computed, effect, batch, untracked = S.signal, S.computed, S.effect, S.batch, S.untracked
+
+-- Runs f and returns the error it raised (fails the test when it does not raise).
+local function raised(f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok, "expected an error")
+  return err
+end
+
+describe("clank.signal", function()
+  describe("signal", function()
+    it("reads and writes its value", function()
+      local s = signal(1)
+      assert.are.equal(1, s.value)
+      s.value = 2
+      assert.are.equal(2, s.value)
+    end)
+
+    it("holds nil, false and tables", function()
+      local s = signal()
+      assert.is_nil(s.value)
+      s.value = false
+      assert.is_false(s.value)
+      local t = {}
+      s.value = t
+      assert.are.equal(t, s.value)
+      s.value = nil
+      assert.is_nil(s.value)
+    end)
+
+    it("notifies only when a write changes the value", function()
+      local s, t = signal(1), {}
+      local runs = 0
+      effect(function()
+        local _ = s.value
+        runs = runs + 1
+      end)
+      s.value = 1
+      assert.are.equal(1, runs)
+      s.value = 2
+      assert.are.equal(2, runs)
+      s.value = t
+      s.value = t
+      assert.are.equal(3, runs)
+      s.value = {} -- another table is another value
+      assert.are.equal(4, runs)
+      s.value = 0 / 0
+      s.value = 0 / 0 -- NaN stays NaN
+      assert.are.equal(5, runs)
+      s.value = nil
+      s.value = nil
+      assert.are.equal(6, runs)
+    end)
+
+    it("peek reads without tracking", function()
+      local s = signal(1)
+      local runs = 0
+      effect(function()
+        runs = runs + 1
+        return s:peek()
+      end)
+      s.value = 2
+      assert.are.equal(1, runs)
+      assert.are.equal(2, s:peek())
+    end)
+
+    it("refuses to set any other field", function()
+      local s = signal(1)
+      local err = raised(function() s.val = 2 end)
+      assert.truthy(tostring(err):find("cannot set 'val'", 1, true), tostring(err))
+    end)
+
+    it("isSignal tells signals and computeds from other values", function()
+      assert.is_true(S.isSignal(signal(1)))
+      assert.is_true(S.isSignal(computed(function() return 1 end)))
+      assert.is_false(S.isSignal({ value = 1 }))
+      assert.is_false(S.isSignal(nil))
+      assert.is_false(S.isSignal("value"))
+      assert.is_false(S.isSignal(effect(function() end)))
+    end)
+  end)
+
+  describe("computed", function()
+    it("derives its value from what it reads", function()
+      local a = signal(2)
+      local double = computed(function() return a.value * 2 end)
+      assert.are.equal(4, double.value)
+      a.value = 5
+      assert.are.equal(10, double.value)
+    end)
+
+    it("is lazy: nothing runs until it is read", function()
+      local a = signal(1)
+      local calls = 0
+      local c = computed(function()
+        calls = calls + 1
+        return a.value
+      end)
+      assert.are.equal(0, calls)
+      a.value = 2
+      a.value = 3
+      assert.are.equal(0, calls)
+      assert.are.equal(3, c.value)
+      assert.are.equal(1, calls)
+    end)
+
+    it("caches: reads without a change do not recompute", function()
+      local a, other = signal(1), signal(1)
+      local calls = 0
+      local c = computed(function()
+        calls = calls + 1
+        return a.value + 1
+      end)
+      assert.are.equal(2, c.value)
+      assert.are.equal(2, c.value)
+      other.value = 2 -- not read by c
+      assert.are.equal(2, c.value)
+      assert.are.equal(1, calls)
+      a.value = 10
+      assert.are.equal(11, c.value)
+      assert.are.equal(11, c.value)
+      assert.are.equal(2, calls)
+    end)
+
+    it("recomputes once per change when an effect reads it", function()
+      local a = signal(1)
+      local calls = 0
+      local c = computed(function()
+        calls = calls + 1
+        return a.value
+      end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = c.value end)
+      a.value = 2
+      a.value = 3
+      assert.are.same({ 1, 2, 3 }, seen)
+      assert.are.equal(3, calls)
+      assert.are.equal(3, c.value)
+      assert.are.equal(3, calls)
+    end)
+
+    it("does not re-run its dependents when its value stays the same", function()
+      local n = signal(1)
+      local parity = computed(function() return n.value % 2 end)
+      local runs = 0
+      effect(function()
+        local _ = parity.value
+        runs = runs + 1
+      end)
+      n.value = 3
+      assert.are.equal(1, runs)
+      n.value = 4
+      assert.are.equal(2, runs)
+    end)
+
+    it("chains through other computeds", function()
+      local a = signal(1)
+      local b = computed(function() return a.value + 1 end)
+      local c = computed(function() return b.value * 10 end)
+      assert.are.equal(20, c.value)
+      a.value = 2
+      assert.are.equal(30, c.value)
+    end)
+
+    it("handles a chain 50 computeds deep", function()
+      local a = signal(0)
+      local last = a
+      for _ = 1, 50 do
+        local prev = last
+        last = computed(function() return prev.value + 1 end)
+      end
+      local seen
+      local dispose = effect(function() seen = last.value end)
+      assert.are.equal(50, seen)
+      a.value = 1
+      assert.are.equal(51, seen)
+      dispose()
+    end)
+
+    it("is read-only", function()
+      local c = computed(function() return 1 end)
+      local err = raised(function() c.value = 2 end)
+      assert.truthy(tostring(err):find("read-only", 1, true), tostring(err))
+      assert.are.equal(1, c.value)
+    end)
+
+    it("refuses to write signals from its function", function()
+      local a = signal(1)
+      local c = computed(function()
+        a.value = 2
+        return 1
+      end)
+      local err = raised(function() return c.value end)
+      assert.truthy(tostring(err):find("a computed cannot write signals", 1, true), tostring(err))
+      assert.are.equal(1, a.value)
+    end)
+
+    it("raises its function's error on each read until a source changes", function()
+      local a = signal(0)
+      local calls = 0
+      local boom = { code = "BOOM" }
+      local c = computed(function()
+        calls = calls + 1
+        if a.value == 0 then error(boom) end
+        return a.value
+      end)
+      assert.are.equal(boom, raised(function() return c.value end))
+      assert.are.equal(boom, raised(function() return c.value end))
+      assert.are.equal(1, calls)
+      a.value = 1
+      assert.are.equal(1, c.value)
+      assert.are.equal(2, calls)
+    end)
+
+    it("detects a computed that reads itself", function()
+      local c
+      c = computed(function() return c.value end)
+      local err = raised(function() return c.value end)
+      assert.truthy(tostring(err):find("cycle", 1, true), tostring(err))
+    end)
+
+    it("is freed when nothing holds it", function()
+      local a = signal(1)
+      local weak = setmetatable({}, { __mode = "v" })
+      do
+        local c = computed(function() return a.value end)
+        local _ = c.value
+        weak[1] = c
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(weak[1])
+      a.value = 2
+    end)
+
+    it("stays alive while an effect reads it", function()
+      local a = signal(1)
+      local weak = setmetatable({}, { __mode = "v" })
+      local seen
+      local dispose
+      do
+        local c = computed(function() return a.value * 2 end)
+        weak[1] = c
+        dispose = effect(function() seen = c.value end)
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.is_not_nil(weak[1])
+      a.value = 5
+      assert.are.equal(10, seen)
+      dispose()
+    end)
+  end)
+
+  describe("effect", function()
+    it("runs at once and after each change of what it read", function()
+      local a = signal("x")
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      assert.are.same({ "x" }, seen)
+      a.value = "y"
+      a.value = "z"
+      assert.are.same({ "x", "y", "z" }, seen)
+    end)
+
+    it("does not run for signals it did not read", function()
+      local a, b = signal(1), signal(1)
+      local runs = 0
+      effect(function()
+        local _ = a.value
+        runs = runs + 1
+      end)
+      b.value = 2
+      assert.are.equal(1, runs)
+    end)
+
+    it("stops after its disposer is called", function()
+      local a = signal(1)
+      local runs = 0
+      local dispose = effect(function()
+        local _ = a.value
+        runs = runs + 1
+      end)
+      dispose()
+      dispose() -- twice is fine
+      a.value = 2
+      assert.are.equal(1, runs)
+    end)
+
+    it("may dispose itself while it runs", function()
+      local a = signal(1)
+      local runs, dispose = 0, nil
+      dispose = effect(function()
+        runs = runs + 1
+        if a.value == 2 then dispose() end
+      end)
+      a.value = 2
+      a.value = 3
+      assert.are.equal(2, runs)
+    end)
+
+    it("runs a returned cleanup before the next run and on dispose", function()
+      local a = signal(1)
+      local log = {}
+      local dispose = effect(function()
+        local v = a.value
+        log[#log + 1] = "run " .. v
+        return function() log[#log + 1] = "cleanup " .. v end
+      end)
+      a.value = 2
+      dispose()
+      assert.are.same({ "run 1", "cleanup 1", "run 2", "cleanup 2" }, log)
+    end)
+
+    it("re-tracks dynamic dependencies on every run", function()
+      local cond, x, y = signal(true), signal("x1"), signal("y1")
+      local seen = {}
+      effect(function() seen[#seen + 1] = cond.value and x.value or y.value end)
+      y.value = "y2" -- not read yet
+      assert.are.same({ "x1" }, seen)
+      cond.value = false
+      assert.are.same({ "x1", "y2" }, seen)
+      x.value = "x2" -- no longer read
+      assert.are.same({ "x1", "y2" }, seen)
+      y.value = "y3"
+      assert.are.same({ "x1", "y2", "y3" }, seen)
+    end)
+
+    it("re-tracks dynamic dependencies through computeds", function()
+      local cond, x = signal(false), signal(1)
+      local calls = 0
+      local cx = computed(function()
+        calls = calls + 1
+        return x.value
+      end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = cond.value and cx.value or "off" end)
+      x.value = 2
+      assert.are.equal(0, calls) -- cx never read, never computed
+      cond.value = true
+      assert.are.same({ "off", 2 }, seen)
+      x.value = 3
+      assert.are.same({ "off", 2, 3 }, seen)
+      cond.value = false
+      x.value = 4
+      assert.are.same({ "off", 2, 3, "off" }, seen)
+      assert.are.equal(2, calls)
+    end)
+
+    it("runs effects queued by writes inside an effect", function()
+      local a, b = signal(1), signal(0)
+      effect(function() b.value = a.value * 10 end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = b.value end)
+      a.value = 2
+      assert.are.same({ 10, 20 }, seen)
+    end)
+
+    it("untracked reads do not subscribe", function()
+      local a, b = signal(1), signal(1)
+      local runs = 0
+      effect(function()
+        local _ = a.value
+        local v = untracked(function() return b.value end)
+        runs = runs + 1
+        return v
+      end)
+      b.value = 2
+      assert.are.equal(1, runs)
+      a.value = 2
+      assert.are.equal(2, runs)
+    end)
+
+    it("raises on an effect that keeps changing what it reads, and recovers", function()
+      local a = signal(0)
+      local dispose
+      local err = raised(function()
+        dispose = effect(function() a.value = a.value + 1 end)
+      end)
+      assert.truthy(tostring(err):find("cycle detected", 1, true), tostring(err))
+      if dispose then dispose() end
+      local b = signal(1)
+      local seen
+      effect(function() seen = b.value end)
+      b.value = 2
+      assert.are.equal(2, seen)
+    end)
+  end)
+
+  describe("batch", function()
+    it("runs effects once, after the batch", function()
+      local a, b = signal(1), signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value + b.value end)
+      batch(function()
+        a.value = 2
+        b.value = 3
+        a.value = 4
+        assert.are.same({ 2 }, seen) -- nothing ran yet
+      end)
+      assert.are.same({ 2, 7 }, seen)
+    end)
+
+    it("sees new values inside the batch", function()
+      local a = signal(1)
+      local double = computed(function() return a.value * 2 end)
+      batch(function()
+        a.value = 5
+        assert.are.equal(5, a.value)
+        assert.are.equal(10, double.value)
+      end)
+    end)
+
+    it("runs effects only when the outermost batch ends", function()
+      local a = signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      batch(function()
+        batch(function() a.value = 2 end)
+        assert.are.same({ 1 }, seen)
+        a.value = 3
+      end)
+      assert.are.same({ 1, 3 }, seen)
+    end)
+
+    it("runs an effect once when its source changed and changed back", function()
+      -- changes are counted by version, not compared by value: a re-run
+      local a = signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      batch(function()
+        a.value = 2
+        a.value = 1
+      end)
+      assert.are.same({ 1, 1 }, seen)
+    end)
+
+    it("does not re-run what reads a computed whose value changed back", function()
+      local a = signal(1)
+      local c = computed(function() return a.value end)
+      local runs = 0
+      effect(function()
+        local _ = c.value
+        runs = runs + 1
+      end)
+      batch(function()
+        a.value = 2
+        a.value = 1
+      end)
+      assert.are.equal(1, runs)
+    end)
+
+    it("returns the function's results and passes its arguments", function()
+      local x, y = batch(function(p, q) return q, p end, 1, 2)
+      assert.are.equal(2, x)
+      assert.are.equal(1, y)
+    end)
+
+    it("raises the function's error after running the effects", function()
+      local a = signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      local boom = {}
+      local err = raised(batch, function()
+        a.value = 2
+        error(boom)
+      end)
+      assert.are.equal(boom, err)
+      assert.are.same({ 1, 2 }, seen)
+      a.value = 3 -- not stuck in a batch
+      assert.are.same({ 1, 2, 3 }, seen)
+    end)
+  end)
+
+  describe("glitch-free notification", function()
+    it("shows a computed over two signals changed in one batch once, with both new values", function()
+      local first, last = signal("Ada"), signal("Lovelace")
+      local calls = 0
+      local full = computed(function()
+        calls = calls + 1
+        return first.value .. " " .. last.value
+      end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = full.value end)
+      batch(function()
+        first.value = "Grace"
+        last.value = "Hopper"
+      end)
+      assert.are.same({ "Ada Lovelace", "Grace Hopper" }, seen)
+      assert.are.equal(2, calls)
+    end)
+
+    it("runs a diamond's sink once per change", function()
+      local a = signal(1)
+      local b = computed(function() return a.value + 1 end)
+      local c = computed(function() return a.value * 2 end)
+      local dcalls = 0
+      local d = computed(function()
+        dcalls = dcalls + 1
+        return b.value + c.value
+      end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = d.value end)
+      a.value = 2
+      a.value = 3
+      assert.are.same({ 4, 7, 10 }, seen)
+      assert.are.equal(3, dcalls)
+    end)
+
+    it("never shows an effect a half-updated graph", function()
+      local a = signal(1)
+      local b = computed(function() return a.value * 2 end)
+      local c = computed(function() return b.value + a.value end) -- always 3 * a
+      local seen = {}
+      -- read in both orders: source first, and derived first
+      effect(function() seen[#seen + 1] = { a.value, b.value, c.value } end)
+      effect(function() seen[#seen + 1] = { c.value / 3, b.value / 2 * 1, a.value } end)
+      for v = 2, 5 do a.value = v end
+      assert.are.equal(10, #seen)
+      for i = 1, 10, 2 do
+        local x, y = seen[i], seen[i + 1]
+        assert.are.same({ x[1], x[1] * 2, x[1] * 3 }, x)
+        assert.are.same({ y[3], y[3], y[3] }, y)
+      end
+    end)
+
+    it("runs an effect reading a signal and a computed over it once per change", function()
+      local a = signal(1)
+      local b = computed(function() return a.value + 100 end)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      a.value = 2
+      assert.are.same({ "1/101", "2/102" }, seen)
+    end)
+  end)
+
+  describe("errors in effects", function()
+    it("propagate to the writer, as raised", function()
+      local a = signal(1)
+      local boom = { code = "BOOM" }
+      effect(function()
+        if a.value == 2 then error(boom) end
+      end)
+      assert.are.equal(boom, raised(function() a.value = 2 end))
+      assert.are.equal(2, a.value) -- the write itself happened
+    end)
+
+    it("let the other queued effects run and leave the graph consistent", function()
+      local a = signal(1)
+      local double = computed(function() return a.value * 2 end)
+      local failing_runs, seen = 0, {}
+      effect(function()
+        failing_runs = failing_runs + 1
+        if double.value == 4 then error("effect failed on purpose") end
+      end)
+      effect(function() seen[#seen + 1] = double.value end)
+      local err = raised(function() a.value = 2 end)
+      assert.truthy(tostring(err):find("effect failed on purpose", 1, true), tostring(err))
+      assert.are.same({ 2, 4 }, seen)
+      -- the failed effect stays subscribed; everything keeps working
+      a.value = 3
+      assert.are.same({ 2, 4, 6 }, seen)
+      assert.are.equal(3, failing_runs)
+    end)
+
+    it("propagate from the end of a batch", function()
+      local a = signal(1)
+      effect(function()
+        if a.value == 2 then error("batched failure") end
+      end)
+      local err = raised(batch, function() a.value = 2 end)
+      assert.truthy(tostring(err):find("batched failure", 1, true), tostring(err))
+    end)
+
+    it("dispose an effect whose first run raises, and raise to its creator", function()
+      local a = signal(1)
+      local runs = 0
+      local err = raised(effect, function()
+        runs = runs + 1
+        local _ = a.value
+        error("first run fails")
+      end)
+      assert.truthy(tostring(err):find("first run fails", 1, true), tostring(err))
+      a.value = 2
+      assert.are.equal(1, runs)
+    end)
+  end)
+
+  describe("cost", function()
+    it("visits each subscriber once per write with many subscribers", function()
+      local a = signal(0)
+      local total = 0
+      local disposers = {}
+      for i = 1, 2000 do
+        disposers[i] = effect(function() total = total + a.value end)
+      end
+      a.value = 1
+      assert.are.equal(2000, total)
+      for i = 1, 2000 do disposers[i]() end
+      a.value = 2
+      assert.are.equal(2000, total)
+    end)
+  end)
+end)
