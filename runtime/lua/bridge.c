@@ -476,7 +476,15 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
     else
       msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
   }
+  /* the traceback the pipeline kept, when it belongs to this error */
+  lua_getfield(L, LUA_REGISTRYINDEX, "clank.last_error");
+  const char *last = lua_tostring(L, -1);
+  if (last && strcmp(last, msg) == 0) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "clank.last_traceback");
+    if (lua_isstring(L, -1)) msg = lua_tostring(L, -1);
+  }
   clank_log(L, "error", "action failed: %s", msg);
+  msg = lua_tostring(L, idx) ? lua_tostring(L, idx) : msg;
   return push_failure(L, b, a, 500, "ACTION_FAILED", b->expose_errors ? msg : "The action failed.", 0);
 }
 
