@@ -134,6 +134,9 @@ int clank_host_main(const clank_options_t *o) {
   clank_host_t *h = calloc(1, sizeof *h);
   if (h == NULL) return 1;
   h->opts = *o;
+  if (o->workers > 1)
+    fprintf(stderr, "clank-run: --workers %d: multi-process serving is not built yet; "
+                    "serving with one worker\n", o->workers);
   clank_log_init(&h->log, o->log_format, 2);
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
