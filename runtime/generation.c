@@ -245,6 +245,24 @@ static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *ap
   lua_pop(L, 2);
 }
 
+/* Errors name the file and line first. require wraps a module's error as
+   "error loading module 'm' from file 'f':\n\tf:3: ..."; the inner
+   "f:3: ..." leads then, and the module's name follows. */
+static void describe_load_error(const char *msg, char *err, size_t errlen) {
+  static const char wrapped[] = "error loading module '";
+  if (msg == NULL) msg = "error loading the app";
+  const char *inner = strncmp(msg, wrapped, sizeof wrapped - 1) == 0 ? strstr(msg, "':\n\t") : NULL;
+  if (inner == NULL) {
+    snprintf(err, errlen, "%s", msg);
+    return;
+  }
+  inner += 4;
+  const char *end = strchr(inner, '\n');
+  size_t name_len = strcspn(msg + sizeof wrapped - 1, "'");
+  snprintf(err, errlen, "%.*s (loading module '%.*s')%s", (int)(end ? (size_t)(end - inner) : strlen(inner)),
+           inner, (int)name_len, msg + sizeof wrapped - 1, end ? end : "");
+}
+
 clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen) {
   uv_loop_t *loop = o->loop;
   const char *app_path = o->app_path;
@@ -276,7 +294,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   int rc = luaL_loadfile(L, app_path);
   if (rc == LUA_OK) rc = lua_pcall(L, 0, 1, -2);
   if (rc != LUA_OK) {
-    snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error loading the app");
+    describe_load_error(lua_tostring(L, -1), err, errlen);
     clank_gen_close(g);
     return NULL;
   }

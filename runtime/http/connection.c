@@ -117,19 +117,27 @@ int clank_conn_keep_alive(clank_conn_t *c) {
   return !c->close_after && !c->undrainable && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
 }
 
-void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
+/* The server's own answers: head lines (content type and more), a body. */
+static void answer(clank_conn_t *c, int status, const char *head, const char *body, size_t len,
+                   int close) {
+  clank_request_t *r = &c->req;
   clank_response_meta_t m = {
       .status = status,
       .keep_alive = !close && clank_conn_keep_alive(c),
-      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
-      .head_only = c->req.method == HTTP_HEAD,
+      .http10 = r->http_major == 1 && r->http_minor == 0,
+      .head_only = r->method == HTTP_HEAD,
   };
   if (!m.keep_alive) c->close_after = 1;
-  clank_response_text(&c->out, &m, clank_server_date(c->server), body);
+  clank_response_begin(&c->out, &m, clank_server_date(c->server));
+  clank_buf_appends(&c->out, head);
+  clank_response_end(&c->out, &m, body, len);
   c->answered = 1;
-  clank_request_t *r = &c->req;
   clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
-                   status, strlen(body), uv_hrtime() - r->started_ns);
+                   status, len, uv_hrtime() - r->started_ns);
+}
+
+void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
+  answer(c, status, "content-type: text/plain; charset=utf-8\r\n", body, strlen(body), close);
 }
 
 /* Answers and stops parsing this connection: what follows cannot be framed. */
@@ -145,40 +153,15 @@ void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, co
   char body[256];
   int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
                    code, message);
-  clank_response_meta_t m = {
-      .status = status,
-      .keep_alive = !close && clank_conn_keep_alive(c),
-      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
-      .head_only = c->req.method == HTTP_HEAD,
-  };
-  if (!m.keep_alive) c->close_after = 1;
-  clank_response_begin(&c->out, &m, clank_server_date(c->server));
-  clank_buf_appends(&c->out, "content-type: application/json\r\ncache-control: no-store\r\n");
-  clank_response_end(&c->out, &m, body, (size_t)n);
-  c->answered = 1;
-  clank_request_t *r = &c->req;
-  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
-                   status, (size_t)n, uv_hrtime() - r->started_ns);
+  answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n", body, (size_t)n,
+         close);
 }
 
 void clank_conn_answer_rpc_forbidden(clank_conn_t *c) {
   static const char body[] =
       "{\"error\":{\"code\":-32600,\"message\":\"Cross-origin agent request rejected.\"},"
       "\"id\":null,\"jsonrpc\":\"2.0\"}";
-  clank_response_meta_t m = {
-      .status = 403,
-      .keep_alive = clank_conn_keep_alive(c),
-      .http10 = c->req.http_major == 1 && c->req.http_minor == 0,
-      .head_only = c->req.method == HTTP_HEAD,
-  };
-  if (!m.keep_alive) c->close_after = 1;
-  clank_response_begin(&c->out, &m, clank_server_date(c->server));
-  clank_buf_appends(&c->out, "content-type: application/json\r\n");
-  clank_response_end(&c->out, &m, body, sizeof body - 1);
-  c->answered = 1;
-  clank_request_t *r = &c->req;
-  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
-                   403, sizeof body - 1, uv_hrtime() - r->started_ns);
+  answer(c, 403, "content-type: application/json\r\n", body, sizeof body - 1, 0);
 }
 
 /* The bridge's 413 while a body streams in (SPEC §5 step 7). */

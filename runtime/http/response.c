@@ -44,20 +44,10 @@ static int has_no_body(int status) {
   return status < 200 || status == 204 || status == 304;
 }
 
-/* Hand-rolled rather than printf: this runs once per response. */
-static void append_uint(clank_buf_t *out, size_t v) {
-  char d[24];
-  int i = sizeof d;
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  clank_buf_append(out, d + i, sizeof d - (size_t)i);
-}
 
 void clank_response_begin(clank_buf_t *out, const clank_response_meta_t *m, const char *date) {
   clank_buf_append(out, "HTTP/1.1 ", 9);
-  append_uint(out, (size_t)m->status);
+  clank_buf_append_uint(out, (size_t)m->status);
   clank_buf_appendc(out, ' ');
   clank_buf_appends(out, clank_status_reason(m->status));
   clank_buf_appends(out, "\r\ndate: ");
@@ -76,7 +66,7 @@ void clank_response_end(clank_buf_t *out, const clank_response_meta_t *m, const 
     return;
   }
   clank_buf_append(out, "content-length: ", 16);
-  append_uint(out, len);
+  clank_buf_append_uint(out, len);
   clank_buf_append(out, "\r\n\r\n", 4);
   if (!m->head_only) clank_buf_append(out, body, len);
 }

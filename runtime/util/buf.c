@@ -54,3 +54,13 @@ void clank_buf_free(clank_buf_t *b) {
   b->data = NULL;
   b->len = b->cap = 0;
 }
+
+int clank_buf_append_uint(clank_buf_t *b, uint64_t v) {
+  char d[24];
+  int i = sizeof d;
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return clank_buf_append(b, d + i, sizeof d - (size_t)i);
+}

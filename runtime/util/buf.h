@@ -3,6 +3,7 @@
 #define CLANK_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct clank_buf_s {
@@ -18,6 +19,8 @@ int clank_buf_appendf(clank_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Drops the first n bytes, keeping the rest at the front. */
 void clank_buf_consume(clank_buf_t *b, size_t n);
+/* Decimal digits, hand-rolled: printf is too slow for the request path. */
+int clank_buf_append_uint(clank_buf_t *b, uint64_t v);
 void clank_buf_free(clank_buf_t *b);
 
 static inline void clank_buf_reset(clank_buf_t *b) { b->len = 0; }

@@ -31,20 +31,11 @@ static void append_time(clank_log_t *log) {
   clank_buf_append(&log->buf, log->stamp, log->stamp_len);
 }
 
-static void append_uint(clank_buf_t *b, uint64_t v) {
-  char d[24];
-  int i = sizeof d;
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  clank_buf_append(b, d + i, sizeof d - (size_t)i);
-}
 
 /* Milliseconds with three decimals, from nanoseconds. */
 static void append_ms(clank_buf_t *b, uint64_t ns) {
   uint64_t us = ns / 1000;
-  append_uint(b, us / 1000);
+  clank_buf_append_uint(b, us / 1000);
   char frac[4] = {'.', (char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10),
                   (char)('0' + us % 10)};
   clank_buf_append(b, frac, 4);
@@ -141,9 +132,9 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
   clank_buf_appends(b, json ? "\",\"target\":\"" : " ");
   append_escaped(b, target, target_len, json);
   clank_buf_appends(b, json ? "\",\"status\":" : " ");
-  append_uint(b, (uint64_t)status);
+  clank_buf_append_uint(b, (uint64_t)status);
   clank_buf_appends(b, json ? ",\"bytes\":" : " ");
-  append_uint(b, bytes);
+  clank_buf_append_uint(b, bytes);
   clank_buf_appends(b, json ? ",\"ms\":" : "B ");
   append_ms(b, ns);
   clank_buf_appends(b, json ? "}\n" : "ms\n");
