@@ -48,6 +48,7 @@ static exchange_t *exchange_get(clank_gen_t *g) {
 }
 
 static void exchange_free(exchange_t *x) {
+  lua_resetthread(x->task.co); /* a failed handler's pending to-be-closed variables close now */
   clank_task_unbind(x->task.co);
   luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->co_ref);
   free(x);

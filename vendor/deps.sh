@@ -11,7 +11,7 @@ packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
           cmake pkg-config gcc make libssl-dev lua-sql-sqlite3)
 for arg in "$@"; do
   case "$arg" in
-    --test) packages+=(lua-sql-postgres postgresql sqlite3) ;;
+    --test) packages+=(lua-sql-postgres postgresql sqlite3 nodejs npm) ;;
     --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq) ;;
     *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac

@@ -214,6 +214,9 @@ local function post(request, env, cors)
       end
       if k == "response" then
         elicit.deliver(sess.id, msg)
+      elseif msg.method == "notifications/cancelled" and type(msg.params) == "table"
+        and valid_id(msg.params.requestId) then
+        elicit.cancel(sess.id, msg.params.requestId)
       end
     end
     return rpc.answer(202, "", cors)

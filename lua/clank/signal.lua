@@ -26,8 +26,15 @@
 -- * `effect(fn)` whose first run raises is disposed and raises to its caller.
 -- * A computed whose function raises caches the error: each read raises it
 --   again until one of its sources changes.
--- * A computed must not write signals (that raises). Effects and computeds
---   must not wait (clank.sleep) or yield: the graph is synchronous.
+-- * A computed must not write signals (that raises). Effects, computeds and
+--   batch functions must not wait (clank.sleep) or yield: the graph is
+--   synchronous and its state is shared by every coroutine of the Lua state.
+--
+-- Limits: each computed in a chain being recomputed costs two C-stack levels
+-- (the .value metamethod and a pcall), so chains deeper than about 90
+-- computeds recomputing at once hit Lua's "C stack overflow" (raised, not a
+-- crash). Effects created inside an effect are independent: dispose them
+-- in the outer effect's cleanup when they should not outlive its run.
 --
 -- An effect function may return a cleanup function: it runs (untracked)
 -- before the effect's next run and when the effect is disposed.

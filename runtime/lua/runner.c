@@ -49,6 +49,7 @@ static int apply_writes(lua_State *L) {
 /* Pushes batch and apply_writes; the caller then pushes (signal, value)
    pairs with push_signal and calls commit with the base returned. */
 static int begin_commit(lua_State *L, int self) {
+  luaL_checkstack(L, 10, NULL);
   int base = lua_gettop(L);
   lua_getiuservalue(L, self, UV_PRIVATE);
   lua_getfield(L, -1, "batch");
@@ -65,8 +66,9 @@ static void push_signal(lua_State *L, int self, const char *name) {
 
 static void commit(lua_State *L, int base) {
   if (lua_pcall(L, lua_gettop(L) - base - 1, 0, 0) != LUA_OK) {
-    clank_log(L, "error", "actionRunner: an effect failed: %s", luaL_tolstring(L, -1, NULL));
-    lua_pop(L, 2);
+    const char *msg = lua_tostring(L, -1); /* no __tostring here: it could raise */
+    if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, -1));
+    clank_log(L, "error", "actionRunner: an effect failed: %s", msg);
   }
   lua_settop(L, base);
 }

@@ -589,6 +589,25 @@ describe("clank.mcp confirmation = elicit", function()
     assert.is_true(rec.closed)
   end)
 
+  it("stops waiting when the client cancels the call", function()
+    local sid = initialize(env, "2025-11-25", { elicitation = {} })
+    local posted
+    in_task(function()
+      clank.spawn(function()
+        while #rec.writes == 0 do
+          clank.sleep(5)
+        end
+        posted = post(env, { jsonrpc = "2.0", method = "notifications/cancelled",
+                             params = { requestId = 12, reason = "timeout" } },
+                      { ["mcp-session-id"] = sid })
+      end)
+      return call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "n1" } }, 12)
+    end)
+    assert.are.equal(202, posted.status)
+    assert.are.equal(1, #events())
+    assert.is_true(rec.closed)
+  end)
+
   it("ignores an answer from another session", function()
     elicit.limit_ms = 100
     local sid = initialize(env, "2025-11-25", { elicitation = {} })

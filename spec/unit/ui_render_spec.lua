@@ -31,6 +31,10 @@ describe("clank.h", function()
     end)
   end
 
+  it("refuses children given in the props table", function()
+    assert.matches("prop names must be strings", raised(h.div, { "text" }))
+  end)
+
   it("refuses a function as a child", function()
     assert.matches("a child must be", raised(h.div, nil, function() end))
   end)
@@ -205,6 +209,12 @@ describe("clank.render", function()
       end)
     end
 
+    it("takes srcdoc only from clank.raw", function()
+      assert.matches("srcdoc takes clank.raw", raised(render, h.iframe({ srcdoc = "<script>x</script>" })))
+      assert.are.equal('<iframe srcdoc="&lt;b&gt;hi&lt;/b&gt;"></iframe>',
+        render(h.iframe({ srcdoc = raw("<b>hi</b>") })))
+    end)
+
     it("does not check non-URL attributes", function()
       assert.are.equal('<div title="javascript:x"></div>', render(h.div({ title = "javascript:x" })))
     end)
@@ -264,7 +274,8 @@ describe("clank.render", function()
   describe("form controls", function()
     it("marks the options of a select's value as selected", function()
       assert.are.equal('<select><option value="a">A</option><option selected value="b">B</option></select>',
-        render(h.select({ value = "b" }, h.option({ value = "a" }, "A"), h.option({ value = "b", selected = true }, "B"))))
+        render(h.select({ value = "b" }, h.option({ value = "a" }, "A"),
+          h.option({ value = "b", selected = true }, "B"))))
     end)
 
     it("marks every chosen option of a select multiple", function()

@@ -148,7 +148,8 @@ describe("clank.createAgentSurface", function()
       local nodes = inspect(
         h.select({ multiple = true }, h.option({ value = "a", selected = true }), h.option({ value = "b" }),
           h.optgroup(nil, h.option({ value = "c", selected = true }))),
-        h.select({ multiple = true, value = { "b" } }, h.option({ value = "a", selected = true }), h.option({ value = "b" })))
+        h.select({ multiple = true, value = { "b" } }, h.option({ value = "a", selected = true }),
+          h.option({ value = "b" })))
       assert.are.same({ "a", "c" }, nodes[1].value)
       assert.are.same({ "b" }, nodes[2].value)
       assert.are.equal('["a","c"]', json.encode(nodes[1].value))
@@ -241,7 +242,7 @@ describe("clank.createAgentSurface", function()
     it("runs onClick with the event and targets agentId before id", function()
       local events = {}
       local s = surface(
-        h.button({ id = "x", onClick = function(e) events[#events + 1] = "by-dom-id" end }),
+        h.button({ id = "x", onClick = function() events[#events + 1] = "by-dom-id" end }),
         h.button({ agentId = "x", name = "n", onClick = function(e) events[#events + 1] = e end }))
       assert.is_true(s:activate("x"))
       assert.are.same({ { type = "click", target = { id = "x", name = "n", tag = "button" } } }, events)
@@ -263,7 +264,8 @@ describe("clank.createAgentSurface", function()
       local changes = 0
       local s = surface(
         h.input({ type = "radio", name = "size", value = "s", id = "s", checked = true }),
-        h.input({ type = "radio", name = "size", value = "m", id = "m", onChange = function() changes = changes + 1 end }),
+        h.input({ type = "radio", name = "size", value = "m", id = "m",
+          onChange = function() changes = changes + 1 end }),
         h.input({ type = "radio", name = "other", value = "o", id = "o", checked = true }))
       assert.is_true(s:activate("m"))
       local nodes = s:inspect()
@@ -281,7 +283,8 @@ describe("clank.createAgentSurface", function()
         h.input({ type = "checkbox", name = "done", checked = true }),
         h.input({ type = "checkbox", name = "off" }),
         h.input({ name = "gone", value = "x", disabled = true }),
-        h.select({ name = "tags", multiple = true }, h.option({ value = "a", selected = true }), h.option({ value = "b", selected = true })),
+        h.select({ name = "tags", multiple = true }, h.option({ value = "a", selected = true }),
+          h.option({ value = "b", selected = true })),
         h.textarea({ name = "body" }, "Hi"),
         h.button({ type = "button", id = "plain" }, "No submit"),
         h.button({ id = "go" }, "Go")))
@@ -356,7 +359,8 @@ describe("clank.createAgentSurface", function()
 
     it("sets a checkbox from a boolean and a radio in its group", function()
       local s = surface(h.input({ type = "checkbox", id = "c" }),
-        h.input({ type = "radio", name = "g", id = "r1", checked = true }), h.input({ type = "radio", name = "g", id = "r2" }))
+        h.input({ type = "radio", name = "g", id = "r1", checked = true }),
+        h.input({ type = "radio", name = "g", id = "r2" }))
       assert.is_true(s:input("c", true))
       assert.is_true(s:input("r2", true))
       local nodes = s:inspect()
@@ -406,7 +410,9 @@ describe("clank.createAgentSurface", function()
     end)
 
     it("lists the view's root element as the first node when it is kept", function()
-      local View = clank.defineView { name = "v", render = function() return h.form({ id = "f" }, h.button(nil, "Go")) end }
+      local View = clank.defineView {
+        name = "v", render = function() return h.form({ id = "f" }, h.button(nil, "Go")) end,
+      }
       local s = clank.createAgentSurface(clank.mount(View))
       assert.are.same({ { id = "f", tag = "form", label = "Go",
         children = { { tag = "button", role = "button", label = "Go" } } } }, s:inspect())

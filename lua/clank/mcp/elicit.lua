@@ -17,8 +17,10 @@ local elicit = {
   keepalive_ms = 15000,     -- an SSE comment this often, to notice a client that left
 }
 
--- session id .. "\0" .. JSON of the request id → { response = <the client's message> }
+-- session id .. "\0" .. JSON of the elicitation request's id → { response = <client's message> }
 local waiting = {}
+-- session id .. "\0" .. JSON of the tools/call id → the same slot, for notifications/cancelled
+local calls = {}
 
 local function key(session_id, id)
   return session_id .. "\0" .. encode(id)
@@ -48,10 +50,18 @@ local function request_for(sess, act)
   return params
 end
 
+-- The client cancelled tools/call `request_id` (notifications/cancelled): stop waiting for it.
+function elicit.cancel(session_id, request_id)
+  local slot = calls[key(session_id, request_id)]
+  if slot then
+    slot.cancelled = true
+  end
+end
+
 -- Waits for the client's answer; returns it, or nil, "gone" (the client left) or nil, "timeout".
 local function wait_for(writer, slot)
   local waited, quiet = 0, 0
-  while not slot.response and waited < elicit.limit_ms do
+  while not slot.response and not slot.cancelled and waited < elicit.limit_ms do
     core.sleep(elicit.poll_ms)
     waited = waited + elicit.poll_ms
     quiet = quiet + elicit.poll_ms
@@ -61,6 +71,9 @@ local function wait_for(writer, slot)
         return nil, "gone"
       end
     end
+  end
+  if slot.cancelled then
+    return nil, "gone"
   end
   if not slot.response then
     return nil, "timeout"
@@ -79,8 +92,10 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
                                    ["cache-control"] = "no-cache" })
   local id = "clank-confirm-" .. session.randomHex(8)
   local k = key(sess.id, id)
+  local call_key = key(sess.id, call_id)
   local slot = {}
   waiting[k] = slot
+  calls[call_key] = slot
   local ok, result = pcall(function()
     local ask = encode { jsonrpc = "2.0", id = id, method = "elicitation/create",
                          params = request_for(sess, act) }
@@ -88,7 +103,7 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
       return nil
     end
     local response, why = wait_for(writer, slot)
-    waiting[k] = nil
+    waiting[k], calls[call_key] = nil, nil
     if why == "gone" then
       return nil
     end
@@ -97,7 +112,7 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
     end
     return tools.confirmation_required()
   end)
-  waiting[k] = nil
+  waiting[k], calls[call_key] = nil, nil
   if not ok then
     writer:close()
     error(result, 0)
@@ -109,10 +124,13 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
   return nil
 end
 
--- How many calls wait for an answer (for specs).
+-- How many entries the hand-over tables hold (0 when no call waits; for specs).
 function elicit.pending()
   local n = 0
   for _ in pairs(waiting) do
+    n = n + 1
+  end
+  for _ in pairs(calls) do
     n = n + 1
   end
   return n

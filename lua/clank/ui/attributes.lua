@@ -1,6 +1,7 @@
 -- From element props to HTML attributes (SPEC §8): semantic props, event handlers, URL
 -- checks and the attribute order. One function, attributes(el), used by render.
 local json = require "clank.json"
+local element = require "clank.ui.element"
 
 local type, pairs, error, tostring, getmetatable = type, pairs, error, tostring, getmetatable
 local sort = table.sort
@@ -102,7 +103,8 @@ function M.attributes(el)
     end
     if k:find("^[Oo][Nn]") then
       if not (k:find("^on[A-Z]") and type(v) == "function") then
-        error("clank.render: prop " .. k .. " is not allowed (event handlers are functions named on<Event>)", 0)
+        error("clank.render: prop " .. k
+          .. " is not allowed (event handlers are functions named on<Event>)", 0)
       end
     elseif SEMANTIC[k] then
       if v ~= nil and v ~= false then
@@ -110,12 +112,14 @@ function M.attributes(el)
       end
     elseif k == "agentHidden" then
       if v == true then put("data-clank-hidden", "true") end
-    elseif k == "value" and (tag == "select" or tag == "textarea") then
-      -- rendered as selected options / text content
+    elseif k:lower() == "srcdoc" then
+      -- a document in an attribute: markup, so only from clank.raw
+      if not element.isRaw(v) then error("clank.render: srcdoc takes clank.raw(html) only", 0) end
+      put(k, v.html)
     elseif k == "format" and v == "password" then
       put("data-clank-secret", "true")
-    else
-      put(ALIAS[k] or k, v)
+    elseif not (k == "value" and (tag == "select" or tag == "textarea")) then
+      put(ALIAS[k] or k, v) -- (a select's or textarea's value: options or text, in render)
     end
   end
   if INTERACTIVE[tag] and props.agentLabel ~= nil and props["aria-label"] == nil then

@@ -3,7 +3,7 @@
 local element = require "clank.ui.element"
 local json = require "clank.json"
 
-local type, pairs, ipairs, concat = type, pairs, ipairs, table.concat
+local type, ipairs, concat = type, ipairs, table.concat
 local is_element, is_raw = element.isElement, element.isRaw
 
 local M = {}

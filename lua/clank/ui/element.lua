@@ -1,8 +1,8 @@
 -- Elements (SPEC §8): h(tag, props, ...children), h.<tag>(props, ...children) and raw(html).
 -- An element is { tag, props, children }: props is a fresh table (the surface writes state
 -- into it), children a flat list of strings, numbers, elements and raw nodes.
-local select, type, setmetatable, getmetatable, error, tostring =
-  select, type, setmetatable, getmetatable, error, tostring
+local select, type, pairs, rawset, setmetatable, getmetatable, error, tostring =
+  select, type, pairs, rawset, setmetatable, getmetatable, error, tostring
 
 local ELEMENT = { __name = "clank.Element" }
 local RAW = { __name = "clank.Raw" }
@@ -27,11 +27,11 @@ local function add_child(out, child, depth)
   if t == "string" or t == "number" or is_element(child) or is_raw(child) then
     out[#out + 1] = child
   elseif t == "table" and getmetatable(child) == nil then
-    if depth > 64 then error("clank.h: children nested too deeply", 4) end
+    if depth > 64 then error("clank.h: children nested too deeply", depth + 2) end
     for i = 1, #child do add_child(out, child[i], depth + 1) end
   else
     error("clank.h: a child must be a string, a number, an element or a list (got " ..
-      (getmetatable(child) and getmetatable(child).__name or t) .. ")", 4)
+      (getmetatable(child) and getmetatable(child).__name or t) .. ")", depth + 2)
   end
 end
 
@@ -46,7 +46,12 @@ local function h(tag, props, ...)
     error("clank.h: props must be nil or a plain table (not an element, not " .. type(props) .. ")", 2)
   end
   local copy = {}
-  if props then for k, v in pairs(props) do copy[k] = v end end
+  for k, v in pairs(props or copy) do
+    if type(k) ~= "string" then
+      error("clank.h: prop names must be strings (children go after the props)", 2)
+    end
+    copy[k] = v
+  end
   local children = {}
   if copy.children ~= nil then
     add_child(children, copy.children, 1)

@@ -1,0 +1,264 @@
+// Clank's MCP endpoint (SPEC §6) driven by the official MCP TypeScript SDK client over
+// Streamable HTTP, against the real clank-run serving apps/tasks (through
+// spec/fixtures/apps/mcp_tasks, which only sets app.mcp.confirmation from CLANK_MCP_CONFIRMATION).
+//
+//   CLANK_RUN=build/clank-run node --test spec/mcp/
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const app = join(root, 'spec/fixtures/apps/mcp_tasks/app.lua');
+const CONFIRMATION_REQUIRED = {
+  error: { code: 'CONFIRMATION_REQUIRED', message: 'This action requires explicit confirmation.' },
+};
+
+function clankRun() {
+  const bin = process.env.CLANK_RUN || join(root, 'build/clank-run');
+  if (!existsSync(bin)) throw new Error(`clank-run not found at ${bin}: set CLANK_RUN`);
+  return bin;
+}
+
+// Starts clank-run on a free port with a fresh tasks database; resolves once it printed its line.
+async function startServer(mode) {
+  const dir = mkdtempSync(join(tmpdir(), 'clank-mcp-'));
+  const env = { ...process.env, CLANK_TASKS_DB: join(dir, 'tasks.db'), CLANK_TASKS_USER: 'ann' };
+  if (mode) env.CLANK_MCP_CONFIRMATION = mode;
+  else delete env.CLANK_MCP_CONFIRMATION;
+  const child = spawn(clankRun(), ['--port', '0', '--no-watch', app], {
+    env, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const base = await new Promise((ok, fail) => {
+    let out = '';
+    const timer = setTimeout(() => fail(new Error(`no start-up line; stderr:\n${stderr}`)), 10000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/^clank-run: serving .* at (http:\/\/[^/]+\/)\n/);
+      if (m) { clearTimeout(timer); ok(m[1]); }
+    });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      fail(new Error(`clank-run exited ${code}; stderr:\n${stderr}`));
+    });
+  });
+  return {
+    url: new URL('__clank/mcp', base),
+    stderr: () => stderr,
+    // Stops it with SIGTERM: a clean stop exits 0, with no sanitizer report (ASan builds).
+    async stop() {
+      let code = child.exitCode;
+      if (code === null) {
+        const exited = new Promise((ok) => child.once('exit', (c) => ok(c)));
+        child.kill('SIGTERM');
+        code = await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+      assert.doesNotMatch(stderr, /Sanitizer|runtime error:/, stderr);
+      assert.equal(code, 0, `clank-run exited ${code}; stderr:\n${stderr}`);
+    },
+  };
+}
+
+// A connected SDK client. opts.elicit: a function answering elicitation/create (declares the
+// capability); opts.headers: extra request headers.
+async function connect(server, opts = {}) {
+  const capabilities = opts.elicit ? { elicitation: {} } : {};
+  const client = new Client({ name: 'clank-spec', version: '1.0.0' }, { capabilities });
+  if (opts.elicit) client.setRequestHandler(ElicitRequestSchema, opts.elicit);
+  const transport = new StreamableHTTPClientTransport(server.url, {
+    requestInit: opts.headers ? { headers: opts.headers } : undefined,
+  });
+  await client.connect(transport);
+  return client;
+}
+
+const textJSON = (result) => {
+  assert.equal(result.content.length, 1);
+  assert.equal(result.content[0].type, 'text');
+  return JSON.parse(result.content[0].text);
+};
+
+describe('MCP with the official SDK client (annotations mode)', () => {
+  let server;
+  let client;
+  before(async () => {
+    server = await startServer();
+    client = await connect(server);
+  });
+  after(async () => {
+    await client?.close();
+    await server?.stop();
+  });
+
+  test('connects and negotiates the preferred version', () => {
+    const info = client.getServerVersion();
+    assert.equal(info.name, 'tasks-mcp');
+    assert.match(info.version, /^1\.0\.0\+[0-9a-f]{16}$/);
+    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false } });
+  });
+
+  test('lists the tools with their schemas and annotations', async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name),
+      ['tasks.archive', 'tasks.complete', 'tasks.create', 'tasks.list']);
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    assert.deepEqual(byName['tasks.archive'].annotations, { destructiveHint: true });
+    assert.deepEqual(byName['tasks.complete'].annotations, { readOnlyHint: false, destructiveHint: false });
+    assert.deepEqual(byName['tasks.create'].annotations, { readOnlyHint: false, destructiveHint: false });
+    assert.deepEqual(byName['tasks.list'].annotations, { readOnlyHint: true });
+    assert.equal(byName['tasks.create'].description, 'Create one task in the current workspace.');
+    assert.deepEqual(byName['tasks.create'].inputSchema.required, ['estimate', 'tags', 'title']);
+    assert.deepEqual(byName['tasks.create'].inputSchema.properties.title,
+      { type: 'string', minLength: 1, maxLength: 120, description: 'Short task title' });
+    assert.deepEqual(byName['tasks.create'].outputSchema, {
+      type: 'object', additionalProperties: false, required: ['created', 'id'],
+      properties: { id: { type: 'string' }, created: { type: 'boolean' } },
+    });
+    for (const t of tools) assert.equal(t.inputSchema.type, 'object');
+  });
+
+  test('calls a tool', async () => {
+    const created = await client.callTool({
+      name: 'tasks.create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
+    });
+    assert.equal(created.isError, undefined);
+    assert.deepEqual(created.structuredContent, { id: '1', created: true });
+    assert.deepEqual(textJSON(created), { id: '1', created: true });
+    const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+    assert.equal(listed.structuredContent.tasks.length, 1);
+    assert.equal(listed.structuredContent.tasks[0].title, 'Ship docs');
+    assert.deepEqual(listed.structuredContent.tasks[0].tags, ['docs']);
+  });
+
+  test('reports invalid input as an error result, without throwing', async () => {
+    const result = await client.callTool({
+      name: 'tasks.create', arguments: { title: '', tags: 'docs' },
+    });
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent, undefined);
+    assert.deepEqual(textJSON(result), {
+      error: {
+        code: 'INVALID_INPUT',
+        message: 'estimate: Expected a finite number.; tags: Expected an array.; '
+          + 'title: Must contain at least 1 characters.',
+        details: [
+          { path: ['estimate'], message: 'Expected a finite number.', expected: 'number' },
+          { path: ['tags'], message: 'Expected an array.', expected: 'array' },
+          { path: ['title'], message: 'Must contain at least 1 characters.' },
+        ],
+      },
+    });
+  });
+
+  test('reports an action error as an error result', async () => {
+    const result = await client.callTool({ name: 'tasks.complete', arguments: { id: '999' } });
+    assert.equal(result.isError, true);
+    assert.deepEqual(textJSON(result), { error: { code: 'NOT_FOUND', message: 'Task not found.' } });
+  });
+});
+
+describe('MCP elicit mode with the official SDK client', () => {
+  let server;
+  before(async () => { server = await startServer('elicit'); });
+  after(async () => { await server?.stop(); });
+
+  test('runs the action when the person accepts', async () => {
+    const asked = [];
+    const client = await connect(server, {
+      elicit: async (request) => {
+        asked.push(request.params);
+        return { action: 'accept', content: {} };
+      },
+    });
+    try {
+      const result = await client.callTool({
+        name: 'tasks.create', arguments: { title: 'Accepted', tags: [], estimate: null },
+      });
+      assert.equal(result.isError, undefined);
+      assert.deepEqual(result.structuredContent, { id: '1', created: true });
+      assert.equal(asked.length, 1);
+      assert.equal(asked[0].mode, 'form');
+      assert.match(asked[0].message, /tasks\.create/);
+      assert.match(asked[0].message, /write/);
+      assert.deepEqual(asked[0].requestedSchema, { type: 'object', properties: {} });
+      // an action without confirmation runs without asking
+      const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+      assert.equal(listed.structuredContent.tasks.length, 1);
+      assert.equal(asked.length, 1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('answers CONFIRMATION_REQUIRED when the person declines', async () => {
+    let asked = 0;
+    const client = await connect(server, {
+      elicit: async () => { asked += 1; return { action: 'decline' }; },
+    });
+    try {
+      const result = await client.callTool({ name: 'tasks.archive', arguments: { id: '1' } });
+      assert.equal(asked, 1);
+      assert.equal(result.isError, true);
+      assert.equal(result.structuredContent, undefined);
+      assert.deepEqual(textJSON(result), CONFIRMATION_REQUIRED);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('answers CONFIRMATION_REQUIRED to a client without the elicitation capability', async () => {
+    const client = await connect(server);
+    try {
+      const result = await client.callTool({
+        name: 'tasks.create', arguments: { title: 'Unasked', tags: [], estimate: null },
+      });
+      assert.equal(result.isError, true);
+      assert.deepEqual(textJSON(result), CONFIRMATION_REQUIRED);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('MCP refuse mode with the official SDK client', () => {
+  let server;
+  before(async () => { server = await startServer('refuse'); });
+  after(async () => { await server?.stop(); });
+
+  test('refuses an action requiring confirmation without the header', async () => {
+    const client = await connect(server);
+    try {
+      const result = await client.callTool({
+        name: 'tasks.create', arguments: { title: 'Refused', tags: [], estimate: null },
+      });
+      assert.equal(result.isError, true);
+      assert.deepEqual(textJSON(result), CONFIRMATION_REQUIRED);
+      const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+      assert.deepEqual(listed.structuredContent, { tasks: [] });
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('runs it with x-clank-confirmation: confirmed', async () => {
+    const client = await connect(server, { headers: { 'x-clank-confirmation': 'confirmed' } });
+    try {
+      const result = await client.callTool({
+        name: 'tasks.create', arguments: { title: 'Confirmed', tags: [], estimate: null },
+      });
+      assert.equal(result.isError, undefined);
+      assert.deepEqual(result.structuredContent, { id: '1', created: true });
+    } finally {
+      await client.close();
+    }
+  });
+});
