@@ -26,3 +26,12 @@ foreach(spec ${CLANK_SPECS})
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
 endforeach()
+
+# The MCP endpoint against the official TypeScript SDK client (spec/mcp, its
+# packages pinned in package-lock.json and installed by ./dev test).
+find_program(NODE node)
+if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
+  add_test(NAME mcp/sdk COMMAND ${NODE} --test spec/mcp/tasks.test.mjs
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
+endif()

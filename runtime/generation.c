@@ -183,6 +183,8 @@ static int make_mcp_env(lua_State *L) {
   lua_setfield(L, -2, "context");
   lua_pushcfunction(L, clank_stream_begin);
   lua_setfield(L, -2, "stream");
+  clank_bridge_push_runner(L, 2);
+  lua_setfield(L, -2, "run");
   return 1;
 }
 

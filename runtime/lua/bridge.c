@@ -488,6 +488,19 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   return push_failure(L, b, a, 500, "ACTION_FAILED", b->expose_errors ? msg : "The action failed.", 0);
 }
 
+/* Gives ctx (at idx) a fresh abort signal, which the task's driver aborts
+   when the client goes away; pushes the signal. */
+static void give_signal(lua_State *L, int ctx) {
+  clank_abort_push(L);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, ctx, "signal");
+  clank_task_t *task = clank_task_of(L);
+  if (task && task->wants_signal && task->signal_ref == 0) {
+    lua_pushvalue(L, -1);
+    task->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+}
+
 /* Stack during a run: 1 bridge, 2 request, 3 context source, 4 action,
    5 input, 6 context value, 7 ctx, 8 signal. */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
@@ -519,14 +532,7 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
     }
     lua_pushvalue(L, 2);
     lua_setfield(L, 7, "request");
-    clank_abort_push(L); /* 8 */
-    lua_pushvalue(L, 8);
-    lua_setfield(L, 7, "signal");
-    clank_task_t *task = clank_task_of(L);
-    if (task && task->wants_signal && task->signal_ref == 0) {
-      lua_pushvalue(L, 8);
-      task->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
+    give_signal(L, 7); /* 8 */
     lua_pushcfunction(L, clank_action_pipeline);
     lua_pushvalue(L, 4);
     lua_pushvalue(L, 5);
@@ -555,6 +561,35 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
   clank_buf_appendc(&b->scratch, '}');
   push_response(L, &a, 200, NULL, b->scratch.data, b->scratch.len);
   return 1;
+}
+
+static int run_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  if (lua_isnil(L, -2)) clank_abort_fire(L, 4, "timeout");
+  return 2;
+}
+
+/* run(action, input, ctx) (upvalue: the bridge), in a task: the action as
+   the bridge runs it — ctx.signal set, the action timeout applied — giving
+   true, output; false, error; or nil, "timeout". For clank.mcp. */
+static int l_run(lua_State *L) {
+  bridge_t *b = check_bridge(L, lua_upvalueindex(1));
+  if (clank_action_test(L, 1) == NULL) return luaL_argerror(L, 1, "expected an action");
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_settop(L, 3);
+  give_signal(L, 3); /* 4 */
+  lua_pushcfunction(L, clank_action_pipeline);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  return clank_sched_join(L, 3, b->timeout_ms, run_done, 0);
+}
+
+void clank_bridge_push_runner(lua_State *L, int idx) {
+  check_bridge(L, idx);
+  lua_pushvalue(L, idx);
+  lua_pushcclosure(L, l_run, 1);
 }
 
 int clank_bridge_handle_task(lua_State *L) {

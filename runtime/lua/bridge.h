@@ -24,6 +24,9 @@ void clank_bridge_push_manifest(lua_State *L, int idx);
 /* Pushes the name → action table, and the contract hash (the etag's 16 hex digits). */
 void clank_bridge_push_actions(lua_State *L, int idx);
 void clank_bridge_push_contract_hash(lua_State *L, int idx);
+/* Pushes run(action, input, ctx): an action run as the bridge runs it (the
+   signal, the timeout), giving true, output / false, error / nil, "timeout". */
+void clank_bridge_push_runner(lua_State *L, int idx);
 /* The bridge's maxRequestBytes. */
 long long clank_bridge_max_bytes(lua_State *L, int idx);
 

@@ -198,9 +198,21 @@ local function make_ctx(env, request)
     end
   end
   ctx.request = request
-  local timeout = env.app and env.app.actionTimeout or 30000
-  ctx.signal = core.timeout(timeout)
+  if not env.run then -- env.run (clank-run) gives the signal itself
+    ctx.signal = core.timeout(env.app and env.app.actionTimeout or 30000)
+  end
   return ctx
+end
+
+-- The action as the bridge runs it: clank-run's env.run applies the action
+-- timeout and aborts ctx.signal when the client leaves.
+local function call(env, act, input, ctx)
+  if not env.run then return pcall(act, input, ctx) end
+  local ok, value = env.run(act, input, ctx)
+  if ok == nil then
+    return false, action.ActionError("TIMEOUT", "The action timed out.", 504)
+  end
+  return ok, value
 end
 
 -- Runs the action and answers with a tool result (never raises for the action's own errors).
@@ -213,7 +225,7 @@ function tools.run(env, request, act, input, wrapped, not_object)
   if not ok then
     return tools.from_error(ctx, wrapped, env, name)
   end
-  local done, output = pcall(act, input, ctx)
+  local done, output = call(env, act, input, ctx)
   if not done then
     return tools.from_error(output, wrapped, env, name)
   end
