@@ -152,8 +152,9 @@ void clank_host_reload(void *ud) {
       .on_file = clank_reloader_file,
       .ud = &h->reloader,
   };
+  clank_reloader_begin(&h->reloader);
   clank_gen_t *g = clank_gen_load(&go, err, sizeof err);
-  clank_reloader_loaded(&h->reloader);
+  clank_reloader_end(&h->reloader, g != NULL);
   if (g == NULL) {
     log_failure(h, err);
     return;

@@ -137,6 +137,24 @@ void clank_reloader_file(void *ud, const char *path) {
   watch_dir(r, dir[0] ? dir : "/");
 }
 
+void clank_reloader_begin(clank_reloader_t *r) {
+  r->before = r->files;
+  r->nbefore = r->nfiles;
+  r->files = NULL;
+  r->nfiles = r->capfiles = 0;
+}
+
+void clank_reloader_end(clank_reloader_t *r, int loaded) {
+  for (int i = 0; i < r->nbefore; i++) {
+    if (!loaded) clank_reloader_file(r, r->before[i]);
+    free(r->before[i]);
+  }
+  free(r->before);
+  r->before = NULL;
+  r->nbefore = 0;
+  hash_files(r, r->hash);
+}
+
 void clank_reloader_loaded(clank_reloader_t *r) { hash_files(r, r->hash); }
 
 void clank_reloader_close(clank_reloader_t *r) {

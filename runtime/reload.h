@@ -20,6 +20,8 @@ typedef struct clank_reloader_s {
   uv_timer_t poll;
   char **files; /* absolute paths: the app file and every Lua file it loaded from its folder */
   int nfiles, capfiles;
+  char **before; /* the set a reload started from, until it ends */
+  int nbefore;
   clank_watched_dir_t *dirs;
   unsigned char hash[32]; /* of the files' contents at the last load */
   void (*reload)(void *ud);
@@ -30,6 +32,10 @@ void clank_reloader_init(clank_reloader_t *r, uv_loop_t *loop, clank_log_t *log,
                          void (*reload)(void *ud), void *ud);
 /* clank_gen_opts_t.on_file: a file the app loaded. */
 void clank_reloader_file(void *r, const char *path);
+/* Around a reload: the new generation's files become the watched set when it
+   loads; when it fails, both sets stay watched (fixing either reloads). */
+void clank_reloader_begin(clank_reloader_t *r);
+void clank_reloader_end(clank_reloader_t *r, int loaded);
 /* After a load (good or bad): the contents now count as seen. */
 void clank_reloader_loaded(clank_reloader_t *r);
 /* Closes its handles (their memory is freed in their close callbacks). */

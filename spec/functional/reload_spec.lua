@@ -13,11 +13,13 @@ local http = require "helpers.http"
 local socket = require "socket"
 
 -- From a write to the new code answering (the issue's bound), with inotify and with polling
--- (500 ms between polls, then the 50 ms debounce and the load).
-local RELOAD_WITHIN = 1.0
-local POLL_RELOAD_WITHIN = 1.5
+-- (500 ms between polls, then the 50 ms debounce and the load). The sanitizer build loads an
+-- app several times slower: it gets more room, the contract's bounds are for the plain build.
+local SLACK = server.sanitized and 3 or 1
+local RELOAD_WITHIN = 1.0 * SLACK
+local POLL_RELOAD_WITHIN = 1.5 * SLACK
 -- Longer than the 50 ms debounce plus a load: a reload that was going to happen has happened.
-local QUIET = 0.4
+local QUIET = 0.4 * SLACK
 
 --------------------------------------------------------------------------------
 -- Files
@@ -229,7 +231,7 @@ local function expect_reloads(s, n, within)
   local list = wait_for(function()
     local l = reloads(s)
     return #l >= n and l
-  end, within or 1)
+  end, within or SLACK)
   assert(list, "expected " .. n .. " 'reloaded in' lines; stderr:\n" .. s:stderr())
   assert.are.equal(n, #list, "reload lines:\n" .. s:stderr())
   return list
@@ -316,6 +318,59 @@ describe("clank-run hot reload", function()
       assert.are.equal(0, s:stop())
     end)
 
+    it("serves the app deleted and written anew (as some editors save)", function()
+      local s, _, app, text = start()
+      local t0 = http.now()
+      assert(os.remove(app))
+      write_in_place(app, with_version(text, "v2"))
+      expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
+      expect_reloads(s, 1)
+      assert.are.same({}, failures(s), s:stderr())
+      -- and the watch goes on for the new file
+      t0 = http.now()
+      write_in_place(app, with_version(text, "v3"))
+      expect_served(s, "/version", "v3", t0, RELOAD_WITHIN)
+      expect_reloads(s, 2)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("watches the files the newest generation loaded, and no longer those it dropped", function()
+      local s, dir, app, text = start()
+      write_in_place(dir .. "/extra.lua", 'return { value = "e1" }\n')
+      -- v2 requires a module v1 did not, and no longer requires lib.sub
+      local v2 = replace(with_version(text, "v2"), 'local sub = require "lib.sub"', 'local sub = require "extra"')
+      local t0 = http.now()
+      write_by_rename(app, v2)
+      expect_served(s, "/sub", "e1", t0, RELOAD_WITHIN)
+      expect_reloads(s, 1)
+
+      t0 = http.now()
+      write_in_place(dir .. "/extra.lua", 'return { value = "e2" }\n')
+      expect_served(s, "/sub", "e2", t0, RELOAD_WITHIN)
+      expect_reloads(s, 2)
+
+      write_in_place(dir .. "/lib/sub.lua", 'return { value = "s2" }\n')
+      socket.sleep(QUIET)
+      assert.are.equal(2, #reloads(s), s:stderr())
+      assert.are.equal("e2", get_body(s.port, "/sub"))
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("loads a change written while the previous change was still loading", function()
+      local s, _, app, text = start()
+      local slow = replace(text, "local LOAD_MS = 0", "local LOAD_MS = 400")
+      write_by_rename(app, with_version(slow, "v2"))
+      socket.sleep(0.2) -- v2 is loading now (50 ms debounce, then 400 ms of load)
+      local t0 = http.now()
+      write_by_rename(app, with_version(slow, "v3"))
+      -- the rest of v2's load, the debounce and v3's load
+      expect_served(s, "/version", "v3", t0, 1.5 * SLACK)
+      socket.sleep(QUIET)
+      assert.are.equal("v3", get_body(s.port, "/version"))
+      assert.are.same({}, failures(s), s:stderr())
+      assert.are.equal(0, s:stop())
+    end)
+
     it("does not reload for writes that leave the contents equal, nor for unrelated files", function()
       local s, dir, app, text = start()
       write_in_place(app, text) -- same bytes, new mtime
@@ -365,7 +420,7 @@ describe("clank-run hot reload", function()
 
     it("polls every 500 ms with CLANK_FORCE_POLL=1, logs it once, and picks up changes", function()
       local s, dir, app, text = start("reload", { env = { CLANK_FORCE_POLL = "1" } })
-      assert(wait_for(function() return count_lines(s, "polling every 500 ms") > 0 end, 1),
+      assert(wait_for(function() return count_lines(s, "polling every 500 ms") > 0 end, SLACK),
         "no 'polling every 500 ms' line; stderr:\n" .. s:stderr())
 
       local t0 = http.now()
@@ -395,6 +450,7 @@ describe("clank-run hot reload", function()
       assert(path, "the error does not start with <path>:<line>: " .. f.line)
       assert.is_true(path == app or path == realpath(app), "path " .. path .. " in " .. f.line)
       assert.are.equal("8", line, f.line)
+      assert.falsy(f.line:find("\27[", 1, true), "colour codes in a log that is not a terminal")
       for _ = 1, 5 do
         assert.are.equal("v1", get_body(s.port, "/version"))
       end
@@ -434,13 +490,33 @@ describe("clank-run hot reload", function()
       write_in_place(helper, '-- broken on line 2\nreturn { value = = "h2" }\n')
       local f = expect_failure(s)
       assert.are.equal("error", f.level, f.line)
-      assert.truthy(f.error:find("helper.lua:2:", 1, true), f.line)
+      -- the broken file is the module: the error starts with its path and line
+      local path, line = f.error:match("^(.-):(%d+):")
+      assert.is_true(path == helper or path == realpath(helper),
+        "the error does not start with " .. helper .. ":2: " .. f.line)
+      assert.are.equal("2", line, f.line)
       assert.are.equal("h1", get_body(s.port, "/helper"))
       assert.are.equal("v1", get_body(s.port, "/version"))
 
       local t0 = http.now()
       write_in_place(helper, 'return { value = "h3" }\n')
       expect_served(s, "/helper", "h3", t0, RELOAD_WITHIN)
+      expect_reloads(s, 1)
+      assert.are.equal(0, s:stop())
+    end)
+    it("picks up the fix of a module the new version requires and that failed to load", function()
+      local s, dir, app, text = start()
+      write_in_place(dir .. "/extra.lua", 'return { value = = "e1" }\n')
+      write_by_rename(app, replace(with_version(text, "v2"), 'local sub = require "lib.sub"',
+        'local sub = require "extra"'))
+      local f = expect_failure(s)
+      assert.truthy(f.error:find("extra.lua:1:", 1, true), f.line)
+      assert.are.equal("v1", get_body(s.port, "/version"))
+
+      local t0 = http.now()
+      write_in_place(dir .. "/extra.lua", 'return { value = "e2" }\n')
+      expect_served(s, "/sub", "e2", t0, RELOAD_WITHIN)
+      assert.are.equal("v2", get_body(s.port, "/version"))
       expect_reloads(s, 1)
       assert.are.equal(0, s:stop())
     end)
@@ -465,11 +541,90 @@ describe("clank-run hot reload", function()
       assert.are.equal(200, res.status)
       assert.are.equal("slow v1", res.body)
       slow:close()
-      assert(wait_for(function() return #closes(s) == 1 end, 1),
+      assert(wait_for(function() return #closes(s) == 1 end, SLACK),
         "the old generation was not closed after its last request; stderr:\n" .. s:stderr())
       assert.are.same({ 1 }, closes(s))
       assert.are.equal("slow v2", get_body(s.port, "/slow"))
       assert.are.equal(0, s:stop())
+    end)
+
+    it("keeps each old generation until its own request in flight is done, counting live states", function()
+      local s, _, app, text = start()
+      local a = assert(http.connect(s.port))
+      local t0 = http.now()
+      assert(a:send(http.build("GET", "/slow")))
+      socket.sleep(0.05)
+      write_by_rename(app, with_version(text, "v2"))
+      expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
+      local b = assert(http.connect(s.port))
+      assert(b:send(http.build("GET", "/slow")))
+      socket.sleep(0.05)
+      t0 = http.now()
+      write_by_rename(app, with_version(text, "v3"))
+      expect_served(s, "/version", "v3", t0, RELOAD_WITHIN)
+      assert.are.same({}, closes(s), "an old generation closed with a request in flight")
+
+      local res = assert(a:read_response())
+      assert.are.equal("slow v1", res.body)
+      res = assert(b:read_response())
+      assert.are.equal("slow v2", res.body)
+      a:close()
+      b:close()
+      assert(wait_for(function() return #closes(s) == 2 end, SLACK),
+        "expected 2 'generation closed' lines; stderr:\n" .. s:stderr())
+      assert.are.same({ 2, 1 }, closes(s))
+      expect_reloads(s, 2)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("answers pipelined requests and a request whose body spans the switch", function()
+      local s, _, app, text = start()
+      local piped = assert(http.connect(s.port))
+      assert(piped:send(http.build("GET", "/slow") .. http.build("GET", "/version")
+        .. http.build("GET", "/version")))
+      local posting = assert(http.connect(s.port))
+      assert(posting:send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\nhello"))
+      socket.sleep(0.05)
+      local t0 = http.now()
+      write_by_rename(app, with_version(text, "v2"))
+      expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
+      assert(posting:send("world"))
+
+      local res = assert(posting:read_response())
+      assert.are.equal(200, res.status)
+      assert.truthy(res.body == "v1:helloworld" or res.body == "v2:helloworld", res.body)
+      res = assert(piped:read_response())
+      assert.are.equal("slow v1", res.body)
+      for _ = 1, 2 do
+        res = assert(piped:read_response())
+        assert.are.equal(200, res.status)
+        assert.truthy(res.body == "v1" or res.body == "v2", res.body)
+      end
+      -- both connections are still usable, on the new code
+      for _, c in ipairs({ piped, posting }) do
+        assert(c:send(http.build("GET", "/version")))
+        assert.are.equal("v2", assert(c:read_response()).body)
+        c:close()
+      end
+      assert(wait_for(function() return #closes(s) == 1 end, SLACK),
+        "the old generation was not closed; stderr:\n" .. s:stderr())
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("stops cleanly on SIGTERM while an old generation still finishes a request", function()
+      local s, _, app, text = start()
+      local slow = assert(http.connect(s.port))
+      assert(slow:send(http.build("GET", "/slow")))
+      socket.sleep(0.05)
+      local t0 = http.now()
+      write_by_rename(app, with_version(text, "v2"))
+      expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
+      s:signal("TERM")
+      local res = assert(slow:read_response())
+      assert.are.equal(200, res.status)
+      assert.are.equal("slow v1", res.body)
+      slow:close()
+      assert.are.equal(0, s:wait_exit(5 * SLACK))
     end)
 
     it("closes the old state within actionTimeout + 5 s despite handlers, spawns and timers that never stop", function()
@@ -485,8 +640,8 @@ describe("clank-run hot reload", function()
       assert(wait_for(function()
         local ev = try_read(dir .. "/events") or ""
         return ev:find("v1 forever started", 1, true) and ev:find("v1 hang started", 1, true)
-      end, 1), "the stubborn handlers did not start")
-      assert(wait_for(function() return try_read(dir .. "/timer-ticks") end, 1), "no timer tick")
+      end, SLACK), "the stubborn handlers did not start")
+      assert(wait_for(function() return try_read(dir .. "/timer-ticks") end, SLACK), "no timer tick")
 
       local t0 = http.now()
       write_by_rename(app, with_version(text, "v2"))
@@ -504,10 +659,14 @@ describe("clank-run hot reload", function()
         "the pending clank.timeout was not aborted with reason reload; events:\n"
         .. read_file(dir .. "/events"))
 
-      -- the old state closes within 300 ms + 5 s of the switch, whatever still runs in it
-      assert(wait_for(function() return #closes(s) >= 1 end, 6.0 - (http.now() - switched)),
+      -- the old state closes within 300 ms + 5 s of the switch, whatever still runs in it, and
+      -- not before: the /forever request is in flight on it until that bound
+      assert(wait_for(function() return #closes(s) >= 1 end, 5.3 + 0.7 * SLACK - (http.now() - switched)),
         ("no 'generation closed' line within %.1f s of the reload; stderr:\n%s")
           :format(http.now() - switched, s:stderr()))
+      local closed_after = http.now() - t0
+      assert.is_true(closed_after >= 5.25, ("the old generation closed %.2f s after the write, "
+        .. "before its request in flight reached the 5.3 s bound"):format(closed_after))
       assert.are.same({ 1 }, closes(s))
       -- the request it never answered: its connection is closed
       forever.sock:settimeout(1, "t")
@@ -515,6 +674,12 @@ describe("clank-run hot reload", function()
       assert.is_true(data ~= nil or err == "closed", "the /forever connection is still open: " .. tostring(err))
       forever:close()
       assert.are.equal("v2", get_body(s.port, "/version"))
+      -- the new generation's own spawned loops run
+      assert.are.equal("started v2", get_body(s.port, "/start"))
+      assert(wait_for(function()
+        return (try_read(dir .. "/spawn-ticks") or ""):match("^v2 [2-9]")
+          and (try_read(dir .. "/timer-ticks") or ""):match("^v2 [2-9]")
+      end, SLACK), "the new generation's spawned loops do not run")
       assert.are.equal(0, s:stop())
     end)
 
@@ -527,7 +692,7 @@ describe("clank-run hot reload", function()
       local seen = { 1, 1, 1, 1 } -- newest version each keep-alive connection got
       local written, requests = 0, 0
       local next_write = http.now() + 0.1
-      local deadline = http.now() + 10
+      local deadline = http.now() + 10 * SLACK
       while true do
         if written < 20 and http.now() >= next_write then
           written = written + 1
@@ -569,7 +734,7 @@ describe("clank-run hot reload", function()
       end
       expect_reloads(s, 20)
       assert.are.same({}, failures(s))
-      assert(wait_for(function() return #closes(s) == 20 end, 2),
+      assert(wait_for(function() return #closes(s) == 20 end, 2 * SLACK),
         "expected 20 'generation closed' lines; stderr:\n" .. s:stderr())
       assert.are.equal(1, closes(s)[20])
       assert.are.equal(0, s:stop())
@@ -640,6 +805,20 @@ describe("clank-run hot reload", function()
       assert.are.equal(404, gone.status)
       assert.are.equal(0, s:stop())
     end)
+    it("applies the new generation's settings to new requests (allowedOrigins and the Host check)", function()
+      local s, _, app, text = start()
+      local host = { host = "example.test" }
+      local res = assert(http.request(s.port, "GET", "/version", nil, nil, host))
+      assert.are.equal(403, res.status)
+      local t0 = http.now()
+      write_by_rename(app, replace(with_version(text, "v2"), "  actions = actions,\n",
+        '  actions = actions,\n  allowedOrigins = { "http://example.test" },\n'))
+      expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
+      res = assert(http.request(s.port, "GET", "/version", nil, nil, host))
+      assert.are.equal(200, res.status)
+      assert.are.equal("v2", res.body)
+      assert.are.equal(0, s:stop())
+    end)
   end)
 
   describe("--no-watch and SIGHUP", function()
@@ -661,7 +840,7 @@ describe("clank-run hot reload", function()
       local s = start("reload", { args = { "--no-watch" } })
       s:signal("HUP")
       expect_no_contract_change(expect_reloads(s, 1)[1])
-      assert(wait_for(function() return #closes(s) == 1 end, 1),
+      assert(wait_for(function() return #closes(s) == 1 end, SLACK),
         "the replaced generation was not closed; stderr:\n" .. s:stderr())
       assert.are.same({ 1 }, closes(s))
       assert.are.equal("v1", get_body(s.port, "/version"))
