@@ -215,17 +215,24 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
    reported (upvalues: the original searcher, the app folder, the options). */
 static int recording_searcher(lua_State *L) {
   lua_settop(L, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_pushvalue(L, 1);
-  lua_call(L, 1, 2);
   size_t dlen;
   const char *dir = lua_tolstring(L, lua_upvalueindex(2), &dlen);
   const clank_gen_opts_t *o = lua_touserdata(L, lua_upvalueindex(3));
-  if (lua_isfunction(L, 2) && lua_type(L, 3) == LUA_TSTRING && o && o->on_file) {
-    char real[PATH_MAX];
-    if (realpath(lua_tostring(L, 3), real) && strncmp(real, dir, dlen) == 0 && real[dlen] == '/')
-      o->on_file(o->ud, real);
-  }
+  /* Found first, then loaded: a module with a syntax error is watched too,
+     so that fixing it reloads. */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "searchpath");
+  lua_pushvalue(L, 1);
+  lua_getfield(L, -3, "path");
+  lua_call(L, 2, 1);
+  char real[PATH_MAX];
+  if (lua_type(L, -1) == LUA_TSTRING && o && o->on_file && realpath(lua_tostring(L, -1), real) &&
+      strncmp(real, dir, dlen) == 0 && real[dlen] == '/')
+    o->on_file(o->ud, real);
+  lua_settop(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 2);
   return 2;
 }
 

@@ -16,19 +16,14 @@ struct clank_watched_dir_s {
   clank_watched_dir_t *next;
 };
 
-/* SHA-256 over every watched file's path and contents, so "changed" means
-   the bytes changed (a touch or an identical save reloads nothing). */
-static void hash_files(clank_reloader_t *r, unsigned char out[32]) {
+static void hash_file(const char *path, unsigned char out[32]) {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
   char buf[16384];
-  for (int i = 0; i < r->nfiles; i++) {
-    EVP_DigestUpdate(ctx, r->files[i], strlen(r->files[i]) + 1);
-    int fd = open(r->files[i], O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      EVP_DigestUpdate(ctx, "\1missing", 8);
-      continue;
-    }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    EVP_DigestUpdate(ctx, "\1missing", 8);
+  } else {
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0) EVP_DigestUpdate(ctx, buf, (size_t)n);
     close(fd);
@@ -38,9 +33,27 @@ static void hash_files(clank_reloader_t *r, unsigned char out[32]) {
   EVP_MD_CTX_free(ctx);
 }
 
+/* SHA-256 over every watched file's path and contents hash, so "changed"
+   means the bytes changed (a touch or an identical save reloads nothing).
+   fresh: read the files now; else use each file's hash from when the
+   loading generation read it. */
+static void hash_files(clank_reloader_t *r, unsigned char out[32], int fresh) {
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  for (int i = 0; i < r->nfiles; i++) {
+    unsigned char h[32];
+    if (fresh) hash_file(r->files[i], h);
+    EVP_DigestUpdate(ctx, r->files[i], strlen(r->files[i]) + 1);
+    EVP_DigestUpdate(ctx, fresh ? h : r->seen[i], 32);
+  }
+  unsigned int len = 32;
+  EVP_DigestFinal_ex(ctx, out, &len);
+  EVP_MD_CTX_free(ctx);
+}
+
 static void maybe_reload(clank_reloader_t *r) {
   unsigned char now[32];
-  hash_files(r, now);
+  hash_files(r, now, 1);
   if (memcmp(now, r->hash, sizeof now) == 0) return;
   r->reload(r->ud); /* calls clank_reloader_loaded, which takes the new hash */
 }
@@ -125,8 +138,14 @@ void clank_reloader_file(void *ud, const char *path) {
     char **files = realloc(r->files, sizeof *files * (size_t)cap);
     if (files == NULL) return;
     r->files = files;
+    unsigned char(*seen)[32] = realloc(r->seen, sizeof *seen * (size_t)cap);
+    if (seen == NULL) return;
+    r->seen = seen;
     r->capfiles = cap;
   }
+  /* the contents as the generation loading it reads them, give or take a few
+     microseconds: a write during a load then still differs afterwards */
+  hash_file(path, r->seen[r->nfiles]);
   r->files[r->nfiles++] = strdup(path);
   if (!r->watching || r->polling) return;
   char dir[4096];
@@ -139,8 +158,10 @@ void clank_reloader_file(void *ud, const char *path) {
 
 void clank_reloader_begin(clank_reloader_t *r) {
   r->before = r->files;
+  r->before_seen = r->seen;
   r->nbefore = r->nfiles;
   r->files = NULL;
+  r->seen = NULL;
   r->nfiles = r->capfiles = 0;
 }
 
@@ -150,12 +171,18 @@ void clank_reloader_end(clank_reloader_t *r, int loaded) {
     free(r->before[i]);
   }
   free(r->before);
+  free(r->before_seen);
   r->before = NULL;
+  r->before_seen = NULL;
   r->nbefore = 0;
-  hash_files(r, r->hash);
+  clank_reloader_loaded(r);
 }
 
-void clank_reloader_loaded(clank_reloader_t *r) { hash_files(r, r->hash); }
+void clank_reloader_loaded(clank_reloader_t *r) {
+  hash_files(r, r->hash, 0);
+  /* changed while it loaded? look again once the dust settles */
+  if (r->watching) uv_timer_start(&r->debounce, debounced, DEBOUNCE_MS, 0);
+}
 
 void clank_reloader_close(clank_reloader_t *r) {
   if (!uv_is_closing((uv_handle_t *)&r->debounce)) uv_close((uv_handle_t *)&r->debounce, NULL);
@@ -167,6 +194,8 @@ void clank_reloader_close(clank_reloader_t *r) {
   r->dirs = NULL;
   for (int i = 0; i < r->nfiles; i++) free(r->files[i]);
   free(r->files);
+  free(r->seen);
   r->files = NULL;
+  r->seen = NULL;
   r->nfiles = r->capfiles = 0;
 }

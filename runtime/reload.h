@@ -19,8 +19,10 @@ typedef struct clank_reloader_s {
   uv_timer_t debounce;
   uv_timer_t poll;
   char **files; /* absolute paths: the app file and every Lua file it loaded from its folder */
+  unsigned char (*seen)[32]; /* each file's contents hash when it was loaded */
   int nfiles, capfiles;
   char **before; /* the set a reload started from, until it ends */
+  unsigned char (*before_seen)[32];
   int nbefore;
   clank_watched_dir_t *dirs;
   unsigned char hash[32]; /* of the files' contents at the last load */
