@@ -265,7 +265,23 @@ describe("clank.bridge", function()
     end)
 
     it("lists views' viewManifests sorted by name when there are views", function()
-      pending("views are SPEC §8, not part of this issue")
+      local s = clank.schema
+      local list = clank.defineView { name = "TaskList", description = "All tasks.",
+        render = function() return clank.h.ul() end }
+      local card = clank.defineView { name = "TaskCard", description = "One task.",
+        props = s.object { id = s.string() }, render = function() return clank.h.div() end }
+      local m = clank.createAgentBridge({ notes_list }, { views = { list, card } }):manifest()
+      assert.are.same({
+        { name = "TaskCard", description = "One task.",
+          propsSchema = { type = "object", properties = { id = { type = "string" } },
+                          required = { "id" }, additionalProperties = false } },
+        { name = "TaskList", description = "All tasks." },
+      }, m.views)
+      assert.are.equal(
+        '[{"description":"One task.","name":"TaskCard","propsSchema":{"additionalProperties":false,'
+          .. '"properties":{"id":{"type":"string"}},"required":["id"],"type":"object"}},'
+          .. '{"description":"All tasks.","name":"TaskList"}]',
+        clank.json.encode(m.views))
     end)
   end)
 
