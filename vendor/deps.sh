@@ -11,7 +11,7 @@ packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
           cmake pkg-config gcc make libssl-dev lua-sql-sqlite3)
 for arg in "$@"; do
   case "$arg" in
-    --test) packages+=(lua-sql-postgres postgresql sqlite3 nodejs npm) ;;
+    --test) packages+=(lua-sql-postgres postgresql sqlite3) ;;
     --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq) ;;
     *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
@@ -23,6 +23,13 @@ missing=()
 for p in "${packages[@]}" libllhttp-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# The MCP client tests run on Node (>= 18, which Debian 12 has) with npm. A
+# machine that already has both (from Debian or elsewhere) keeps them.
+case " $* " in
+  *" --test "*)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || missing+=(npm) ;;
+esac
 # llhttp must be >= 9.2 (Debian 12's 8.1 accepts CR in header values, CVE-2023-30589).
 if ! pkg-config --atleast-version=9.2 libllhttp 2>/dev/null; then
   case " ${missing[*]} " in *" libllhttp-dev "*) ;; *) missing+=(libllhttp-dev) ;; esac
