@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,12 +27,12 @@ function clankRun() {
 }
 
 // Starts clank-run on a free port with a fresh tasks database; resolves once it printed its line.
-async function startServer(mode) {
+async function startServer(mode, appFile = app) {
   const dir = mkdtempSync(join(tmpdir(), 'clank-mcp-'));
   const env = { ...process.env, CLANK_TASKS_DB: join(dir, 'tasks.db'), CLANK_TASKS_USER: 'ann' };
   if (mode) env.CLANK_MCP_CONFIRMATION = mode;
   else delete env.CLANK_MCP_CONFIRMATION;
-  const child = spawn(clankRun(), ['--port', '0', '--no-watch', app], {
+  const child = spawn(clankRun(), ['--port', '0', '--no-watch', appFile], {
     env, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -53,6 +53,7 @@ async function startServer(mode) {
   return {
     url: new URL('__clank/mcp', base),
     stderr: () => stderr,
+    hangUp: () => child.kill('SIGHUP'), // a reload, even with --no-watch
     // Stops it with SIGTERM: a clean stop exits 0, with no sanitizer report (ASan builds).
     async stop() {
       let code = child.exitCode;
@@ -259,6 +260,61 @@ describe('MCP refuse mode with the official SDK client', () => {
       assert.deepEqual(result.structuredContent, { id: '1', created: true });
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe('MCP across a reload that changes the contract', () => {
+  // An app that is the tasks fixture, plus one action when `extra` is true.
+  const source = (extra) => `local clank = require "clank"
+local s = clank.schema
+local tasks = dofile(${JSON.stringify(app)})
+local def = {}
+for key, value in pairs(tasks) do def[key] = value end
+def.actions = { table.unpack(tasks.actions) }
+if ${extra} then
+  def.actions[#def.actions + 1] = clank.defineAction {
+    name = "tasks.count", description = "Counts the tasks.", sideEffects = "read",
+    input = s.object {}, output = s.object { count = s.number() },
+    handler = function() return { count = 0 } end,
+  }
+end
+return clank.app(def)
+`;
+
+  test('refuses the old session and lists the new contract to a client that connects again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'clank-mcp-reload-'));
+    const appFile = join(dir, 'app.lua');
+    writeFileSync(appFile, source(false));
+    const server = await startServer(undefined, appFile);
+    const clients = [];
+    try {
+      const old = await connect(server);
+      clients.push(old);
+      const before = (await old.listTools()).tools.map((t) => t.name);
+      assert.ok(!before.includes('tasks.count'), before.join(', '));
+
+      writeFileSync(appFile, source(true));
+      server.hangUp();
+      const deadline = Date.now() + 5000;
+      while (!/reloaded in .*actions added: tasks\.count/.test(server.stderr())) {
+        assert.ok(Date.now() < deadline, `no reload logged; stderr:\n${server.stderr()}`);
+        await new Promise((ok) => setTimeout(ok, 20));
+      }
+
+      // SPEC §6: a reload that changes the contract makes old sessions 404 …
+      await assert.rejects(old.listTools(), /404|not found/i);
+      // … so the client initializes again and lists the new tools.
+      const fresh = await connect(server);
+      clients.push(fresh);
+      const after = (await fresh.listTools()).tools.map((t) => t.name);
+      assert.deepEqual(after, [...before, 'tasks.count'].sort());
+      const counted = await fresh.callTool({ name: 'tasks.count', arguments: {} });
+      assert.deepEqual(counted.structuredContent, { count: 0 });
+    } finally {
+      for (const c of clients) await c.close().catch(() => {});
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
