@@ -1,5 +1,6 @@
 -- clank.app { ... }: checks an app's definition and marks it for clank-run (SPEC §2).
-local type, pairs, ipairs, error, setmetatable = type, pairs, ipairs, error, setmetatable
+local type, pairs, ipairs, error, setmetatable, getmetatable =
+  type, pairs, ipairs, error, setmetatable, getmetatable
 local format = string.format
 
 local App = { __name = "clank.App" }
@@ -61,6 +62,19 @@ local function app(def)
       routes[key] = handler
     end
     out.routes = routes
+  end
+  if def.actions then
+    local seen = {}
+    for i, action in ipairs(def.actions) do
+      local mt = getmetatable(action)
+      if type(mt) ~= "table" or mt.__name ~= "clank.Action" then
+        error(format("clank.app: actions[%d] is not an action (clank.defineAction)", i), 2)
+      end
+      if seen[action.name] then
+        error(format("clank.app: duplicate action name '%s'", action.name), 2)
+      end
+      seen[action.name] = true
+    end
   end
   if def.allowedOrigins then
     local origins = {}

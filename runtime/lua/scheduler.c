@@ -291,15 +291,33 @@ static lua_State *main_thread(lua_State *L) {
   return m;
 }
 
-static owned_t *owned_new(lua_State *L, size_t size, void (*resume)(clank_task_t *, int)) {
+/* Spawned tasks and joined children come and go with every action a bridge
+   runs: their coroutines are kept (bound as tasks) for the next one. */
+#define SPARE_MAX 32
+
+typedef struct join_s join_t;
+static size_t owned_size(void);
+
+static owned_t *owned_new(lua_State *L, void (*resume)(clank_task_t *, int)) {
   clank_sched_t *s = clank_sched_get(L);
-  owned_t *o = calloc(1, size);
-  if (o == NULL) luaL_error(L, "clank: out of memory");
-  lua_State *co = lua_newthread(L);
-  o->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  owned_t *o = s->spare;
+  if (o) {
+    s->spare = o->next;
+    s->nspare--;
+    lua_State *co = o->task.co;
+    int ref = o->co_ref;
+    memset(o, 0, owned_size());
+    o->task.co = co;
+    o->co_ref = ref;
+  } else {
+    o = calloc(1, owned_size());
+    if (o == NULL) luaL_error(L, "clank: out of memory");
+    lua_State *co = lua_newthread(L);
+    o->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    clank_task_bind(&o->task, co);
+  }
   o->task.sched = s;
   o->task.resume = resume;
-  clank_task_bind(&o->task, co);
   owned_t *head = (owned_t *)s->spawned;
   o->next = head;
   if (head) head->prev = o;
@@ -307,18 +325,31 @@ static owned_t *owned_new(lua_State *L, size_t size, void (*resume)(clank_task_t
   return o;
 }
 
-static void owned_free(owned_t *o) {
-  clank_sched_t *s = o->task.sched;
+static void owned_release(owned_t *o) {
   lua_State *L = main_thread(o->task.co);
+  clank_task_unbind(o->task.co);
+  luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
+  free(o);
+}
+
+/* reusable: its coroutine ended (returned, or failed and was reset). */
+static void owned_free(owned_t *o, int reusable) {
+  clank_sched_t *s = o->task.sched;
   if (o->prev)
     o->prev->next = o->next;
   else
     s->spawned = o->next ? &o->next->task : NULL;
   if (o->next) o->next->prev = o->prev;
   clank_sched_cancel(&o->task);
-  clank_task_unbind(o->task.co);
-  luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
-  free(o);
+  if (reusable && s->nspare < SPARE_MAX) {
+    lua_settop(o->task.co, 0);
+    o->prev = NULL;
+    o->next = s->spare;
+    s->spare = o;
+    s->nspare++;
+    return;
+  }
+  owned_release(o);
 }
 
 static void log_task_error(lua_State *co, const char *what) {
@@ -329,11 +360,13 @@ static void log_task_error(lua_State *co, const char *what) {
 
 /* ---- a child task joined with a time limit ---- */
 
-typedef struct join_s {
+struct join_s {
   owned_t owned;          /* the child */
   clank_task_t *parent;   /* NULL once the parent stopped waiting */
   clank_wait_t *timer;
-} join_t;
+};
+
+static size_t owned_size(void) { return sizeof(join_t); }
 
 /* Moves the child's outcome onto the parent's stack: ok, value-or-error. */
 static void join_deliver(lua_State *co, lua_State *p, int st, int nres) {
@@ -353,13 +386,13 @@ static void join_child_resume(clank_task_t *t, int nargs) {
     /* the parent gave up (timeout): nobody wants the result */
     if (st != LUA_OK) log_task_error(t->co, "an action that timed out failed later");
     if (st != LUA_OK) lua_resetthread(t->co);
-    owned_free(&j->owned);
+    owned_free(&j->owned, 1);
     return;
   }
   if (j->timer) clank_sched_timer_cancel(j->timer);
   join_deliver(t->co, parent->co, st, nres);
   if (st != LUA_OK) lua_resetthread(t->co);
-  owned_free(&j->owned);
+  owned_free(&j->owned, 1);
   parent->resume(parent, 2);
 }
 
@@ -377,7 +410,7 @@ static void join_timed_out(clank_wait_t *w) {
 int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx) {
   clank_task_t *parent = lua_isyieldable(L) ? clank_task_of(L) : NULL;
   if (parent == NULL) return luaL_error(L, WAIT_MESSAGE);
-  join_t *j = (join_t *)owned_new(L, sizeof(join_t), join_child_resume);
+  join_t *j = (join_t *)owned_new(L, join_child_resume);
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);
   j->parent = parent;
@@ -387,7 +420,7 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
   if (st != LUA_YIELD) {
     join_deliver(co, L, st, nres);
     if (st != LUA_OK) lua_resetthread(co);
-    owned_free(&j->owned);
+    owned_free(&j->owned, 1);
     return k(L, LUA_OK, ctx);
   }
   if (ms > 0) {
@@ -410,11 +443,11 @@ static void spawned_resume(clank_task_t *t, int nargs) {
     lua_resetthread(t->co);
   }
   lua_settop(t->co, 0);
-  owned_free((owned_t *)t);
+  owned_free((owned_t *)t, 1);
 }
 
 void clank_sched_spawn(lua_State *L) {
-  owned_t *o = owned_new(L, sizeof(owned_t), spawned_resume);
+  owned_t *o = owned_new(L, spawned_resume);
   o->spawned = 1;
   lua_xmove(L, o->task.co, 1);
   spawned_resume(&o->task, 0);
@@ -423,7 +456,7 @@ void clank_sched_spawn(lua_State *L) {
 void clank_sched_retire(clank_sched_t *s) {
   for (owned_t *o = (owned_t *)s->spawned, *next; o; o = next) {
     next = o->next;
-    if (o->spawned) owned_free(o);
+    if (o->spawned) owned_free(o, 0);
   }
   for (clank_wait_t *w = s->waits, *next; w; w = next) {
     next = w->next;
@@ -435,7 +468,13 @@ void clank_sched_retire(clank_sched_t *s) {
 }
 
 void clank_sched_cancel_all(clank_sched_t *s) {
-  while (s->spawned) owned_free((owned_t *)s->spawned);
+  while (s->spawned) owned_free((owned_t *)s->spawned, 0);
+  while (s->spare) {
+    owned_t *o = s->spare;
+    s->spare = o->next;
+    owned_release(o);
+  }
+  s->nspare = 0;
   while (s->waits) {
     clank_wait_t *w = s->waits;
     wait_unlink(w);

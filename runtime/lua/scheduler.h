@@ -44,7 +44,9 @@ struct clank_sched_s {
   uv_loop_t *loop;
   int loop_running; /* inside uv_run: never re-enter it */
   clank_wait_t *waits;
-  clank_task_t *spawned; /* tasks made by clank.spawn (a list through their own field) */
+  clank_task_t *spawned; /* tasks made by clank.spawn or joined (a list through their own field) */
+  void *spare;           /* finished ones, their coroutines kept for the next */
+  int nspare;
   clank_log_fn log;
   void *log_ud;
 };
