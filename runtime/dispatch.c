@@ -71,8 +71,7 @@ void clank_dispatch_drop(clank_server_t *s, clank_gen_t *g) {
   for (clank_conn_t *c = s->conns, *next; c; c = next) {
     next = c->next;
     if (c->gen == g) {
-      c->gen = NULL;
-      g->inflight--;
+      clank_dispatch_release(c);
       clank_conn_close(c);
     }
     exchange_t *x = c->exchange;
@@ -165,11 +164,15 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
 static int bridge_head(lua_State *L) {
   clank_conn_t *c = lua_touserdata(L, 1);
   clank_gen_t *g = lua_touserdata(L, 2);
+  clank_request_push(L, &c->req); /* 4 */
   lua_pushcfunction(L, clank_bridge_head);
   lua_pushvalue(L, 3);
-  clank_request_push(L, &c->req);
+  lua_pushvalue(L, 4);
   lua_call(L, 2, 1);
   if (lua_isnil(L, -1)) {
+    /* kept for the handler: the body joins it at the end of the message */
+    lua_pushvalue(L, 4);
+    c->lua_request = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -205,9 +208,28 @@ static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
   return 1;
 }
 
+/* The request table the header block made, with the body now, or a new one. */
+static void push_request(lua_State *co, clank_conn_t *c, clank_gen_t *g) {
+  if (c->lua_request == 0) {
+    clank_request_push(co, &c->req);
+    return;
+  }
+  lua_rawgeti(co, LUA_REGISTRYINDEX, c->lua_request);
+  luaL_unref(g->L, LUA_REGISTRYINDEX, c->lua_request);
+  c->lua_request = 0;
+  if (c->req.body.len > 0) {
+    lua_pushlstring(co, c->req.body.data, c->req.body.len);
+    lua_setfield(co, -2, "body");
+  }
+}
+
 void clank_dispatch_release(clank_conn_t *c) {
   clank_gen_t *g = c->gen;
   if (g == NULL) return;
+  if (c->lua_request) {
+    luaL_unref(g->L, LUA_REGISTRYINDEX, c->lua_request);
+    c->lua_request = 0;
+  }
   c->gen = NULL;
   g->inflight--;
   clank_host_gen_idle(c->server->host, g);
@@ -529,7 +551,7 @@ int clank_dispatch_message(clank_conn_t *c) {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
   }
-  clank_request_push(co, &c->req);
+  push_request(co, c, g);
   if (g->context_ref != LUA_NOREF)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else

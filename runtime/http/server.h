@@ -38,6 +38,8 @@ struct clank_conn_s {
   uint64_t armed_for;  /* when the timer fires; 0: not running */
   const void *route;   /* what the dispatcher chose at the header block */
   void *gen;           /* the generation that route belongs to, held until the handler runs */
+  int lua_request;     /* registry ref (in gen's state) of the request table the header
+                          block already made, 0 when none */
   size_t body_limit;   /* the bridge's maxRequestBytes; 0: the 1 MiB cap */
   void *exchange;      /* the dispatcher's in-flight handler, if any */
   int open_handles;    /* freed when both handles closed and no handler runs */

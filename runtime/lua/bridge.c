@@ -276,6 +276,12 @@ static int answer_manifest(lua_State *L, const answer_t *a) {
   return 1;
 }
 
+static int too_large(lua_State *L, bridge_t *b, const answer_t *a) {
+  char message[64];
+  snprintf(message, sizeof message, "Request body exceeds %lld bytes.", b->max_bytes);
+  return push_failure(L, b, a, 413, "PAYLOAD_TOO_LARGE", message, 0);
+}
+
 /* ---- steps 1–7 ---- */
 
 enum { PHASE_HEAD, PHASE_FULL };
@@ -354,13 +360,11 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
     return push_failure(L, b, a, 415, "UNSUPPORTED_MEDIA_TYPE",
                         "Expected an application/json request body.", 0);
   }
-  char too_large[64];
-  snprintf(too_large, sizeof too_large, "Request body exceeds %lld bytes.", b->max_bytes);
   size_t cl_len;
   const char *cl = header(L, 2, "content-length", &cl_len);
   if (cl && strtoll(cl, NULL, 10) > b->max_bytes) {
     lua_pop(L, 1);
-    return push_failure(L, b, a, 413, "PAYLOAD_TOO_LARGE", too_large, 0);
+    return too_large(L, b, a);
   }
   if (phase == PHASE_HEAD) return 0;
 
@@ -372,7 +376,7 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
   }
   if ((long long)body_len > b->max_bytes) {
     lua_pop(L, 1);
-    return push_failure(L, b, a, 413, "PAYLOAD_TOO_LARGE", too_large, 0);
+    return too_large(L, b, a);
   }
   if (!valid_utf8(body, body_len)) {
     lua_pop(L, 1);
