@@ -396,6 +396,17 @@ describe("clank-run hot reload", function()
       assert.are.equal(0, s:stop())
     end)
 
+    it("does not reload for a change undone within the debounce", function()
+      local s, _, app, text = start()
+      write_in_place(app, with_version(text, "v2"))
+      write_in_place(app, text)
+      socket.sleep(QUIET)
+      assert.are.same({}, reloads(s), s:stderr())
+      assert.are.same({}, failures(s), s:stderr())
+      assert.are.equal("v1", get_body(s.port, "/version"))
+      assert.are.equal(0, s:stop())
+    end)
+
     it("coalesces 50 writes within 200 ms into at most 2 reloads and serves the last one", function()
       local s, _, app, text = start()
       local t0 = http.now()
@@ -481,6 +492,32 @@ describe("clank-run hot reload", function()
       write_by_rename(app, with_version(text, "v3"))
       expect_served(s, "/version", "v3", t0, RELOAD_WITHIN)
       expect_reloads(s, 1)
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("keeps the old generation serving after bad definitions, with file:line", function()
+      local s, _, app, text = start()
+      local function expect_failure_at(n, line)
+        assert(wait_for(function() return #failures(s) >= n end, RELOAD_WITHIN),
+          "no 'reload failed' line; stderr:\n" .. s:stderr())
+        local f = failures(s)[n]
+        assert.are.equal("error", f.level, f.line)
+        local path, at = f.error:match("^(.-):(%d+): ")
+        assert.is_true(path == app or path == realpath(app), "the error does not start with "
+          .. app .. ":" .. line .. ": " .. f.line)
+        assert.are.equal(line, at, f.line)
+        assert.are.equal("v1", get_body(s.port, "/version"))
+      end
+      -- an action name defineAction refuses, defined on line 22 (the "-- ACTIONS" line)
+      write_by_rename(app, replace(with_version(text, "v2"), "-- ACTIONS\n", action_source("bad name!")))
+      expect_failure_at(1, "22")
+      -- the same action twice in the app, given to clank.app on line 28 (not a tail call here,
+      -- so that the line can be known)
+      local twice = replace(replace(with_version(text, "v3"), "-- ACTIONS\n", "actions[#actions + 1] = ping\n"),
+        "return clank.app {", "local app = clank.app {") .. "return app\n"
+      write_by_rename(app, twice)
+      expect_failure_at(2, "28")
+      assert.are.same({}, reloads(s))
       assert.are.equal(0, s:stop())
     end)
 
@@ -647,7 +684,6 @@ describe("clank-run hot reload", function()
       write_by_rename(app, with_version(text, "v2"))
       expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
       expect_reloads(s, 1)
-      local switched = http.now()
 
       -- timers and spawned coroutines of the old generation are cancelled at the switch
       socket.sleep(0.1)
@@ -661,9 +697,10 @@ describe("clank-run hot reload", function()
 
       -- the old state closes within 300 ms + 5 s of the switch, whatever still runs in it, and
       -- not before: the /forever request is in flight on it until that bound
-      assert(wait_for(function() return #closes(s) >= 1 end, 5.3 + 0.7 * SLACK - (http.now() - switched)),
-        ("no 'generation closed' line within %.1f s of the reload; stderr:\n%s")
-          :format(http.now() - switched, s:stderr()))
+      -- (from the write, which comes before the switch: 0.7 s for the reload and the polling)
+      assert(wait_for(function() return #closes(s) >= 1 end, 5.3 + 0.7 * SLACK - (http.now() - t0)),
+        ("no 'generation closed' line within %.1f s of the write; stderr:\n%s")
+          :format(http.now() - t0, s:stderr()))
       local closed_after = http.now() - t0
       assert.is_true(closed_after >= 5.25, ("the old generation closed %.2f s after the write, "
         .. "before its request in flight reached the 5.3 s bound"):format(closed_after))
@@ -833,6 +870,16 @@ describe("clank-run hot reload", function()
       s:signal("HUP")
       expect_served(s, "/version", "v2", t0, RELOAD_WITHIN)
       expect_no_contract_change(expect_reloads(s, 1)[1])
+      assert.are.equal(0, s:stop())
+    end)
+
+    it("does not poll either with --no-watch and CLANK_FORCE_POLL=1", function()
+      local s, _, app, text = start("reload", { args = { "--no-watch" }, env = { CLANK_FORCE_POLL = "1" } })
+      write_in_place(app, with_version(text, "v2"))
+      socket.sleep(0.7) -- longer than a poll, the debounce and a load
+      assert.are.equal("v1", get_body(s.port, "/version"))
+      assert.are.same({}, reloads(s))
+      assert.are.equal(0, count_lines(s, "polling every 500 ms"), s:stderr())
       assert.are.equal(0, s:stop())
     end)
 
