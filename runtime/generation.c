@@ -257,12 +257,20 @@ static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *ap
 /* Errors name the file and line first. require wraps a module's error as
    "error loading module 'm' from file 'f':\n\tf:3: ..."; the inner
    "f:3: ..." leads then, and the module's name follows. */
-static void describe_load_error(const char *msg, char *err, size_t errlen) {
+static void describe_load_error(const char *app_path, const char *msg, char *err, size_t errlen) {
   static const char wrapped[] = "error loading module '";
   if (msg == NULL) msg = "error loading the app";
   const char *inner = strncmp(msg, wrapped, sizeof wrapped - 1) == 0 ? strstr(msg, "':\n\t") : NULL;
   if (inner == NULL) {
-    snprintf(err, errlen, "%s", msg);
+    /* An error without a position (clank.app's, raised through the usual
+       `return clank.app {...}` tail call, which leaves no caller line): the
+       app file at least. */
+    const char *colon = strchr(msg, ':');
+    int placed = colon && colon > msg && colon[1] >= '0' && colon[1] <= '9' && !memchr(msg, '\n', (size_t)(colon - msg));
+    if (placed)
+      snprintf(err, errlen, "%s", msg);
+    else
+      snprintf(err, errlen, "%s: %s", app_path, msg);
     return;
   }
   inner += 4;
@@ -303,7 +311,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   int rc = luaL_loadfile(L, app_path);
   if (rc == LUA_OK) rc = lua_pcall(L, 0, 1, -2);
   if (rc != LUA_OK) {
-    describe_load_error(lua_tostring(L, -1), err, errlen);
+    describe_load_error(app_path, lua_tostring(L, -1), err, errlen);
     clank_gen_close(g);
     return NULL;
   }

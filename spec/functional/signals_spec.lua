@@ -111,10 +111,7 @@ describe("clank-run signals", function()
     assert.are.equal(0, s:stop())
   end)
 
-  it("reloads the changed app on SIGHUP even with --no-watch", function()
-    pending("hot reload (SPEC §13 SIGHUP, §14) is a later issue: the host logs "
-      .. "'SIGHUP: reloading is not available yet'")
-  end)
+  -- SIGHUP reloading a changed app, with --no-watch: spec/functional/reload_spec.lua.
 
   for _, pair in ipairs({ { "TERM", "TERM" }, { "TERM", "INT" }, { "INT", "INT" } }) do
     it("exits 1 at once on SIG" .. pair[1] .. " then SIG" .. pair[2] .. " with a request in flight", function()
