@@ -66,11 +66,6 @@ void clank_abort_push(lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
-int clank_abort_aborted(lua_State *L, int idx) {
-  abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);
-  return a != NULL && a->aborted;
-}
-
 void clank_abort_fire(lua_State *L, int idx, const char *reason) {
   idx = lua_absindex(L, idx);
   abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);

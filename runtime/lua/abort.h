@@ -11,6 +11,5 @@ void clank_abort_push(lua_State *L);
 /* Aborts the signal at idx with reason (once; later calls do nothing) and
    runs its listeners, each protected: a failing listener is logged. */
 void clank_abort_fire(lua_State *L, int idx, const char *reason);
-int clank_abort_aborted(lua_State *L, int idx);
 
 #endif

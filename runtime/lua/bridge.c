@@ -53,10 +53,6 @@ static int manifest_path(const char *p, size_t n) {
   return ends_with(p, n, "/.well-known/clank") || ends_with(p, n, "/manifest");
 }
 
-int clank_bridge_path(const char *path, size_t len) {
-  return manifest_path(path, len) || last_actions(path, len) != NULL;
-}
-
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

@@ -7,10 +7,6 @@
 
 #define CLANK_BRIDGE_MT "clank.Bridge"
 
-/* 1 when the path is one the bridge answers (SPEC §5: ends with
-   /.well-known/clank or /manifest, or contains /actions/). */
-int clank_bridge_path(const char *path, size_t len);
-
 /* [bridge, request] → the early answer (a response table) or nil when the
    body is needed. Runs steps 1–7 as far as they go without the body. Never
    waits. */
