@@ -1,7 +1,9 @@
 -- clank.app { ... }: checks an app's definition and marks it for clank-run (SPEC §2).
-local type, pairs, ipairs, error, setmetatable, getmetatable =
-  type, pairs, ipairs, error, setmetatable, getmetatable
+local bridge = require "clank.bridge"
+
+local type, pairs, ipairs, error, setmetatable, tostring = type, pairs, ipairs, error, setmetatable, tostring
 local format = string.format
+local isReservedPath, actionsByName = bridge.isReservedPath, bridge.actionsByName
 
 local App = { __name = "clank.App" }
 
@@ -9,19 +11,11 @@ local fields = {
   name = "string", description = "string", version = "string", actions = "table",
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
   actionTimeout = "number", mcp = "table", routes = "table",
+  page = "table", principal = "function", static = "table",
 }
 
 local methods = { GET = true, HEAD = true, POST = true, PUT = true, DELETE = true,
                   PATCH = true, OPTIONS = true }
-
--- Paths the runtime answers itself; a route there could never be reached.
-local function reserved(path, has_views)
-  if path == "/manifest" or path == "/.well-known/clank" then return true end
-  if path:find("^/actions/") or path:find("^/__clank/") or path:find("^/views/") then
-    return true
-  end
-  return has_views and path == "/"
-end
 
 local function check_origin(origin)
   return type(origin) == "string" and origin:find("^https?://[%w%.%-]+:?%d*$") ~= nil
@@ -56,7 +50,7 @@ local function app(def)
       if type(handler) ~= "function" then
         error(format("clank.app: route '%s' must be a function, got %s", key, type(handler)), 2)
       end
-      if reserved(path, has_views) then
+      if isReservedPath(path, has_views) then -- the runtime answers there itself
         error(format("clank.app: route '%s' collides with the reserved path %s", key, path), 2)
       end
       routes[key] = handler
@@ -64,16 +58,9 @@ local function app(def)
     out.routes = routes
   end
   if def.actions then
-    local seen = {}
-    for i, action in ipairs(def.actions) do
-      local mt = getmetatable(action)
-      if type(mt) ~= "table" or mt.__name ~= "clank.Action" then
-        error(format("clank.app: actions[%d] is not an action (clank.defineAction)", i), 2)
-      end
-      if seen[action.name] then
-        error(format("clank.app: duplicate action name '%s'", action.name), 2)
-      end
-      seen[action.name] = true
+    local ok, problem = actionsByName(def.actions)
+    if not ok then
+      error("clank.app: " .. problem, 2)
     end
   end
   if def.allowedOrigins then

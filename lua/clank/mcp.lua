@@ -4,6 +4,7 @@
 --
 -- env: app, bridge, actions (name → action), contractHash, secret, context, maxRequestBytes,
 -- stream(status, headers) → writer (then handle returns nil).
+local bridge = require "clank.bridge"
 local json = require "clank.json"
 local rpc = require "clank.mcp.rpc"
 local session = require "clank.mcp.session"
@@ -11,7 +12,8 @@ local tools = require "clank.mcp.tools"
 local elicit = require "clank.mcp.elicit"
 
 local decode, isArray = json.decode, json.isArray
-local type, ipairs, pairs, next, tostring = type, ipairs, pairs, next, tostring
+local checkOrigin, isJsonMediaType = bridge.checkOrigin, bridge.isJsonMediaType
+local type, pairs, next, tostring = type, pairs, next, tostring
 local mtype = math.type
 
 local mcp = {}
@@ -19,47 +21,16 @@ local mcp = {}
 local FORBIDDEN = "Cross-origin agent request rejected."
 
 --------------------------------------------------------------------------------
--- HTTP: origin, method, media type
+-- HTTP: origin, method, media type (the bridge's rules, SPEC §5 steps 3 and 7)
 
-local function listed(list, origin)
-  for _, o in ipairs(list or {}) do
-    if o == origin then
-      return true
-    end
-  end
-  return false
-end
-
--- The origin rules of the bridge (SPEC §5 step 3). Returns ok, cors headers (for an allowed
--- foreign origin).
+-- Returns ok, and the cors headers for an allowed foreign origin.
 local function check_origin(request, env)
-  local headers = request.headers
-  if headers["sec-fetch-site"] == "cross-site" then
-    return false
+  local ok, foreign = checkOrigin(request, env.app and env.app.allowedOrigins)
+  if not ok or not foreign then
+    return ok
   end
-  local origin = headers.origin
-  if origin == nil then
-    return true
-  end
-  local own = headers.host ~= nil and origin == (request.scheme or "http") .. "://" .. headers.host
-  if own then
-    return true
-  end
-  if not listed(env.app and env.app.allowedOrigins, origin) then
-    return false
-  end
-  return true, { ["access-control-allow-origin"] = origin, vary = "Origin",
+  return true, { ["access-control-allow-origin"] = foreign, vary = "Origin",
                  ["access-control-expose-headers"] = "mcp-session-id" }
-end
-
--- `application/json` or any `type/subtype+json`, parameters and case ignored.
-local function json_media_type(value)
-  if type(value) ~= "string" then
-    return false
-  end
-  local t = value:match("^[ \t]*([^;]-)[ \t]*;") or value:match("^[ \t]*(.-)[ \t]*$")
-  t = t:lower()
-  return t == "application/json" or t:find("^[^/]+/.-%+json$") ~= nil
 end
 
 local function merge(a, b)
@@ -190,7 +161,7 @@ local function check_session(request, env, id, cors)
 end
 
 local function post(request, env, cors)
-  if not json_media_type(request.headers["content-type"]) then
+  if not isJsonMediaType(request.headers["content-type"]) then
     return rpc.fail(415, nil, rpc.TRANSPORT, "Expected an application/json request body.", cors)
   end
   local msg, why = decode(request.body or "")

@@ -3,6 +3,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "lua/protect.h"
 #include "lua/scheduler.h"
 
 /* The userdata holds the flag; its uservalue is { reason = ..., [i] = listener }. */
@@ -78,10 +79,9 @@ void clank_abort_fire(lua_State *L, int idx, const char *reason) {
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, -1, i);
     lua_pushstring(L, reason);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-      clank_log(L, "error", "an onAbort listener failed: %s",
-                lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)");
-      lua_pop(L, 1);
+    if (clank_pcall(L, 1, 0) != LUA_OK) {
+      clank_log(L, "error", "an onAbort listener failed: %s", clank_error_text(L, -1));
+      lua_pop(L, 2);
     }
     lua_pushnil(L);
     lua_rawseti(L, -2, i);

@@ -4,6 +4,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
+#include "lua/protect.h"
 #include "lua/scheduler.h"
 #include "lua/schema.h"
 
@@ -228,21 +229,6 @@ static int l_define_action(lua_State *L) {
 
 enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED };
 
-/* Message handler for the handler call: a string error's traceback is kept
-   for the log (registry "clank.last_traceback", with the message it belongs
-   to); the error itself goes on unchanged, so tables keep their identity and
-   messages stay free of stack dumps. */
-static int keep_traceback(lua_State *L) {
-  if (lua_type(L, 1) == LUA_TSTRING) {
-    lua_pushvalue(L, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "clank.last_error");
-    luaL_traceback(L, L, lua_tostring(L, 1), 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, "clank.last_traceback");
-  }
-  lua_settop(L, 1);
-  return 1;
-}
-
 static int fail_action(lua_State *L, const char *why) {
   lua_getiuservalue(L, 1, 1);
   lua_getfield(L, -1, "name");
@@ -273,7 +259,9 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
       return lua_error(L);
     }
     lua_pop(L, 1);
-    lua_pushcfunction(L, keep_traceback); /* 4 */
+    /* 4: the one message handler: the error stays as it is, its traceback
+       is kept for the log (clank_error_text) */
+    lua_pushcfunction(L, clank_traceback_handler);
     lua_getiuservalue(L, 1, 1);
     lua_getfield(L, -1, "handler");
     lua_remove(L, -2);

@@ -1,4 +1,8 @@
-/* clank.bridge: createAgentBridge, its manifest, invoke and handle (SPEC §5). */
+/* clank.bridge: createAgentBridge, its manifest, invoke and handle (SPEC §5),
+   and the rules of §5 as plain functions, so clank.mcp and clank.app use
+   these very rules instead of copies (isJsonMediaType, checkOrigin,
+   errorEnvelope, context, isReservedPath, actionsByName,
+   DEFAULT_ACTION_TIMEOUT). */
 #include "lua/bridge.h"
 
 #include <lauxlib.h>
@@ -10,6 +14,7 @@
 #include "lua/abort.h"
 #include "lua/action.h"
 #include "lua/json.h"
+#include "lua/protect.h"
 #include "lua/scheduler.h"
 #include "lua/schema.h"
 #include "lua/values.h"
@@ -40,6 +45,11 @@ static void push_uv_field(lua_State *L, int idx, const char *field) {
 static int ends_with(const char *p, size_t n, const char *s) {
   size_t k = strlen(s);
   return n >= k && memcmp(p + n - k, s, k) == 0;
+}
+
+static int starts_with(const char *p, size_t n, const char *s) {
+  size_t k = strlen(s);
+  return n >= k && memcmp(p, s, k) == 0;
 }
 
 static const char *last_actions(const char *p, size_t n) {
@@ -121,13 +131,24 @@ static void push_response(lua_State *L, const answer_t *a, int status, const cha
   lua_setfield(L, -2, "body");
 }
 
+/* {"ok":false,"error":<the error object on top, popped>} with no-store. */
+static int send_failure(lua_State *L, bridge_t *b, const answer_t *a, int status) {
+  lua_createtable(L, 0, 2);
+  lua_insert(L, -2);
+  lua_setfield(L, -2, "error");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "ok");
+  clank_buf_reset(&b->scratch);
+  clank_json_encode(L, lua_gettop(L), 0, &b->scratch);
+  lua_pop(L, 1);
+  push_response(L, a, status, "no-store", b->scratch.data, b->scratch.len);
+  return 1;
+}
+
 /* {"ok":false,"error":{"code","details"?,"message"}} with no-store. */
 static int push_failure(lua_State *L, bridge_t *b, const answer_t *a, int status, const char *code,
                         const char *message, int details_idx) {
   if (details_idx) details_idx = lua_absindex(L, details_idx);
-  lua_createtable(L, 0, 2);
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "ok");
   lua_createtable(L, 0, 3);
   lua_pushstring(L, code);
   lua_setfield(L, -2, "code");
@@ -137,12 +158,7 @@ static int push_failure(lua_State *L, bridge_t *b, const answer_t *a, int status
     lua_pushvalue(L, details_idx);
     lua_setfield(L, -2, "details");
   }
-  lua_setfield(L, -2, "error");
-  clank_buf_reset(&b->scratch);
-  clank_json_encode(L, lua_gettop(L), 0, &b->scratch);
-  lua_pop(L, 1);
-  push_response(L, a, status, "no-store", b->scratch.data, b->scratch.len);
-  return 1;
+  return send_failure(L, b, a, status);
 }
 
 /* ---- reading the request table ---- */
@@ -179,7 +195,7 @@ static const char *request_path(lua_State *L, int req, size_t *len) {
   return p;
 }
 
-/* `application/json` or any `type/subtype+json`, parameters and case ignored. */
+/* Step 7: `application/json` or any `type/subtype+json`, parameters and case ignored. */
 static int json_media_type(const char *v, size_t n) {
   size_t end = 0;
   while (end < n && v[end] != ';') end++;
@@ -206,27 +222,67 @@ static int valid_utf8(const char *s, size_t n) {
   return 1;
 }
 
-/* The origin decides CORS for every answer: an allowed foreign origin gets
-   access-control-allow-origin. Sets *own and *allowed. */
-static void read_origin(lua_State *L, answer_t *a, const char **origin, int *own, int *allowed) {
-  size_t n;
-  *origin = header(L, 2, "origin", &n);
-  *own = *allowed = 0;
-  if (*origin == NULL) return;
-  size_t hlen, slen;
-  const char *host = header(L, 2, "host", &hlen);
-  const char *scheme = field(L, 2, "scheme", &slen);
+/* ---- origins (step 3) ---- */
+
+typedef struct origin_s {
+  const char *value; /* the origin header, or NULL; the request holds the string */
+  size_t len;
+  int own;     /* the request's own scheme://host */
+  int allowed; /* in allowedOrigins (exactly) */
+} origin_t;
+
+/* 1 when origin is in the table at idx: a set (origin → true) or a list. */
+static int origin_listed(lua_State *L, int idx, const char *origin, size_t n) {
+  lua_pushlstring(L, origin, n);
+  int yes = lua_rawget(L, idx) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  for (lua_Integer i = 1; !yes; i++) {
+    size_t len;
+    int type = lua_rawgeti(L, idx, i);
+    const char *v = type == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    yes = v && len == n && memcmp(v, origin, n) == 0;
+    lua_pop(L, 1);
+    if (type == LUA_TNIL) break;
+  }
+  return yes;
+}
+
+/* Reads the origin of the request at req against the allowed origins at
+   allowed (a set or a list; 0 for none). */
+static void read_origin(lua_State *L, int req, int allowed, origin_t *o) {
+  o->value = header(L, req, "origin", &o->len);
+  o->own = o->allowed = 0;
+  if (o->value == NULL) return;
+  size_t n = o->len, hlen, slen;
+  const char *host = header(L, req, "host", &hlen);
+  const char *scheme = field(L, req, "scheme", &slen);
   if (scheme == NULL) {
     scheme = "http";
     slen = 4;
   }
-  *own = host && n == slen + 3 + hlen && memcmp(*origin, scheme, slen) == 0 &&
-         memcmp(*origin + slen, "://", 3) == 0 && memcmp(*origin + slen + 3, host, hlen) == 0;
+  o->own = host && n == slen + 3 + hlen && memcmp(o->value, scheme, slen) == 0 &&
+           memcmp(o->value + slen, "://", 3) == 0 && memcmp(o->value + slen + 3, host, hlen) == 0;
+  o->allowed = allowed && origin_listed(L, allowed, o->value, n);
+}
+
+/* 1 when step 3 refuses the request: `sec-fetch-site: cross-site`, a
+   foreign origin not allowed, or no origin when one is required. */
+static int origin_refused(lua_State *L, int req, const origin_t *o, int require_origin) {
+  size_t n;
+  const char *sfs = header(L, req, "sec-fetch-site", &n);
+  return (sfs && n == 10 && memcmp(sfs, "cross-site", 10) == 0) || (o->value && !o->own && !o->allowed) ||
+         (!o->value && require_origin);
+}
+
+/* The origin answers name in access-control-allow-origin: an allowed foreign one. */
+static const char *cors_origin(const origin_t *o) { return o->allowed && !o->own ? o->value : NULL; }
+
+/* The bridge's reading of the origin of [bridge (1), request (2)]; sets CORS for every answer. */
+static void bridge_origin(lua_State *L, answer_t *a, origin_t *o) {
   push_uv_field(L, 1, UV_ORIGINS);
-  lua_getfield(L, -1, *origin);
-  *allowed = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  if (*allowed && !*own) a->cors_origin = *origin;
+  read_origin(L, 2, lua_gettop(L), o);
+  lua_pop(L, 1);
+  a->cors_origin = cors_origin(o);
 }
 
 /* If-None-Match: a list of tags, `*`, weak comparison. */
@@ -292,17 +348,16 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
   const char *method = field(L, 2, "method", &n);
   if (method == NULL) method = "GET";
   const char *path = request_path(L, 2, &plen);
-  const char *origin;
-  int own, allowed;
-  read_origin(L, a, &origin, &own, &allowed);
+  origin_t o;
+  bridge_origin(L, a, &o);
 
   /* 1. the manifest */
   if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return answer_manifest(L, a);
 
   /* 2. preflight, and everything that is not POST on an action path */
   const char *at = last_actions(path, plen);
-  if (at && strcmp(method, "OPTIONS") == 0 && origin && allowed) {
-    answer_t cors = {origin};
+  if (at && strcmp(method, "OPTIONS") == 0 && o.value && o.allowed) {
+    answer_t cors = {o.value};
     push_response(L, &cors, 204, NULL, "", 0);
     lua_getfield(L, -1, "headers");
     lua_pushliteral(L, "POST");
@@ -316,10 +371,7 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
     return push_failure(L, b, a, 404, "NOT_FOUND", "Agent endpoint not found.", 0);
 
   /* 3. origin */
-  size_t sfs_len;
-  const char *sfs = header(L, 2, "sec-fetch-site", &sfs_len);
-  if ((sfs && sfs_len == 10 && memcmp(sfs, "cross-site", 10) == 0) || (origin && !own && !allowed) ||
-      (!origin && b->require_origin))
+  if (origin_refused(L, 2, &o, b->require_origin))
     return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
 
   /* 4. the name */
@@ -449,43 +501,117 @@ static void push_issue_details(lua_State *L, int issues) {
   clank_mark_array(L, -1);
 }
 
-/* Step 9: the error at idx becomes an answer. */
-static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
+/* Pushes the issues at idx with the key at prefix put before every path
+   (MCP's wrapped inputs keep their `value` key). */
+static void push_prefixed_issues(lua_State *L, int issues, int prefix) {
+  lua_Integer n = luaL_len(L, issues);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, issues, i);
+    lua_createtable(L, 0, 3);
+    lua_getfield(L, -2, "message");
+    lua_setfield(L, -2, "message");
+    lua_getfield(L, -2, "expected");
+    lua_setfield(L, -2, "expected");
+    lua_getfield(L, -2, "path");
+    lua_Integer pn = lua_istable(L, -1) ? luaL_len(L, -1) : 0;
+    lua_createtable(L, (int)pn + 1, 0);
+    lua_pushvalue(L, prefix);
+    lua_rawseti(L, -2, 1);
+    for (lua_Integer k = 1; k <= pn; k++) {
+      lua_rawgeti(L, -2, k);
+      lua_rawseti(L, -2, k + 1);
+    }
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 1);
+    lua_rawseti(L, -3, i);
+    lua_pop(L, 1);
+  }
+}
+
+/* Step 9. Pushes the error object {code, message, details?} for the error at
+   idx and returns its status: the input's ValidationError → 422
+   INVALID_INPUT (0-based paths, after the key at prefix unless prefix is 0);
+   an ActionError → its own; anything else → 500 ACTION_FAILED, its message
+   only when expose. Then pushes the text to log for an unexpected error
+   (with the traceback the protected call kept), nil for the others. */
+static int push_error_object(lua_State *L, int idx, int expose, int prefix) {
   idx = lua_absindex(L, idx);
+  lua_createtable(L, 0, 3);
+  int obj = lua_gettop(L);
   if (clank_has_metatable(L, idx, "clank.ValidationError")) {
     lua_getfield(L, idx, "issues");
+    if (prefix) {
+      push_prefixed_issues(L, lua_gettop(L), prefix);
+      lua_remove(L, -2);
+    }
     int issues = lua_gettop(L);
+    lua_pushliteral(L, "INVALID_INPUT");
+    lua_setfield(L, obj, "code");
     clank_schema_push_message(L, issues, 1);
+    lua_setfield(L, obj, "message");
     push_issue_details(L, issues);
-    return push_failure(L, b, a, 422, "INVALID_INPUT", lua_tostring(L, -2), lua_gettop(L));
+    lua_setfield(L, obj, "details");
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return 422;
   }
   if (clank_action_error_is(L, idx)) {
     lua_getfield(L, idx, "status");
-    lua_getfield(L, idx, "code");
-    lua_getfield(L, idx, "message");
-    lua_getfield(L, idx, "details");
-    int status = (int)lua_tointeger(L, -4);
+    int status = (int)lua_tointeger(L, -1);
     if (status < 400 || status > 599) status = 500;
-    return push_failure(L, b, a, status, luaL_optstring(L, -3, "ACTION_FAILED"),
-                        luaL_optstring(L, -2, ""), lua_isnil(L, -1) ? 0 : lua_gettop(L));
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "code");
+    if (!lua_isstring(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushliteral(L, "ACTION_FAILED");
+    }
+    lua_setfield(L, obj, "code");
+    lua_getfield(L, idx, "message");
+    if (!lua_isstring(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushliteral(L, "");
+    }
+    lua_setfield(L, obj, "message");
+    lua_getfield(L, idx, "details");
+    lua_setfield(L, obj, "details");
+    lua_pushnil(L);
+    return status;
   }
-  const char *msg = lua_tostring(L, idx);
-  if (msg == NULL) {
-    if (luaL_callmeta(L, idx, "__tostring") && lua_isstring(L, -1))
-      msg = lua_tostring(L, -1);
-    else
-      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
+  lua_pushliteral(L, "ACTION_FAILED");
+  lua_setfield(L, obj, "code");
+  if (expose)
+    clank_error_message(L, idx);
+  else
+    lua_pushliteral(L, "The action failed.");
+  lua_setfield(L, obj, "message");
+  clank_error_text(L, idx);
+  return 500;
+}
+
+/* Step 9: the error at idx becomes an answer; an unexpected one is logged. */
+static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
+  int status = push_error_object(L, idx, b->expose_errors, 0);
+  if (!lua_isnil(L, -1)) clank_log(L, "error", "action failed: %s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return send_failure(L, b, a, status);
+}
+
+/* Pushes ctx = { <the fields of the context value at src, when a table>...,
+   request = <the value at req> }: what an action gets before its signal. */
+static void push_ctx(lua_State *L, int src, int req) {
+  src = lua_absindex(L, src);
+  req = lua_absindex(L, req);
+  lua_newtable(L);
+  if (lua_istable(L, src)) {
+    for (lua_pushnil(L); lua_next(L, src); lua_pop(L, 1)) {
+      lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, -5);
+    }
   }
-  /* the traceback the pipeline kept, when it belongs to this error */
-  lua_getfield(L, LUA_REGISTRYINDEX, "clank.last_error");
-  const char *last = lua_tostring(L, -1);
-  if (last && strcmp(last, msg) == 0) {
-    lua_getfield(L, LUA_REGISTRYINDEX, "clank.last_traceback");
-    if (lua_isstring(L, -1)) msg = lua_tostring(L, -1);
-  }
-  clank_log(L, "error", "action failed: %s", msg);
-  msg = lua_tostring(L, idx) ? lua_tostring(L, idx) : msg;
-  return push_failure(L, b, a, 500, "ACTION_FAILED", b->expose_errors ? msg : "The action failed.", 0);
+  lua_pushvalue(L, req);
+  lua_setfield(L, -2, "request");
 }
 
 /* Gives ctx (at idx) a fresh abort signal, which the task's driver aborts
@@ -522,16 +648,7 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
     /* fallthrough */
   case STEP_CONTEXT: {
     lua_settop(L, 6);
-    lua_newtable(L); /* 7: ctx = { <context fields>..., request, signal } */
-    if (lua_istable(L, 6)) {
-      for (lua_pushnil(L); lua_next(L, 6); lua_pop(L, 1)) {
-        lua_pushvalue(L, -2);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, 7);
-      }
-    }
-    lua_pushvalue(L, 2);
-    lua_setfield(L, 7, "request");
+    push_ctx(L, 6, 2); /* 7: ctx = { <context fields>..., request, signal } */
     give_signal(L, 7); /* 8 */
     lua_pushcfunction(L, clank_action_pipeline);
     lua_pushvalue(L, 4);
@@ -543,9 +660,8 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
     break;
   }
   /* STEP_RAN: [..., true, output] or [..., false, error] or [..., nil, "timeout"] */
-  const char *origin;
-  int own, allowed;
-  read_origin(L, &a, &origin, &own, &allowed);
+  origin_t o;
+  bridge_origin(L, &a, &o);
   if (lua_isnil(L, -2)) {
     clank_abort_fire(L, 8, "timeout");
     return push_failure(L, b, &a, 504, "TIMEOUT", "The action timed out.", 0);
@@ -633,13 +749,44 @@ static void push_sorted(lua_State *L, int list, const char *key, const char *tak
   lua_pop(L, 1);
 }
 
+/* Pushes name → action for the list at idx and returns 1; or, when an item
+   is not an action or a name repeats, pushes the problem instead and
+   returns 0. */
+static int push_actions_by_name(lua_State *L, int list) {
+  list = lua_absindex(L, list);
+  lua_newtable(L);
+  int byname = lua_gettop(L);
+  lua_Integer n = luaL_len(L, list);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    if (clank_action_test(L, -1) == NULL) {
+      lua_pushfstring(L, "actions[%I] is not an action (clank.defineAction)", (LUAI_UACINT)i);
+      lua_replace(L, byname);
+      lua_settop(L, byname);
+      return 0;
+    }
+    clank_action_push_name(L, -1);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, byname) != LUA_TNIL) {
+      lua_pushfstring(L, "duplicate action name '%s'", lua_tostring(L, -2));
+      lua_replace(L, byname);
+      lua_settop(L, byname);
+      return 0;
+    }
+    lua_pop(L, 1);
+    lua_insert(L, -2);
+    lua_rawset(L, byname);
+  }
+  return 1;
+}
+
 static const char *const bridge_options[] = {"name", "description", "views", "allowedOrigins",
                                              "requireOrigin", "maxRequestBytes", "exposeErrors",
                                              "actionTimeout", NULL};
 
 static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->max_bytes = 65536;
-  b->timeout_ms = 30000;
+  b->timeout_ms = CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_newtable(L);
   lua_setfield(L, uv, UV_ORIGINS);
   if (lua_isnoneornil(L, opts)) return;
@@ -691,20 +838,8 @@ static int l_create(lua_State *L) {
   lua_newtable(L); /* 4: uservalue */
   read_options(L, b, 2, 4);
 
-  lua_newtable(L); /* 5: name → action */
-  lua_Integer n = luaL_len(L, 1);
-  for (lua_Integer i = 1; i <= n; i++) {
-    lua_rawgeti(L, 1, i);
-    if (clank_action_test(L, -1) == NULL)
-      return luaL_error(L, "clank.createAgentBridge: actions[%d] is not an action", (int)i);
-    clank_action_push_name(L, -1);
-    lua_pushvalue(L, -1);
-    if (lua_rawget(L, 5) != LUA_TNIL)
-      return luaL_error(L, "clank.createAgentBridge: duplicate action name '%s'", lua_tostring(L, -2));
-    lua_pop(L, 1);
-    lua_insert(L, -2);
-    lua_rawset(L, 5);
-  }
+  if (!push_actions_by_name(L, 1)) /* 5: name → action */
+    return luaL_error(L, "clank.createAgentBridge: %s", lua_tostring(L, -1));
   lua_pushvalue(L, 5);
   lua_setfield(L, 4, UV_ACTIONS);
 
@@ -807,6 +942,102 @@ static int l_handle(lua_State *L) {
   return run3(L);
 }
 
+/* ---- the rules, for clank.mcp and clank.app ----
+
+   The same C as handle() runs, so the rules of SPEC §5 are written once. */
+
+/* bridge.isJsonMediaType(value) → whether a content-type is JSON (step 7). */
+static int l_is_json_media_type(lua_State *L) {
+  size_t n;
+  const char *v = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : NULL;
+  lua_pushboolean(L, v && json_media_type(v, n));
+  return 1;
+}
+
+/* bridge.checkOrigin(request, allowedOrigins?, requireOrigin?) → false when
+   step 3 refuses the request; else true and, for an allowed foreign origin,
+   that origin (for access-control-allow-origin). */
+static int l_check_origin(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 3);
+  origin_t o;
+  read_origin(L, 1, lua_istable(L, 2) ? 2 : 0, &o);
+  if (origin_refused(L, 1, &o, lua_toboolean(L, 3))) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  lua_pushboolean(L, 1);
+  const char *cors = cors_origin(&o);
+  if (cors == NULL) return 1;
+  lua_pushlstring(L, cors, o.len);
+  return 2;
+}
+
+/* bridge.errorEnvelope(err, { exposeErrors, pathPrefix }) → { status, code,
+   message, details? }, and the text to log (with its traceback) when err is
+   unexpected (step 9). pathPrefix is put before every issue path. */
+static int l_error_envelope(lua_State *L) {
+  lua_settop(L, 2);
+  int expose = 0, prefix = 0;
+  if (!lua_isnil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "exposeErrors"); /* 3 */
+    expose = lua_toboolean(L, 3);
+    if (lua_getfield(L, 2, "pathPrefix") != LUA_TNIL) prefix = 4; /* 4 */
+  }
+  int status = push_error_object(L, 1, expose, prefix);
+  lua_pushinteger(L, status);
+  lua_setfield(L, -3, "status");
+  return 2;
+}
+
+static int context_k(lua_State *L, int status, lua_KContext k) {
+  (void)status;
+  (void)k;
+  push_ctx(L, 3, 2);
+  return 1;
+}
+
+/* bridge.context(source, request) → ctx as handle() builds it: the fields
+   of source (a table, or a function(request) returning one; it may wait),
+   then request. The run adds the signal. */
+static int l_context(lua_State *L) {
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  if (lua_isfunction(L, 1)) {
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_callk(L, 1, 1, 0, context_k);
+  } else {
+    lua_pushvalue(L, 1);
+  }
+  return context_k(L, LUA_OK, 0);
+}
+
+/* bridge.isReservedPath(path, hasViews) → whether the runtime answers path
+   itself (the bridge, /__clank/, views), so no app route can live there. */
+static int l_is_reserved_path(lua_State *L) {
+  size_t n;
+  const char *p = luaL_checklstring(L, 1, &n);
+  int has_views = lua_toboolean(L, 2);
+  lua_pushboolean(L, (n == 9 && memcmp(p, "/manifest", 9) == 0) ||
+                         (n == 18 && memcmp(p, "/.well-known/clank", 18) == 0) ||
+                         starts_with(p, n, "/actions/") || starts_with(p, n, "/__clank/") ||
+                         starts_with(p, n, "/views/") || (has_views && n == 1 && p[0] == '/'));
+  return 1;
+}
+
+/* bridge.actionsByName(list) → name → action, or nil and the problem (an
+   item that is not an action, a duplicate name). */
+static int l_actions_by_name(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (push_actions_by_name(L, 1)) return 1;
+  lua_pushnil(L);
+  lua_insert(L, -2);
+  return 2;
+}
+
 static int l_gc(lua_State *L) {
   bridge_t *b = check_bridge(L, 1);
   clank_buf_free(&b->scratch);
@@ -822,6 +1053,12 @@ static const luaL_Reg bridge_methods[] = {
 
 static const luaL_Reg bridge_funcs[] = {
   {"createAgentBridge", l_create},
+  {"isJsonMediaType", l_is_json_media_type},
+  {"checkOrigin", l_check_origin},
+  {"errorEnvelope", l_error_envelope},
+  {"context", l_context},
+  {"isReservedPath", l_is_reserved_path},
+  {"actionsByName", l_actions_by_name},
   {NULL, NULL}
 };
 
@@ -833,5 +1070,7 @@ int luaopen_clank_bridge(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   luaL_newlib(L, bridge_funcs);
+  lua_pushinteger(L, CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT);
+  lua_setfield(L, -2, "DEFAULT_ACTION_TIMEOUT");
   return 1;
 }

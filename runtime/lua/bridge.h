@@ -6,6 +6,9 @@
 #include <lua.h>
 
 #define CLANK_BRIDGE_MT "clank.Bridge"
+/* actionTimeout when the app gives none (ms); Lua sees it as
+   clank.bridge.DEFAULT_ACTION_TIMEOUT. */
+#define CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT 30000
 
 /* [bridge, request] → the early answer (a response table) or nil when the
    body is needed. Runs steps 1–7 as far as they go without the body. Never

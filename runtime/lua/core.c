@@ -1,4 +1,4 @@
-/* clank.core: the runtime's own functions (version, waiting). */
+/* clank.core: the runtime's own functions (version, waiting, the log). */
 #include <lauxlib.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -10,6 +10,7 @@
 #include "lua/scheduler.h"
 #include "lua/abort.h"
 #include "lua/values.h"
+#include "client/client_js.h"
 
 static int sleep_done(lua_State *L, int status, lua_KContext ctx) {
   (void)L; (void)status; (void)ctx;
@@ -86,6 +87,23 @@ static int core_random_bytes(lua_State *L) {
   return 1;
 }
 
+/* clank.core.log(level, message): one line through the host's logger
+   (clank-run's --log text|json; stderr in plain lua5.4). */
+static int core_log(lua_State *L) {
+  static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
+  const char *level = levels[luaL_checkoption(L, 1, NULL, levels)];
+  const char *message = luaL_checkstring(L, 2);
+  clank_log(L, level, "%s", message);
+  return 0;
+}
+
+/* clank.core.clientScript() → "/__clank/client.<hash>.js", the script's bytes (SPEC §11) */
+static int core_client_script(lua_State *L) {
+  lua_pushfstring(L, "/__clank/client.%s.js", clank_client_js_hash);
+  lua_pushlstring(L, clank_client_js, clank_client_js_len);
+  return 2;
+}
+
 static int core_array(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -101,6 +119,8 @@ static const luaL_Reg core_funcs[] = {
   {"hmacSHA256", core_hmac_sha256},
   {"randomBytes", core_random_bytes},
   {"array", core_array},
+  {"clientScript", core_client_script},
+  {"log", core_log},
   {NULL, NULL}
 };
 

@@ -12,6 +12,13 @@
    and may wait; from top-level code run() runs in a task of its own and the
    loop runs until it ends (like calling an action).
 
+   The request a task serves (a live event, a surface call) may be bound to
+   its coroutine with bindRequest(co, ctx) (clank.live does): a run there
+   without a ctx of its own and without a context option gets that ctx, and
+   when the request is not confirmed (ctx.confirmed ~= true) an action that
+   requires confirmation fails with CONFIRMATION_REQUIRED (428) as the run's
+   error. A ctx with confirmed = false does the same without a binding.
+
    The signals are written in clank.signal batches, so effects see each
    transition whole. An effect that raises while the runner writes is logged,
    not raised: run() never raises, and reset() behaves the same. */
@@ -20,6 +27,7 @@
 
 #include "lua/action.h"
 #include "lua/modules.h"
+#include "lua/protect.h"
 #include "lua/scheduler.h"
 
 #define RUNNER_MT "clank.ActionRunner"
@@ -65,12 +73,78 @@ static void push_signal(lua_State *L, int self, const char *name) {
 }
 
 static void commit(lua_State *L, int base) {
-  if (lua_pcall(L, lua_gettop(L) - base - 1, 0, 0) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1); /* no __tostring here: it could raise */
-    if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, -1));
-    clank_log(L, "error", "actionRunner: an effect failed: %s", msg);
-  }
+  if (clank_pcall(L, lua_gettop(L) - base - 1, 0) != LUA_OK)
+    clank_log(L, "error", "actionRunner: an effect failed: %s", clank_error_text(L, -1));
   lua_settop(L, base);
+}
+
+/* ---- the request bound to a coroutine ---- */
+
+#define REQUESTS_KEY "clank.requests"
+
+/* Pushes registry[REQUESTS_KEY] (a table with weak keys: thread → ctx),
+   made on first use. */
+static void push_requests(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, REQUESTS_KEY) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, REQUESTS_KEY);
+}
+
+/* Pushes the ctx bound to the running coroutine, or nil. */
+static void push_request(lua_State *L) {
+  push_requests(L);
+  lua_pushthread(L);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+}
+
+/* A boolean field of the table at idx, read raw: -1 when absent. */
+static int raw_flag(lua_State *L, int idx, const char *name) {
+  lua_pushstring(L, name);
+  int t = lua_rawget(L, idx);
+  int v = t == LUA_TBOOLEAN ? lua_toboolean(L, -1) : -1;
+  lua_pop(L, 1);
+  return v;
+}
+
+/* 1 when the run must fail for want of confirmation: the bound request (else
+   the ctx) is not confirmed and the runner's action requires it. */
+static int unconfirmed(lua_State *L, int self, int ctx, int request) {
+  if (lua_istable(L, request)) {
+    if (raw_flag(L, request, "confirmed") == 1) return 0;
+  } else if (!lua_istable(L, ctx) || raw_flag(L, ctx, "confirmed") != 0) {
+    return 0;
+  }
+  lua_getiuservalue(L, self, UV_PUBLIC);
+  lua_getfield(L, -1, "action");
+  clank_action_t *a = clank_action_test(L, -1);
+  int required = a != NULL && clank_action_requires_confirmation(a);
+  lua_pop(L, 2);
+  return required;
+}
+
+/* clank.runner.bindRequest(co, ctx | nil) */
+static int l_bind_request(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTHREAD);
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
+  push_requests(L);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_rawset(L, -3);
+  return 0;
+}
+
+/* clank.runner.currentRequest() → the ctx bound to the running coroutine */
+static int l_current_request(lua_State *L) {
+  push_request(L);
+  return 1;
 }
 
 /* ---- run ---- */
@@ -102,9 +176,17 @@ static int run_k(lua_State *L, int status, lua_KContext step) {
     /* fallthrough */
   case STEP_CONTEXT:
     if (status != LUA_OK && status != LUA_YIELD) break; /* the context failed: its error on top */
+    lua_settop(L, 5);
+    push_request(L); /* 6 */
     if (lua_isnil(L, 5)) {
-      lua_newtable(L);
+      if (lua_isnil(L, 6)) lua_newtable(L);
+      else lua_pushvalue(L, 6);
       lua_replace(L, 5);
+    }
+    if (unconfirmed(L, 1, 5, 6)) {
+      clank_action_error_push(L, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.", 428);
+      status = LUA_ERRRUN;
+      break;
     }
     lua_settop(L, 5);
     lua_getiuservalue(L, 1, UV_PUBLIC);
@@ -273,6 +355,8 @@ static const luaL_Reg runner_meta[] = {
 
 static const luaL_Reg runner_funcs[] = {
   {"actionRunner", l_action_runner},
+  {"bindRequest", l_bind_request},
+  {"currentRequest", l_current_request},
   {NULL, NULL}
 };
 

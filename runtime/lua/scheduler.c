@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/protect.h"
+
 #define SCHED_KEY "clank.scheduler"
 #define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
 
@@ -352,10 +354,19 @@ static void owned_free(owned_t *o, int reusable) {
   owned_release(o);
 }
 
+/* Logs the error on top of a task that failed (and pops it), with the
+   traceback its protected call kept, else its message. The main thread does
+   the work: a dead coroutine may not call a __tostring. */
 static void log_task_error(lua_State *co, const char *what) {
-  const char *msg = lua_tostring(co, -1);
-  luaL_traceback(co, co, msg ? msg : "(error object is not a string)", 0);
-  clank_log(co, "error", "%s: %s", what, lua_tostring(co, -1));
+  lua_State *m = main_thread(co);
+  if (!lua_checkstack(m, 4)) {
+    clank_log(co, "error", "%s (no stack left to describe the error)", what);
+    lua_pop(co, 1);
+    return;
+  }
+  lua_xmove(co, m, 1);
+  clank_log(m, "error", "%s: %s", what, clank_error_text(m, -1));
+  lua_pop(m, 2);
 }
 
 /* ---- a child task joined with a time limit ---- */
@@ -434,6 +445,21 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
 
 /* ---- spawned tasks ---- */
 
+static int protected_body_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)ctx;
+  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L); /* the same value */
+  return lua_gettop(L) - 1;
+}
+
+/* A spawned task's body: protected_body(fn) calls fn under the one message
+   handler, so its error's traceback is kept before the coroutine dies. */
+static int protected_body(lua_State *L) {
+  lua_pushcfunction(L, clank_traceback_handler);
+  lua_insert(L, 1);
+  int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 1, 0, protected_body_k);
+  return protected_body_k(L, status, 0);
+}
+
 static void spawned_resume(clank_task_t *t, int nargs) {
   int nres;
   int st = resume_task(t, nargs, &nres);
@@ -449,8 +475,10 @@ static void spawned_resume(clank_task_t *t, int nargs) {
 void clank_sched_spawn(lua_State *L) {
   owned_t *o = owned_new(L, spawned_resume);
   o->spawned = 1;
-  lua_xmove(L, o->task.co, 1);
-  spawned_resume(&o->task, 0);
+  lua_pushcfunction(L, protected_body);
+  lua_insert(L, -2);
+  lua_xmove(L, o->task.co, 2);
+  spawned_resume(&o->task, 1);
 }
 
 void clank_sched_retire(clank_sched_t *s) {

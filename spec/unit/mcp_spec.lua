@@ -424,6 +424,34 @@ describe("clank.mcp tools/call", function()
     assert.truthy(decode(decode(body).result.content[1].text).error.message:find("SECRET-BOOM", 1, true))
   end)
 
+  it("logs a failing tool through clank.core.log, at error, with its traceback", function()
+    local core = require "clank.core"
+    local log, logged = core.log, {}
+    core.log = function(level, msg) logged[#logged + 1] = { level, msg } end
+    local ok, body = pcall(tool, "fail.boom", {})
+    core.log = log
+    assert.is_true(ok, body)
+    assert.are.equal(result_body(8, tool_error("ACTION_FAILED", "The action failed.")), body)
+    assert.are.equal(1, #logged)
+    assert.are.equal("error", logged[1][1])
+    assert.truthy(logged[1][2]:find("fail.boom", 1, true), logged[1][2])
+    assert.truthy(logged[1][2]:find("SECRET-BOOM", 1, true), logged[1][2])
+    assert.truthy(logged[1][2]:find("stack traceback:", 1, true), logged[1][2])
+  end)
+
+  it("logs nothing for validation and action errors", function()
+    local core = require "clank.core"
+    local log, logged = core.log, {}
+    core.log = function(level, msg) logged[#logged + 1] = { level, msg } end
+    local ok, err = pcall(function()
+      tool("calc.add", { a = "x" })
+      tool("fail.conflict", {})
+    end)
+    core.log = log
+    assert.is_true(ok, err)
+    assert.are.equal(0, #logged)
+  end)
+
   it("answers an unknown tool -32602", function()
     local res = call(env, sid, "tools/call", { name = "nope" }, 9)
     assert.are.equal(200, res.status)

@@ -3,11 +3,12 @@ local core = require "clank.core"
 local json = require "clank.json"
 local schema = require "clank.schema"
 local action = require "clank.action"
+local bridge = require "clank.bridge"
 
 local array, encode, decode = json.array, json.encode, json.decode
-local pairs, ipairs, type, pcall, tostring = pairs, ipairs, type, pcall, tostring
-local mtype = math.type
-local sort, concat = table.sort, table.concat
+local errorEnvelope = bridge.errorEnvelope
+local pairs, ipairs, type, pcall, setmetatable = pairs, ipairs, type, pcall, setmetatable
+local sort = table.sort
 
 local tools = {}
 
@@ -117,68 +118,41 @@ function tools.confirmation_required()
   return tools.failure("CONFIRMATION_REQUIRED", tools.CONFIRMATION_MESSAGE)
 end
 
-local function path_string(path)
-  if #path == 0 then
-    return "value"
-  end
-  local parts = {}
-  for i, key in ipairs(path) do
-    parts[i] = tostring(key)
-  end
-  return concat(parts, ".")
-end
-
--- INVALID_INPUT as the bridge words it, from 0-based paths (prefixed by `value` when wrapped).
-function tools.invalid_input(issues, wrapped)
-  local details, lines = array(), {}
-  for i, issue in ipairs(issues) do
-    local path = array()
-    if wrapped then
-      path[1] = "value"
-    end
-    for _, key in ipairs(issue.path or {}) do
-      path[#path + 1] = mtype(key) == "integer" and key - 1 or key
-    end
-    details[i] = { path = path, message = issue.message, expected = issue.expected }
-    lines[i] = path_string(path) .. ": " .. tostring(issue.message)
-  end
-  return tools.failure("INVALID_INPUT", concat(lines, "; "), details)
-end
-
--- Where a tool's unexpected error goes (the server log; specs may replace it).
+-- Where a tool's unexpected error goes: the server log (specs may replace it).
 function tools.log(message)
-  if core.log then
-    core.log("error", message)
-  else
-    io.stderr:write("clank-run: error: ", message, "\n")
-    io.stderr:flush()
-  end
+  core.log("error", message)
 end
 
--- An error raised by an action (or the app's context) as a tool result, redacted as the bridge does.
+-- An error raised by an action (or the app's context) as a tool result, mapped and redacted by
+-- the bridge's own rules (SPEC §5 step 9); a wrapped input's issue paths keep their `value` key.
+-- An unexpected error is logged with its traceback.
 function tools.from_error(err, wrapped, env, name)
-  if schema.isValidationError(err) then
-    return tools.invalid_input(err.issues, wrapped)
+  local app_bridge = env.app and env.app.bridge
+  local e, log_text = errorEnvelope(err, {
+    exposeErrors = app_bridge and app_bridge.exposeErrors or false,
+    pathPrefix = wrapped and "value" or nil,
+  })
+  if log_text then
+    tools.log("mcp: tool " .. name .. " failed: " .. log_text)
   end
-  if action.isActionError(err) then
-    return tools.failure(err.code or "ACTION_FAILED", err.message or "", err.details)
-  end
-  local message = tostring(err)
-  tools.log("mcp: tool " .. name .. " failed: " .. message)
-  local bridge = env.app and env.app.bridge
-  return tools.failure("ACTION_FAILED", bridge and bridge.exposeErrors and message
-    or "The action failed.")
+  return tools.failure(e.code, e.message, e.details)
+end
+
+-- INVALID_INPUT for a ValidationError, as from_error words it.
+local function invalid_input(err, wrapped)
+  local e = errorEnvelope(err, { pathPrefix = wrapped and "value" or nil })
+  return tools.failure(e.code, e.message, e.details)
 end
 
 -- The input's issues before anything runs (elicit mode asks a person only about valid input).
 function tools.check(act, input, wrapped, not_object)
   if not_object then
-    return tools.invalid_input({ { path = {}, message = "Expected an object.",
-                                   expected = "object" } }, false)
+    return invalid_input(setmetatable({ issues = { { path = {}, message = "Expected an object.",
+      expected = "object" } } }, schema.ValidationError), false)
   end
   local parsed = act.input:safeParse(input)
   if not parsed.success then
-    return tools.invalid_input(parsed.error.issues, wrapped)
+    return invalid_input(parsed.error, wrapped)
   end
   return nil
 end
@@ -188,18 +162,9 @@ end
 
 -- ctx as the bridge builds it: the app's context fields, then request and signal.
 local function make_ctx(env, request)
-  local ctx = {}
-  if env.context then
-    local fields = env.context(request)
-    if type(fields) == "table" then
-      for k, v in pairs(fields) do
-        ctx[k] = v
-      end
-    end
-  end
-  ctx.request = request
+  local ctx = bridge.context(env.context, request)
   if not env.run then -- env.run (clank-run) gives the signal itself
-    ctx.signal = core.timeout(env.app and env.app.actionTimeout or 30000)
+    ctx.signal = core.timeout(env.app and env.app.actionTimeout or bridge.DEFAULT_ACTION_TIMEOUT)
   end
   return ctx
 end
