@@ -23,18 +23,22 @@ missing=()
 for p in "${packages[@]}" libllhttp-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# The MCP client tests run on Node (>= 18, which Debian 12 has) with npm. A
-# machine that already has both (from Debian or elsewhere) keeps them.
-case " $* " in
-  *" --test "*)
-    command -v node >/dev/null 2>&1 || missing+=(nodejs)
-    command -v npm >/dev/null 2>&1 || missing+=(npm) ;;
-esac
+# Node (>= 18, which Debian 12 has) with npm: the build takes the browser client's
+# morphdom from vendor/npm, and the MCP client tests run on Node. A machine that
+# already has both (from Debian or elsewhere) keeps them.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 # llhttp must be >= 9.2 (Debian 12's 8.1 accepts CR in header values, CVE-2023-30589).
 if ! pkg-config --atleast-version=9.2 libllhttp 2>/dev/null; then
   case " ${missing[*]} " in *" libllhttp-dev "*) ;; *) missing+=(libllhttp-dev) ;; esac
 fi
-[ ${#missing[@]} -eq 0 ] && exit 0
+# The pinned npm packages the build embeds (vendor/npm/package-lock.json), as the
+# calling user, once the tools are there.
+npm_packages() {
+  [ -d "$here/npm/node_modules/morphdom" ] && return 0
+  (cd "$here/npm" && npm ci --no-audit --no-fund --loglevel=error)
+}
+[ ${#missing[@]} -eq 0 ] && { npm_packages; exit 0; }
 
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
@@ -48,3 +52,4 @@ if apt-get -s dist-upgrade 2>/dev/null | grep -E '^Inst' | grep -q 'trixie'; the
   exit 1
 fi
 pkg-config --atleast-version=9.2 libllhttp || { echo "deps.sh: llhttp >= 9.2 was not installed" >&2; exit 1; }
+npm_packages
