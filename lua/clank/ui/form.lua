@@ -4,8 +4,8 @@ local json = require "clank.json"
 local form_fields = require "clank.ui.form_fields"
 local form_view = require "clank.ui.form_view"
 
-local type, pairs, ipairs, error, tostring, tonumber, setmetatable, concat =
-  type, pairs, ipairs, error, tostring, tonumber, setmetatable, table.concat
+local type, pairs, ipairs, error, tostring, tonumber, setmetatable, concat, pcall =
+  type, pairs, ipairs, error, tostring, tonumber, setmetatable, table.concat, pcall
 
 local M = {}
 
@@ -42,6 +42,7 @@ local function coerce(field, v)
   end
   return v
 end
+M.coerce = coerce
 
 local function default(field)
   if field.control == "checkbox" then return false end
@@ -155,6 +156,8 @@ function M.createForm(opts)
   end
   if opts.action ~= nil then
     local clank = require "clank"
+    local named, name = pcall(function() return opts.action.name end)
+    if named and type(name) == "string" then self.action = opts.action end
     self.runner = clank.actionRunner(opts.action)
     self.pending, self.data, self.error = self.runner.pending, self.runner.data, self.runner.error
   else

@@ -82,11 +82,14 @@ function M.render(form)
     novalidate = true,
     ["data-clank-form"] = form.id,
     ["aria-busy"] = pending or nil,
+    -- the action it runs: a live page asks before submitting when it needs confirmation
+    agentAction = form.action,
     onSubmit = function() form:submit() end,
   },
     fields,
     form_error and h.p({ id = form.id .. "-error", class = "clank-error", role = "alert" }, form_error),
-    h.button({ type = "submit", agentId = submit_id, disabled = pending or nil }, "Submit"))
+    h.button({ type = "submit", agentId = submit_id, disabled = pending or nil,
+      ["aria-busy"] = pending or nil }, pending and "Saving\u{2026}" or "Submit"))
 end
 
 return M

@@ -159,8 +159,10 @@ local function event(el, kind)
   return ev
 end
 
+-- A handler gets the event, and the ctx of the request it runs for when one is bound (a
+-- surface call or a live event served by clank.live).
 local function call(handler, ev)
-  if type(handler) == "function" then handler(ev) end
+  if type(handler) == "function" then handler(ev, require("clank.runner").currentRequest()) end
 end
 
 -- Checking a radio unchecks the others of its name in the same form (or the whole tree).

@@ -7,13 +7,14 @@ local type, error, setmetatable, getmetatable, pairs, tostring =
 
 local M = {}
 
-local VIEW_KEYS = { name = true, description = true, props = true, render = true }
+local VIEW_KEYS = { name = true, description = true, props = true, render = true, load = true }
 
 local View = { __name = "clank.View" }
 View.__index = View
 
--- View(props): props validated with their children set aside, then rendered.
-function View.__call(self, props)
+-- View(props, data): props validated with their children set aside, then rendered with the
+-- data load returned (SPEC §11).
+function View.__call(self, props, data)
   if props ~= nil and type(props) ~= "table" then
     error("view " .. self.viewManifest.name .. ": props must be a table", 2)
   end
@@ -23,7 +24,7 @@ function View.__call(self, props)
   copy.children = nil
   if self.props then self.props:parse(copy) end
   copy.children = children
-  return self.render(copy)
+  return self.render(copy, data)
 end
 
 function M.defineView(def)
@@ -38,12 +39,16 @@ function M.defineView(def)
     error("clank.defineView: description must be a string", 2)
   end
   if type(def.render) ~= "function" then error("clank.defineView: render must be a function", 2) end
+  if def.load ~= nil and type(def.load) ~= "function" then
+    error("clank.defineView: load must be a function", 2)
+  end
   if def.props ~= nil and not schema.isSchema(def.props) then
     error("clank.defineView: props must be a schema", 2)
   end
   local manifest = { name = def.name, description = def.description }
   if def.props then manifest.propsSchema = def.props:toJSONSchema() end
-  return setmetatable({ viewManifest = manifest, props = def.props, render = def.render }, View)
+  return setmetatable({ viewManifest = manifest, props = def.props, render = def.render,
+    load = def.load }, View)
 end
 
 local Mounted = { __name = "clank.MountedView" }
@@ -58,14 +63,38 @@ function Mounted:dispose()
   end
 end
 
--- mount(View, props): renders now and again after each change of a signal the render read.
-function M.mount(view, props)
+-- mount(View, props, options): renders now and again after each change of a signal the render
+-- read. options (all optional): data (render's second argument), onRender(tree, version) after
+-- each re-render, and onError(err): a re-render that raises then keeps the previous tree and
+-- passes the error (with a traceback when it is a string) there instead of raising to the
+-- writer. The first render always raises.
+function M.mount(view, props, options)
   local callable = type(view) == "function" or (type(view) == "table" and getmetatable(view)
     and getmetatable(view).__call)
   if not callable then error("clank.mount: expected a view", 2) end
+  if options ~= nil and type(options) ~= "table" then error("clank.mount: options must be a table", 2) end
+  options = options or {}
   local signal = require "clank.signal"
-  local m = setmetatable({}, Mounted)
-  m.stop = signal.effect(function() m.current = view(props) end)
+  local data, on_render, on_error = options.data, options.onRender, options.onError
+  local m = setmetatable({ version = 0 }, Mounted)
+  local function trace(err)
+    if type(err) == "string" then return debug.traceback(err, 2) end
+    return err
+  end
+  m.stop = signal.effect(function()
+    if m.version == 0 or not on_error then
+      m.current = view(props, data)
+    else
+      local ok, tree = xpcall(view, trace, props, data)
+      if not ok then
+        on_error(tree)
+        return
+      end
+      m.current = tree
+    end
+    m.version = m.version + 1
+    if m.version > 1 and on_render then on_render(m.current, m.version) end
+  end)
   return m
 end
 

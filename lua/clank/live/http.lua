@@ -1,0 +1,237 @@
+-- The HTTP side of live views (SPEC §11): the page of a view, and the endpoints for agents
+-- without a browser (sessions and their surface). Both run in a task: load may wait.
+local json = require "clank.json"
+local token = require "clank.live.token"
+local page = require "clank.live.page"
+local props_mod = require "clank.live.props"
+local surface_mod = require "clank.ui.surface"
+local dom = require "clank.ui.dom"
+local render = require "clank.ui.render"
+local element = require "clank.ui.element"
+
+local type, ipairs, pcall, xpcall, tostring, concat =
+  type, ipairs, pcall, xpcall, tostring, table.concat
+
+local M = {}
+
+local function log(level, msg) require("clank.live").log(level, msg) end
+
+local function trace(err)
+  if type(err) == "string" then return debug.traceback(err, 2) end
+  return err
+end
+
+local function describe(err)
+  if type(err) == "table" and err.code and err.message then
+    return tostring(err.code) .. ": " .. tostring(err.message)
+  end
+  return tostring(err)
+end
+
+-- ---- the page ----
+
+local function view_of(live, path)
+  if path == "/" then return live.first end
+  local name = path:match("^/views/([^/]+)$")
+  name = name and props_mod.unescape((name:gsub("+", "%%2B")))
+  return name and live.views[name] or nil
+end
+
+function M.page(live, request)
+  local opts, csp = live.pageOptions, live.csp
+  local view = view_of(live, request.path or "/")
+  if not view then return page.errorPage(404, "Not found", { "There is no such view." }, opts, csp) end
+  local props = props_mod.fromQuery(view, request.url)
+  if not props then
+    return page.errorPage(400, "Bad request", { "The query string is not valid URL encoding." }, opts, csp)
+  end
+  local data, why, err = props_mod.validate(view, props)
+  if not data then
+    local lines = {}
+    if why == "too large" then
+      lines[1] = "The view's props exceed " .. props_mod.MAX_BYTES .. " bytes as JSON."
+    else
+      for _, issue in ipairs(err.issues) do
+        local path = {}
+        for i, p in ipairs(issue.path or {}) do path[i] = tostring(p) end
+        lines[#lines + 1] = (#path > 0 and concat(path, ".") or "value") .. ": " .. issue.message
+      end
+    end
+    return page.errorPage(400, "Bad request", lines, opts, csp)
+  end
+  local ok, result = xpcall(function()
+    local id = token.sign(live.secret, view.viewManifest.name, data, live:principal(request),
+      live.clock())
+    local loaded
+    if view.load then loaded = view.load(data, live:context(request)) end
+    local inner = render.render(view(data, loaded), live.renderOptions)
+    local m = view.viewManifest
+    return page.html(m.description or m.name, opts, id, inner, page.scriptPath())
+  end, trace)
+  if not ok then
+    log("error", "view " .. view.viewManifest.name .. ": page failed: " .. describe(result))
+    return page.errorPage(500, "Something went wrong", nil, opts, csp)
+  end
+  return { status = 200, headers = page.headers(csp), body = result }
+end
+
+-- ---- JSON answers ----
+
+local function answer(status, body)
+  return { status = status, body = json.encode(body), headers = {
+    ["content-type"] = "application/json", ["cache-control"] = "no-store" } }
+end
+
+local function fail(status, code, message, details)
+  return answer(status, { ok = false, error = { code = code, message = message, details = details } })
+end
+
+local function not_found() return fail(404, "NOT_FOUND", "Session not found.") end
+
+local function header(request, name)
+  local v = request.headers and request.headers[name]
+  return type(v) == "string" and v or nil
+end
+
+-- The JSON body of a request as §5 reads it → value | nil, response
+local function body_of(live, request)
+  local ctype = (header(request, "content-type") or ""):match("^%s*([^;%s]*)"):lower()
+  if not (ctype == "application/json" or ctype:find("^[%w!#$&^_.+-]+/[%w!#$&^_.+-]*%+json$")) then
+    return nil, fail(415, "UNSUPPORTED_MEDIA_TYPE", "Expected an application/json request body.")
+  end
+  local body = request.body
+  if body == nil or body == "" then
+    return nil, fail(400, "INVALID_JSON", "A JSON request body is required.")
+  end
+  local max = (live.app.bridge and live.app.bridge.maxRequestBytes) or 65536
+  if #body > max then
+    return nil, fail(413, "PAYLOAD_TOO_LARGE", "Request body exceeds " .. max .. " bytes.")
+  end
+  if not utf8.len(body) then
+    return nil, fail(400, "INVALID_ENCODING", "Request body must be valid UTF-8.")
+  end
+  local value = json.decode(body)
+  if value == nil then return nil, fail(400, "INVALID_JSON", "Request body is not valid JSON.") end
+  return value
+end
+
+local function invalid(err)
+  local message = tostring(err.message or err)
+  return fail(422, "INVALID_INPUT", message, props_mod.details(err, true))
+end
+
+local function nodes(s)
+  return surface_mod.createAgentSurface(s.mounted):inspect()
+end
+
+-- ---- POST /__clank/views/:name/sessions ----
+
+local function create(live, request, name)
+  local view = live.views[name]
+  if not view then return fail(404, "NOT_FOUND", "View not found.") end
+  local body, response = body_of(live, request)
+  if response then return response end
+  local data, why, err = props_mod.validate(view, body)
+  if not data then
+    if why == "too large" then
+      return fail(413, "PAYLOAD_TOO_LARGE", "View props exceed " .. props_mod.MAX_BYTES
+        .. " bytes as canonical JSON.")
+    end
+    return invalid(err)
+  end
+  local id = token.sign(live.secret, name, data, live:principal(request), live.clock())
+  local s = live:mount(id, view, data, request)
+  if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
+  return answer(201, { id = id, nodes = nodes(s) })
+end
+
+-- ---- the surface of a session ----
+
+local function is_list(v) return type(v) == "table" and not element.isElement(v) end
+
+local function action_of(live, v)
+  if v == nil or v == false then return nil end
+  if type(v) == "string" then return live.actions[v] end
+  return v
+end
+
+local function needs_confirmation(action)
+  local ok, required = pcall(function() return action:requiresConfirmation() end)
+  return ok and required
+end
+
+-- Does operating the control run an action that needs confirmation (its own agentAction, or
+-- its form's for a submit)?
+local function confirmation_needed(live, s, id, activate)
+  local tree = s.mounted:tree()
+  local container = { tag = "#root", props = {}, children = is_list(tree) and tree or { tree } }
+  local idx = dom.index(container)
+  local el = dom.find(idx, id)
+  if not el then return false end
+  if needs_confirmation(action_of(live, el.props.agentAction)) then return true end
+  local form = dom.ancestor(idx, el, "form")
+  if activate and form then
+    local t = type(el.props.type) == "string" and el.props.type:lower() or nil
+    local submit = (el.tag == "button" and (t == nil or t == "submit"))
+      or (el.tag == "input" and (t == "submit" or t == "image"))
+    if submit and needs_confirmation(action_of(live, form.props.agentAction)) then return true end
+  end
+  return false
+end
+
+local function operate(live, request, s, kind)
+  local body, response = body_of(live, request)
+  if response then return response end
+  if type(body) ~= "table" or json.isArray(body) or type(body.id) ~= "string"
+    or (kind == "input" and body.value == nil) then
+    local want = kind == "input" and '{"id", "value"}' or '{"id"}'
+    return fail(422, "INVALID_INPUT", "Expected a JSON object " .. want .. ".")
+  end
+  local confirmed = header(request, "x-clank-confirmation") == "confirmed"
+  if not confirmed and confirmation_needed(live, s, body.id, kind == "activate") then
+    return fail(428, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
+  end
+  local done, ran, ok, result = live:run(s, function()
+    local got, ctx = xpcall(live.context, trace, live, request, confirmed)
+    if not got then return false, ctx end
+    local surface = surface_mod.createAgentSurface(s.mounted)
+    return live:asRequest(ctx, function()
+      if kind == "input" then return surface:input(body.id, body.value) end
+      return surface:activate(body.id)
+    end)
+  end, live.actionTimeout)
+  if done and not ran then ok, result = false, ok end
+  live:setIdleIfIdle(s)
+  if not done then
+    if s.ended then return not_found() end
+    return fail(504, "TIMEOUT", "The action timed out.")
+  end
+  if not ok then
+    log("error", "live view " .. s.name .. ": surface " .. kind .. " failed: " .. describe(result))
+    return fail(500, "HANDLER_FAILED", "The event handler failed.")
+  end
+  return answer(200, { ok = result == true, nodes = nodes(s) })
+end
+
+function M.handle(live, request)
+  local path, method = request.path or "", request.method
+  local name = path:match("^/__clank/views/([^/]+)/sessions$")
+  if name then
+    if method ~= "POST" then return fail(404, "NOT_FOUND", "Endpoint not found.") end
+    name = props_mod.unescape((name:gsub("+", "%%2B")))
+    return create(live, request, name or "")
+  end
+  local id, rest = path:match("^/__clank/sessions/([^/]+)/surface(.*)$")
+  local kind = rest == "" and method == "GET" and "inspect"
+    or rest == "/input" and method == "POST" and "input"
+    or rest == "/activate" and method == "POST" and "activate"
+  if not id or not kind then return fail(404, "NOT_FOUND", "Endpoint not found.") end
+  local s, why = live:open(id, request)
+  if why == "failed" then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
+  if not s then return not_found() end
+  live:setIdleIfIdle(s)
+  if kind == "inspect" then return answer(200, { nodes = nodes(s) }) end
+  return operate(live, request, s, kind)
+end
+
+return M

@@ -1,0 +1,545 @@
+-- clank.live: live server-side views (SPEC §11), transport-agnostic. clank-run owns the sockets
+-- (HTTP, WebSocket framing) and calls one live object per app generation:
+--
+--   live = require("clank.live").new { app, bridge, secret, limits = { idleMs, maxIdle }, clock? }
+--   live:page(request)                → response         (in a task: load may wait)
+--   live:http(request)                → response         (in a task; /__clank/views|sessions)
+--   live:connect(id, request, socket)                    (plain call: the work is spawned)
+--   live:receive(id, text, socket?)                      (plain call)
+--   live:disconnect(id, socket?)                         (plain call)
+--   live:adopt(id, request, socket)                      (plain call: a hot reload)
+--   live:tick(nowMs)                                     (plain call, about once a second)
+--   live:sessions()                   → count
+--
+-- socket: socket:send(text) → true | false, socket:close(code, reason). A session ID is a
+-- signed token (clank.live.token); a view session (signals, runners, element tree) is mounted
+-- from it on its first live connection or surface call and ends when idle too long.
+local core = require "clank.core"
+local json = require "clank.json"
+local view_mod = require "clank.ui.view"
+local render = require "clank.ui.render"
+local element = require "clank.ui.element"
+local runner = require "clank.runner"
+local token = require "clank.live.token"
+local page = require "clank.live.page"
+local props_mod = require "clank.live.props"
+
+local type, pairs, ipairs, pcall, xpcall, error, tostring, tonumber, setmetatable, rawset =
+  type, pairs, ipairs, pcall, xpcall, error, tostring, tonumber, setmetatable, rawset
+local math_type = math.type
+local remove, traceback, running = table.remove, debug.traceback, coroutine.running
+local is_element = element.isElement
+
+local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
+local HANDLERS = { click = "onClick", input = "onInput", change = "onChange", submit = "onSubmit" }
+
+local M = {}
+
+local function log(level, msg)
+  local f = core.log
+  if type(f) == "function" and pcall(f, level, msg) then return end
+  if level ~= "debug" then io.stderr:write("clank: ", level, ": ", msg, "\n") end
+end
+M.log = log
+
+local function trace(err)
+  if type(err) == "string" then return traceback(err, 2) end
+  return err
+end
+
+local function describe_error(err)
+  if type(err) == "table" and err.code and err.message then
+    return tostring(err.code) .. ": " .. tostring(err.message)
+  end
+  return tostring(err)
+end
+
+-- Waits (in a task) until pred() holds or ms pass; true when it holds.
+local function wait_for(pred, ms)
+  local waited, step = 0, 1
+  while not pred() do
+    if ms and waited >= ms then return false end
+    core.sleep(step)
+    waited = waited + step
+    step = step < 16 and step * 2 or 16
+  end
+  return true
+end
+M.waitFor = wait_for
+
+local Live = {}
+Live.__index = Live
+
+function M.new(opts)
+  if type(opts) ~= "table" or type(opts.app) ~= "table" then
+    error("clank.live.new: expected { app = ..., secret = ... }", 2)
+  end
+  if type(opts.secret) ~= "string" or opts.secret == "" then
+    error("clank.live.new: secret must be a non-empty string", 2)
+  end
+  local app = opts.app
+  local limits = opts.limits or {}
+  local self = setmetatable({
+    app = app, bridge = opts.bridge, secret = opts.secret,
+    idleMs = limits.idleMs or 600000, maxIdle = limits.maxIdle or 1000,
+    clock = opts.clock or os.time,
+    actionTimeout = app.actionTimeout or 30000,
+    views = {}, actions = {}, sessionsById = {}, conns = {},
+    count = 0, idleCount = 0, idleSeq = 0, nowMs = 0,
+  }, Live)
+  for i, v in ipairs(app.views or {}) do
+    if i == 1 then self.first = v end
+    self.views[v.viewManifest.name] = v
+  end
+  for _, a in ipairs(app.actions or {}) do self.actions[a.name] = a end
+  self.pageOptions = (app.page or {})
+  self.csp = page.csp(self.pageOptions.csp)
+  self.renderOptions = { live = true, actions = self.actions }
+  return self
+end
+
+-- ---- requests ----
+
+local function request_id()
+  return (core.randomBytes(8):gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+end
+
+-- The ctx of one request (a live event, a surface call, a load): the app's context plus
+-- request, requestId, confirmed and a signal aborted at the action timeout (made when read).
+function Live:context(request, confirmed)
+  local ctx = {}
+  if self.app.context then
+    local c = self.app.context(request)
+    if type(c) == "table" then for k, v in pairs(c) do ctx[k] = v end end
+  end
+  ctx.request, ctx.requestId, ctx.confirmed = request, request_id(), confirmed == true
+  local timeout = self.actionTimeout
+  return setmetatable(ctx, { __index = function(t, k)
+    if k ~= "signal" then return nil end
+    local s = core.timeout(timeout)
+    rawset(t, "signal", s)
+    return s
+  end })
+end
+
+-- Runs fn(...) as the request ctx: runners started there get ctx and its confirmation.
+function Live.asRequest(_, ctx, fn, ...)
+  local co = running()
+  runner.bindRequest(co, ctx)
+  local r = table.pack(xpcall(fn, trace, ...))
+  runner.bindRequest(co, nil)
+  return table.unpack(r, 1, r.n)
+end
+
+function Live:principal(request)
+  if self.app.principal then return self.app.principal(request) end
+  return nil
+end
+
+-- ---- sessions ----
+
+local function version(s) return s.mounted and s.mounted.version or 0 end
+
+function Live:html(s)
+  local v = version(s)
+  if s.htmlV ~= v then
+    s.html = render.render(s.mounted:tree(), self.renderOptions)
+    s.htmlV = v
+  end
+  return s.html
+end
+
+local function send(conn, frame)
+  if not conn or not conn.open then return false end
+  local ok, sent = pcall(conn.socket.send, conn.socket, json.encode(frame))
+  if ok and sent ~= false then return true end
+  conn.open = false -- gone or overloaded: the client reconnects and gets a fresh page state
+  pcall(conn.socket.close, conn.socket, 1013, "overloaded")
+  return false
+end
+
+function Live:sendHtml(s, seq)
+  local ok, html = pcall(self.html, self, s)
+  if not ok then
+    log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
+    send(s.conn, { t = "error", message = "The view failed to render." })
+    return
+  end
+  if send(s.conn, { t = "html", seq = seq, v = version(s), html = html }) then
+    s.sentV = version(s)
+  end
+end
+
+-- A change after the last html sent: pushed with seq 0, at most every PUSH_MS.
+function Live:schedulePush(s)
+  if s.pushScheduled or not s.conn then return end
+  s.pushScheduled = true
+  core.spawn(function()
+    core.sleep(PUSH_MS)
+    s.pushScheduled = false
+    if not s.ended and s.conn and s.ready and version(s) ~= s.sentV then self:sendHtml(s, 0) end
+  end)
+end
+
+function Live:setIdle(s)
+  if s.ended then return end
+  if not s.idle then
+    s.idle = true
+    self.idleCount = self.idleCount + 1
+  end
+  s.idleSince = self.nowMs
+  self.idleSeq = self.idleSeq + 1
+  s.idleOrder = self.idleSeq
+  self:enforceIdle(s)
+end
+
+-- A surface call on an idle session: idle from now.
+function Live:setIdleIfIdle(s)
+  if s.idle then self:setIdle(s) end
+end
+
+function Live:setActive(s)
+  if s.idle then
+    s.idle = false
+    self.idleCount = self.idleCount - 1
+  end
+end
+
+-- At most maxIdle idle sessions: the oldest idle ones end first (not keep, just made idle).
+function Live:enforceIdle(keep)
+  while self.idleCount > self.maxIdle do
+    local oldest
+    for _, s in pairs(self.sessionsById) do
+      if s.idle and s ~= keep and (not oldest or s.idleOrder < oldest.idleOrder) then oldest = s end
+    end
+    if not oldest then return end
+    self:endSession(oldest)
+  end
+end
+
+function Live:endSession(s)
+  if s.ended then return end
+  s.ended = true
+  if s.idle then self.idleCount = self.idleCount - 1 end
+  s.idle = false
+  if self.sessionsById[s.id] == s then
+    self.sessionsById[s.id] = nil
+    self.count = self.count - 1
+  end
+  if s.mounted then s.mounted:dispose() end
+  if s.conn and s.conn.open then
+    s.conn.open = false
+    pcall(s.conn.socket.close, s.conn.socket, 4404, "unknown session")
+  end
+  s.queue = {}
+end
+
+-- Mounts a session for (view, props) under id (in a task: load may wait). The session is
+-- registered at once (others wait for it to be ready), idle until a connection attaches.
+function Live:mount(id, view, props, request)
+  local s = { id = id, view = view, name = view.viewManifest.name, props = props, queue = {},
+    ready = false, idle = false }
+  self.sessionsById[id] = s
+  self.count = self.count + 1
+  self:setIdle(s)
+  local ok, err = xpcall(function()
+    local data
+    if view.load then data = view.load(props, self:context(request)) end
+    s.mounted = view_mod.mount(view, props, {
+      data = data,
+      onRender = function() self:schedulePush(s) end,
+      onError = function(e)
+        log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
+        send(s.conn, { t = "error", message = "The view failed to render." })
+      end,
+    })
+  end, trace)
+  if not ok then
+    log("error", "live view " .. s.name .. ": mount failed: " .. describe_error(err))
+    self:endSession(s)
+    return nil, "failed"
+  end
+  if s.ended then
+    s.mounted:dispose()
+    return nil, "unknown"
+  end
+  s.ready = true
+  self:drain(s)
+  return s
+end
+
+-- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"
+function Live:open(id, request)
+  local claims = token.verify(self.secret, id, self:principal(request), self.clock())
+  if not claims then return nil, "unknown" end
+  local s = self.sessionsById[id]
+  if not s then
+    local view = self.views[claims.view]
+    if not view then return nil, "unknown" end
+    local props = props_mod.validate(view, claims.props)
+    if not props then return nil, "unknown" end
+    return self:mount(id, view, props, request)
+  end
+  wait_for(function() return s.ready or s.ended end)
+  if s.ended then return nil, "unknown" end
+  return s
+end
+
+function Live:sessions() return self.count end
+
+function Live:tick(now)
+  self.nowMs = now
+  for _, s in pairs(self.sessionsById) do
+    if s.idle and not s.busy and now - s.idleSince > self.idleMs then self:endSession(s) end
+  end
+end
+
+-- ---- connections ----
+
+function Live:attach(s, conn)
+  local old = s.conn
+  s.conn = conn
+  conn.session = s
+  self:setActive(s)
+  if old and old ~= conn and old.open then
+    old.open = false
+    self.conns[old.socket] = nil
+    pcall(old.socket.close, old.socket, 4409, "replaced by another connection")
+  end
+end
+
+function Live:connect(id, request, socket)
+  local conn = { id = id, request = request, socket = socket, open = true }
+  self.conns[socket] = conn
+  core.spawn(function()
+    local ok, s = pcall(self.open, self, id, request)
+    if not ok then log("error", "live session: " .. describe_error(s)) end
+    if not conn.open then return end
+    if not ok or not s then
+      conn.open = false
+      self.conns[socket] = nil
+      socket:close(ok and 4404 or 1011, ok and "unknown session" or "internal error")
+      return
+    end
+    self:attach(s, conn)
+    self:sendHtml(s, 0)
+  end)
+end
+
+function Live:adopt(id, request, socket)
+  local conn = { id = id, request = request, socket = socket, open = true }
+  self.conns[socket] = conn
+  core.spawn(function()
+    local ok, s = pcall(function()
+      local claims = token.verify(self.secret, id, self:principal(request), self.clock())
+      local view = claims and self.views[claims.view]
+      local props = view and props_mod.validate(view, claims.props)
+      if not props then return nil end
+      local old = self.sessionsById[id]
+      if old then self:endSession(old) end
+      return self:mount(id, view, props, request)
+    end)
+    if not ok then log("error", "live session: " .. describe_error(s)) end
+    if not conn.open then return end
+    if not ok or not s then
+      conn.open = false
+      self.conns[socket] = nil
+      socket:close(ok and 4404 or 1011, ok and "unknown session" or "internal error")
+      return
+    end
+    self:attach(s, conn)
+    local rendered, html = pcall(self.html, self, s)
+    if not rendered then
+      log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
+      html = ""
+    end
+    -- reload (with v, for clients that take it), then the usual first html, which carries v
+    if send(conn, { t = "reload", html = html, v = version(s) }) then self:sendHtml(s, 0) end
+  end)
+end
+
+function Live:disconnect(id, socket)
+  local conn
+  if socket ~= nil then
+    conn = self.conns[socket] -- nil: replaced (4409) or refused earlier
+  else
+    local s = self.sessionsById[id]
+    conn = s and s.conn
+  end
+  if not conn then return end
+  conn.open = false
+  self.conns[conn.socket] = nil
+  local s = conn.session
+  if s and s.conn == conn then
+    s.conn = nil
+    self:setIdle(s)
+  end
+end
+
+-- ---- events ----
+
+local EVENT_KEYS = { t = true, seq = true, v = true, key = true, type = true, value = true,
+  checked = true, values = true, confirmed = true }
+
+local function string_list(v)
+  if not json.isArray(v) then return false end
+  for _, x in ipairs(v) do if type(x) ~= "string" then return false end end
+  return true
+end
+
+-- The event message, or nil when its shape is wrong.
+local function check_event(m)
+  if type(m) ~= "table" or json.isArray(m) or m.t ~= "event" then return nil end
+  for k in pairs(m) do if not EVENT_KEYS[k] then return nil end end
+  if math_type(m.seq) ~= "integer" or m.seq < 0 or math_type(m.v) ~= "integer" then return nil end
+  if type(m.key) ~= "string" or not m.key:find("^%d+[%d.]*$") or m.key:find("%.%.")
+    or m.key:find("%.$") or not HANDLERS[m.type] then
+    return nil
+  end
+  if m.value ~= nil and type(m.value) ~= "string" and not string_list(m.value) then return nil end
+  if m.checked ~= nil and type(m.checked) ~= "boolean" then return nil end
+  if m.confirmed ~= nil and type(m.confirmed) ~= "boolean" then return nil end
+  if m.values ~= nil then
+    if type(m.values) ~= "table" or json.isArray(m.values) then return nil end
+    for k, v in pairs(m.values) do
+      if type(k) ~= "string" or (type(v) ~= "string" and not string_list(v)) then return nil end
+    end
+  end
+  return m
+end
+
+-- The element at a positional key ("0.2.1": element children, counted from the view's top).
+local function find_key(tree, key)
+  local children = is_element(tree) and { tree } or (type(tree) == "table" and tree) or {}
+  local node
+  for part in key:gmatch("%d+") do
+    local want, n = tonumber(part), 0
+    node = nil
+    for _, c in ipairs(children) do
+      if is_element(c) then
+        if n == want then node = c break end
+        n = n + 1
+      end
+    end
+    if not node then return nil end
+    children = node.children
+  end
+  return node
+end
+M.findKey = find_key
+
+function Live:receive(id, text, socket)
+  local s = self.sessionsById[id]
+  local conn
+  if socket ~= nil then conn = self.conns[socket] else conn = s and s.conn end
+  if not conn or not conn.open then return end
+  local m = json.decode(text)
+  if m == nil then
+    conn.open = false
+    pcall(conn.socket.close, conn.socket, 1007, "invalid JSON")
+    return
+  end
+  m = check_event(m)
+  if not m then
+    conn.open = false
+    pcall(conn.socket.close, conn.socket, 1002, "unexpected message")
+    return
+  end
+  if not s or conn.session ~= s or s.conn ~= conn then return end -- not attached (yet)
+  local q = s.queue
+  if m.type == "input" then
+    -- queued input events for the same key collapse to the latest
+    for i = #q, 1, -1 do
+      local e = q[i].event
+      if not e or e.type ~= "input" then break end
+      if e.key == m.key then
+        remove(q, i)
+        break
+      end
+    end
+  end
+  q[#q + 1] = { event = m, conn = conn }
+  self:drain(s)
+end
+
+-- Runs the queued jobs one at a time, in order, in a task of its own.
+function Live:drain(s)
+  if s.draining or not s.ready or s.ended or #s.queue == 0 then return end
+  s.draining = true
+  core.spawn(function()
+    while not s.ended and #s.queue > 0 do
+      local job = remove(s.queue, 1)
+      s.busy = true
+      if job.event then
+        local ok, err = pcall(self.event, self, s, job)
+        if not ok then log("error", "live event: " .. describe_error(err)) end
+      else
+        job.result = table.pack(pcall(job.fn))
+        job.done = true
+      end
+      s.busy = false
+    end
+    s.draining = false
+  end)
+end
+
+local function target_of(el)
+  local p = el.props
+  local function str(v)
+    if type(v) == "string" then return v end
+    if type(v) == "number" then return json.formatNumber(v) end
+  end
+  return { id = str(p.agentId) or str(p.id), name = str(p.name), tag = el.tag }
+end
+
+function Live:event(s, job)
+  local m, conn = job.event, job.conn
+  if not conn.open or s.conn ~= conn then return end
+  if m.v ~= version(s) then
+    self:sendHtml(s, m.seq) -- stale: dropped, answered with the current html
+    return
+  end
+  local el = find_key(s.mounted:tree(), m.key)
+  local handler = el and el.props[HANDLERS[m.type]]
+  if type(handler) ~= "function" then
+    log("debug", "live view " .. s.name .. ": no " .. m.type .. " handler at key " .. m.key)
+    return
+  end
+  -- the element holds what the browser's holds, as after a surface input
+  if m.checked ~= nil then el.props.checked = m.checked
+  elseif m.value ~= nil and (m.type == "input" or m.type == "change") then el.props.value = m.value end
+  local ev = { type = m.type, value = m.value, checked = m.checked, values = m.values,
+    target = target_of(el) }
+  local ok, err = xpcall(self.context, trace, self, conn.request, m.confirmed)
+  if ok then ok, err = self:asRequest(err, handler, ev, err) end
+  if not ok then
+    log("error", "live view " .. s.name .. ": " .. m.type .. " handler failed: " .. describe_error(err))
+    send(conn, { t = "error", message = "Something went wrong. Please try again." })
+    if version(s) ~= s.sentV then self:sendHtml(s, m.seq) end
+    return
+  end
+  self:sendHtml(s, m.seq)
+end
+
+-- ---- pages and agents without a browser ----
+
+function Live:page(request)
+  return require("clank.live.http").page(self, request)
+end
+
+function Live:http(request)
+  return require("clank.live.http").handle(self, request)
+end
+
+-- A job run in the session's queue (one handler at a time), waited for from the calling task
+-- up to ms → done, ok, results...
+function Live:run(s, fn, ms)
+  local job = { fn = fn, done = false }
+  s.queue[#s.queue + 1] = job
+  self:drain(s)
+  if not wait_for(function() return job.done or s.ended end, ms) then return false end
+  if not job.done then return false end
+  return true, table.unpack(job.result, 1, job.result.n)
+end
+
+return M
