@@ -55,6 +55,8 @@ typedef struct clank_gen_opts_s {
      at load and later, for hot reload to watch. */
   void (*on_file)(void *ud, const char *path);
   void *ud;
+  clank_log_fn log; /* the host's log sink, for C and Lua alike */
+  void *log_ud;
 } clank_gen_opts_t;
 
 clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen);

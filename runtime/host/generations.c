@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "host.h"
+#include "host/dispatch.h"
+#include "host/host.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
 
@@ -151,6 +151,8 @@ void clank_host_reload(void *ud) {
       .loop_running = 1,
       .on_file = clank_reloader_file,
       .ud = &h->reloader,
+      .log = h->gen->sched.log,
+      .log_ud = h,
   };
   clank_reloader_begin(&h->reloader);
   clank_gen_t *g = clank_gen_load(&go, err, sizeof err);

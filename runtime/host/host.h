@@ -4,10 +4,10 @@
 
 #include <uv.h>
 
-#include "generation.h"
+#include "host/generation.h"
+#include "host/reload.h"
 #include "http/server.h"
 #include "options.h"
-#include "reload.h"
 #include "util/log.h"
 
 typedef struct clank_host_s {
