@@ -11,6 +11,7 @@
 
 #include "host/exchange.h"
 #include "host/host.h"
+#include "host/live.h"
 #include "host/lua_request.h"
 #include "lua/abort.h"
 #include "lua/bridge.h"
@@ -280,6 +281,20 @@ static void release_gen(clank_conn_t *c) {
   clank_host_gen_idle(c->server->data, g);
 }
 
+/* The paths of SPEC §11 an app with views has: its pages, the agents'
+   surface endpoints and the live channel. */
+static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p, size_t n) {
+  int get = method == HTTP_GET || method == HTTP_HEAD;
+  if (get && (span_is(p, n, "/") || (span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
+    return &g->page_route;
+  if (span_starts(p, n, "/__clank/sessions/") && n > 23 && span_is(p + n - 5, 5, "/live") &&
+      !memchr(p + 18, '/', n - 23))
+    return &g->live_route;
+  if (span_starts(p, n, "/__clank/views/") || span_starts(p, n, "/__clank/sessions/"))
+    return &g->live_http_route;
+  return NULL;
+}
+
 static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
@@ -306,6 +321,14 @@ static int on_head(clank_conn_t *c) {
     if (bridge_answers_early(c, g)) return CLANK_HTTP_ANSWERED;
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->bridge_route);
+  }
+  if (g->live_ref != LUA_NOREF) {
+    const clank_route_t *live = live_path(g, r->method, path, path_len);
+    if (live == &g->live_route && !clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
+    if (live) {
+      c->body_limit = (size_t)g->bridge_max_bytes;
+      return hold(c, g, live);
+    }
   }
   const clank_route_t *route = NULL;
   if (!reserved_path(g, path, path_len)) {
@@ -477,6 +500,38 @@ static int mcp_step(lua_State *co, int status, lua_KContext step) {
 
 static int mcp_entry(lua_State *co) { return mcp_step(co, LUA_OK, 0); }
 
+/* Views (SPEC §11): [live, request, context] → live:page(request) or
+   live:http(request), which run the app's context themselves. */
+static int live_step(lua_State *co, int status, lua_KContext method) {
+  (void)status;
+  if (method != 0) {
+    lua_getfield(co, 1, method == 1 ? "page" : "http");
+    lua_pushvalue(co, 1);
+    lua_pushvalue(co, 2);
+    lua_callk(co, 2, 1, 0, live_step);
+  }
+  exchange_t *x = exchange_of(co);
+  write_response(co, x->conn, x->gen, lua_gettop(co));
+  return 0;
+}
+
+static int page_entry(lua_State *co) { return live_step(co, LUA_OK, 1); }
+static int live_http_entry(lua_State *co) { return live_step(co, LUA_OK, 2); }
+
+/* The live channel: answered at once, no handler coroutine. */
+static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g) {
+  clank_target_t t;
+  clank_request_target(&c->req, &t);
+  const char *id = t.path + sizeof "/__clank/sessions/" - 1;
+  size_t id_len = t.path_len - (sizeof "/__clank/sessions/" - 1) - 5;
+  lua_State *L = g->L;
+  push_request(L, c, g);
+  clank_live_accept(c, h, g, id, id_len, lua_gettop(L));
+  lua_pop(L, 1);
+  g->inflight--; /* the channel holds the generation itself */
+  clank_host_gen_idle(h, g);
+}
+
 /* ---- running and finishing ---- */
 
 static void finish(exchange_t *x, int reusable) {
@@ -541,6 +596,10 @@ static int on_message(clank_conn_t *c) {
   clank_gen_t *g = st->gen; /* held since the header block: it may be a retired one now */
   st->gen = NULL;           /* the exchange holds it from here */
   const clank_route_t *route = st->route;
+  if (route == &g->live_route) {
+    accept_live(c, h, g);
+    return 0;
+  }
   exchange_t *x = exchange_get(g);
   x->conn = c;
   x->host = h;
@@ -551,6 +610,9 @@ static int on_message(clank_conn_t *c) {
   } else if (route == &g->mcp_route) {
     lua_pushcfunction(co, mcp_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->mcp_env_ref);
+  } else if (route == &g->page_route || route == &g->live_http_route) {
+    lua_pushcfunction(co, route == &g->page_route ? page_entry : live_http_entry);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->live_ref);
   } else {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
@@ -587,6 +649,7 @@ static void on_close(clank_conn_t *c) {
     st->exchange->abandoned = 1;
     on_client_gone(c);
   }
+  if (st->live) clank_live_closed(st->live);
   release_gen(c);
 }
 

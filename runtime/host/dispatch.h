@@ -19,6 +19,7 @@ typedef struct clank_conn_state_s {
   int lua_request;                   /* registry ref (in gen's state) of the request table the
                                         header block already made, 0 when none */
   struct exchange_s *exchange;       /* the handler in flight, if any */
+  struct clank_live_s *live;         /* the live channel it became, if any */
 } clank_conn_state_t;
 
 extern const clank_http_handler_t clank_dispatch_handler;

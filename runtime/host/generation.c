@@ -314,6 +314,31 @@ static void describe_load_error(const char *app_path, const char *msg, char *err
            inner, (int)name_len, msg + sizeof wrapped - 1, end ? end : "");
 }
 
+/* [app, bridge ...] → g->live_ref: require("clank.live").new{ app, bridge,
+   secret, limits }, the owner of the app's view sessions (SPEC §11). */
+static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.live");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "new");
+  lua_createtable(L, 0, 4);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, "app");
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, "bridge");
+  lua_pushlstring(L, (const char *)o->secret, CLANK_SECRET_BYTES);
+  lua_setfield(L, -2, "secret");
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)o->live_idle_ms);
+  lua_setfield(L, -2, "idleMs");
+  lua_pushinteger(L, (lua_Integer)o->live_max_idle);
+  lua_setfield(L, -2, "maxIdle");
+  lua_setfield(L, -2, "limits");
+  lua_call(L, 1, 1);
+  g->live_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pop(L, 1);
+}
+
 /* [g, opts] → runs the app file and reads what it returned. All of it runs
    protected: an app whose fields raise when read (a views table with a
    __len that errors) fails to load like a syntax error would. */
@@ -345,6 +370,10 @@ static int load_app(lua_State *L) {
   g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   g->bridge_route.handler_ref = LUA_NOREF;
   g->mcp_route.handler_ref = LUA_NOREF;
+  g->page_route.handler_ref = LUA_NOREF;
+  g->live_http_route.handler_ref = LUA_NOREF;
+  g->live_route.handler_ref = LUA_NOREF;
+  if (g->has_views) make_live(L, g, o);
   read_routes(g, L);
   g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
@@ -363,6 +392,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   }
   g->L = L;
   g->context_ref = LUA_NOREF;
+  g->live_ref = LUA_NOREF;
   g->sched.loop = loop;
   g->sched.loop_running = o->loop_running;
   g->sched.log = o->log;

@@ -2,6 +2,7 @@
 #include "host/host.h"
 
 #include "host/dispatch.h"
+#include "host/live.h"
 #include "lua/bridge.h"
 
 #include <openssl/rand.h>
@@ -77,6 +78,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   clank_log_msg(&h->log, "info", "stopping: finishing requests in flight");
   uv_timer_start(&h->stop_timer, stop_deadline, h->opts.limits.stop_ms, 0);
   uv_unref((uv_handle_t *)&h->stop_timer);
+  clank_live_stop(h);
   clank_server_stop(&h->server);
 }
 
@@ -86,6 +88,8 @@ static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
   uv_signal_start(sig, on_signal, signum);
   uv_unref((uv_handle_t *)sig);
 }
+
+static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
 
 /* The log sink the generations' C modules and Lua code write through. */
 static void log_sink(void *ud, const char *level, const char *msg) {
@@ -107,6 +111,8 @@ static int load(clank_host_t *h) {
       .secret = h->secret,
       .on_file = clank_reloader_file,
       .ud = &h->reloader,
+      .live_idle_ms = h->opts.limits.live_idle_ms,
+      .live_max_idle = h->opts.limits.live_max_idle,
       .log = log_sink,
       .log_ud = h,
   };
@@ -168,6 +174,10 @@ int clank_host_main(const clank_options_t *o) {
   h->flush.data = h;
   uv_prepare_start(&h->flush, flush_log);
   uv_unref((uv_handle_t *)&h->flush);
+  uv_timer_init(&h->loop, &h->live_tick);
+  h->live_tick.data = h;
+  uv_timer_start(&h->live_tick, tick_live, 1000, 1000);
+  uv_unref((uv_handle_t *)&h->live_tick);
   uv_timer_init(&h->loop, &h->reap);
   h->reap.data = h;
   uv_unref((uv_handle_t *)&h->reap);

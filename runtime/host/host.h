@@ -24,6 +24,8 @@ typedef struct clank_host_s {
   clank_gen_t *retired; /* replaced generations finishing their requests */
   uv_timer_t reap;
   unsigned live_generations;
+  struct clank_live_s *lives; /* open live channels (SPEC §11) */
+  uv_timer_t live_tick;
   int stop_requests;
   int torn_down;
 } clank_host_t;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/response.h"
 #include "http/server.h"
 
 #define PIPELINE_BUFFER (64 * 1024) /* input buffered while a handler runs */
@@ -522,7 +523,10 @@ static void timer_fired(uv_timer_t *t) {
   }
 }
 
-void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h) {
+void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const char *protocol,
+                        const char *header_lines) {
+  c->close_after = 0;
+  clank_conn_switch(c, protocol, header_lines);
   c->upgrade = h;
   c->phase = CLANK_PHASE_UPGRADED;
   c->close_after = 0;

@@ -184,6 +184,19 @@ void clank_conn_stream_end(clank_conn_t *c) {
   clank_conn_flush(c);
 }
 
+void clank_conn_switch(clank_conn_t *c, const char *protocol, const char *header_lines) {
+  clank_buf_t *out = &c->out;
+  c->status = 101;
+  clank_buf_appends(out, "HTTP/1.1 101 Switching Protocols\r\ndate: ");
+  clank_buf_appends(out, clank_server_date(c->server));
+  clank_buf_appends(out, "\r\nconnection: Upgrade\r\nupgrade: ");
+  clank_buf_appends(out, protocol);
+  clank_buf_appends(out, "\r\n");
+  clank_buf_appends(out, header_lines);
+  clank_buf_appends(out, "\r\n");
+  log_access(c, 0);
+}
+
 void clank_conn_answer(clank_conn_t *c, int status, const char *type_lines, const char *body,
                        size_t len) {
   clank_conn_begin(c, status);

@@ -176,9 +176,11 @@ int clank_http_field_value(const char *s, size_t n);
 
 /* ---- upgrades ---- */
 
-/* After the 101 answer is written in on_message: the connection leaves
-   HTTP. Bytes already read past the request go to h->on_data at once. */
-void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h);
+/* From on_message: answers 101 Switching Protocols to `protocol` with the
+   extra header lines given, and the connection leaves HTTP. Bytes already
+   read past the request go to h->on_data once on_message returns. */
+void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const char *protocol,
+                        const char *header_lines);
 /* Raw bytes on an upgraded connection. */
 void clank_conn_write(clank_conn_t *c, const char *data, size_t len);
 /* Calls on_timeout after ms (0: no deadline). */
