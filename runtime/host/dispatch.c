@@ -13,6 +13,7 @@
 #include "host/host.h"
 #include "host/live.h"
 #include "host/lua_request.h"
+#include "host/static.h"
 #include "lua/abort.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
@@ -336,6 +337,9 @@ static int on_head(clank_conn_t *c) {
     if (route == NULL && r->method == HTTP_HEAD)
       route = clank_gen_route(g, HTTP_GET, path, path_len);
   }
+  if (route == NULL && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
+      clank_static_match(g, path, path_len))
+    route = &g->static_route;
   if (route == NULL) {
     clank_conn_text(c, 404, "Not found.");
     return CLANK_HTTP_ANSWERED;
@@ -599,6 +603,14 @@ static int on_message(clank_conn_t *c) {
   if (route == &g->live_route) {
     accept_live(c, h, g);
     return 0;
+  }
+  if (route == &g->static_route) {
+    clank_target_t t;
+    clank_request_target(&c->req, &t);
+    int waits = clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
+    g->inflight--;
+    clank_host_gen_idle(h, g);
+    return waits;
   }
   exchange_t *x = exchange_get(g);
   x->conn = c;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "host/exchange.h"
+#include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/modules.h"
 #include "lua/protect.h"
@@ -124,6 +125,39 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
     r->path_len = strlen(r->path);
     lua_pushvalue(L, -1);
     r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_pop(L, 1);
+}
+
+/* app.static = { ["/assets"] = "public" }: folders next to app.lua (their
+   real paths, so a symlink inside cannot lead out of them). */
+static void read_static(clank_gen_t *g, lua_State *L, const char *app_path) {
+  if (lua_getfield(L, 1, "static") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  char app_dir[PATH_MAX];
+  if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, sizeof app_dir, "%s", app_path);
+  char *slash = strrchr(app_dir, '/');
+  if (slash) *slash = '\0';
+  int n = 0;
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
+  g->statics = calloc((size_t)n + 1, sizeof *g->statics);
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+    const char *prefix = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    const char *folder = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    if (!prefix || prefix[0] != '/' || (plen > 1 && prefix[plen - 1] == '/') || !folder)
+      luaL_error(L, "clank.app: static must map \"/prefix\" = \"folder\" (got %s)",
+                 prefix ? prefix : "a key that is not a string");
+    char joined[PATH_MAX * 2], real[PATH_MAX];
+    snprintf(joined, sizeof joined, "%s/%s", folder[0] == '/' ? "" : app_dir, folder);
+    if (realpath(folder[0] == '/' ? folder : joined, real) == NULL)
+      luaL_error(L, "clank.app: static folder %s for %s does not exist", folder, prefix);
+    clank_static_t *st = &g->statics[g->nstatics++];
+    st->prefix = strndup(prefix, plen == 1 ? 0 : plen);
+    st->prefix_len = plen == 1 ? 0 : plen;
+    st->root = strdup(real);
   }
   lua_pop(L, 1);
 }
@@ -373,7 +407,9 @@ static int load_app(lua_State *L) {
   g->page_route.handler_ref = LUA_NOREF;
   g->live_http_route.handler_ref = LUA_NOREF;
   g->live_route.handler_ref = LUA_NOREF;
+  g->static_route.handler_ref = LUA_NOREF;
   if (g->has_views) make_live(L, g, o);
+  read_static(g, L, o->app_path);
   read_routes(g, L);
   g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
@@ -428,6 +464,11 @@ void clank_gen_close(clank_gen_t *g) {
   clank_buf_free(&g->scratch);
   for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
   free(g->routes);
+  for (int i = 0; i < g->nstatics; i++) {
+    free(g->statics[i].prefix);
+    free(g->statics[i].root);
+  }
+  free(g->statics);
   for (int i = 0; i < g->nallowed_hosts; i++) free(g->allowed_hosts[i]);
   free(g->allowed_hosts);
   free(g->name);

@@ -35,6 +35,9 @@ typedef struct clank_gen_s {
   clank_route_t live_http_route; /* /__clank/views/... and /__clank/sessions/... surfaces */
   clank_route_t live_route;      /* /__clank/sessions/:id/live, the WebSocket */
   int live_ref;                  /* the app's clank.live object, LUA_NOREF without views */
+  clank_route_t static_route;    /* app.static (SPEC §15) */
+  struct clank_static_s *statics;
+  int nstatics;
   int mcp_env_ref;            /* the env table clank.mcp.handle gets */
   double action_timeout_ms;   /* app.actionTimeout: how long a retired generation may linger */
   int retired;                /* a reload replaced it: it closes once idle */

@@ -64,12 +64,16 @@ void clank_conn_release(clank_conn_t *c) {
 
 size_t clank_conn_pending(const clank_conn_t *c) { return c->out.len + c->wbuf.len; }
 
+static void file_end(clank_conn_t *c);
+static int file_reading(const clank_conn_t *c);
+
 void clank_conn_close(clank_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
   clank_server_t *s = c->server;
   s->nconns--;
   if (s->handler->on_close) s->handler->on_close(c);
+  if (c->file && !file_reading(c)) file_end(c); /* a read in flight ends it when it returns */
   uv_close((uv_handle_t *)&c->tcp, handle_closed);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   if (s->stopping && s->nconns == 0 && s->on_drained) s->on_drained(s);
@@ -78,6 +82,106 @@ void clank_conn_close(clank_conn_t *c) {
 /* ---- output ---- */
 
 static void update_reading(clank_conn_t *c);
+
+/* ---- a file as the body ---- */
+
+#define FILE_CHUNK (64 * 1024)
+
+typedef struct clank_file_body_s {
+  uv_fs_t req;
+  uv_file fd;
+  uint64_t offset, left;
+  int reading;
+  char buf[FILE_CHUNK];
+} file_body_t;
+
+static void file_read(clank_conn_t *c);
+
+static int file_reading(const clank_conn_t *c) { return c->file->reading; }
+
+static void close_file(uv_file fd);
+
+static void file_end(clank_conn_t *c) {
+  file_body_t *f = c->file;
+  close_file(f->fd); /* closing is quick: no thread for it */
+  c->file = NULL;
+  free(f);
+  clank_conn_resume(c);
+  clank_conn_release(c);
+}
+
+static void file_chunk(uv_fs_t *req) {
+  clank_conn_t *c = req->data;
+  file_body_t *f = c->file;
+  ssize_t n = req->result;
+  uv_fs_req_cleanup(req);
+  f->reading = 0;
+  if (c->closing) {
+    file_end(c);
+    return;
+  }
+  if (n <= 0) { /* the file shrank or failed under us: the length promised cannot be kept */
+    clank_conn_close(c);
+    file_end(c);
+    return;
+  }
+  f->offset += (uint64_t)n;
+  f->left -= (uint64_t)n;
+  clank_buf_append(&c->out, f->buf, (size_t)n);
+  clank_conn_flush(c);
+  if (f->left == 0)
+    file_end(c);
+  else if (!c->writing)
+    file_read(c);
+}
+
+/* The next chunk, once the previous one was handed to the kernel. */
+static void file_read(clank_conn_t *c) {
+  file_body_t *f = c->file;
+  if (f == NULL || f->reading || c->writing) return;
+  if (c->closing) {
+    file_end(c);
+    return;
+  }
+  size_t want = f->left < FILE_CHUNK ? (size_t)f->left : FILE_CHUNK;
+  uv_buf_t b = uv_buf_init(f->buf, (unsigned)want);
+  f->reading = 1;
+  f->req.data = c;
+  if (uv_fs_read(c->server->loop, &f->req, f->fd, &b, 1, (int64_t)f->offset, file_chunk) != 0) {
+    f->reading = 0;
+    clank_conn_close(c);
+    file_end(c);
+  }
+}
+
+static void close_file(uv_file fd) {
+  uv_fs_t req;
+  uv_fs_close(NULL, &req, fd, NULL);
+  uv_fs_req_cleanup(&req);
+}
+
+int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t len) {
+  clank_conn_body_length(c, len); /* the head, then the file as the body */
+  if (c->req.method == HTTP_HEAD || len == 0) {
+    close_file(fd);
+    return 0;
+  }
+  file_body_t *f = calloc(1, sizeof *f);
+  if (f == NULL) {
+    close_file(fd);
+    c->close_after = 1; /* the promised body cannot come */
+    c->out.len = c->head_mark;
+    return 0;
+  }
+  f->fd = fd;
+  f->offset = offset;
+  f->left = len;
+  c->file = f;
+  clank_conn_hold(c);
+  clank_conn_flush(c);
+  file_read(c);
+  return 1;
+}
 
 static void write_done(uv_write_t *req, int status) {
   clank_conn_t *c = req->data;
@@ -89,6 +193,7 @@ static void write_done(uv_write_t *req, int status) {
   }
   clank_conn_flush(c);
   update_reading(c);
+  if (c->file) file_read(c);
   if (c->draining && !c->closing && clank_conn_pending(c) < OUTPUT_LOW) {
     c->draining = 0;
     if (c->upgrade && c->upgrade->on_drain) c->upgrade->on_drain(c);

@@ -132,16 +132,25 @@ static void log_access(clank_conn_t *c, size_t bytes) {
                    clank_request_url(r), r->url_len, c->status, bytes, uv_hrtime() - r->started_ns);
 }
 
-void clank_conn_body(clank_conn_t *c, const char *body, size_t len) {
+static void end_head(clank_conn_t *c, uint64_t len) {
   clank_buf_t *out = &c->out;
   if (has_no_body(c->status)) {
     clank_buf_appends(out, "\r\n");
-  } else {
-    clank_buf_append(out, "content-length: ", 16);
-    clank_buf_append_uint(out, len);
-    clank_buf_append(out, "\r\n\r\n", 4);
-    if (c->req.method != HTTP_HEAD) clank_buf_append(out, body, len);
+    return;
   }
+  clank_buf_append(out, "content-length: ", 16);
+  clank_buf_append_uint(out, (size_t)len);
+  clank_buf_append(out, "\r\n\r\n", 4);
+}
+
+void clank_conn_body_length(clank_conn_t *c, uint64_t len) {
+  end_head(c, len);
+  log_access(c, (size_t)len);
+}
+
+void clank_conn_body(clank_conn_t *c, const char *body, size_t len) {
+  end_head(c, len);
+  if (!has_no_body(c->status) && c->req.method != HTTP_HEAD) clank_buf_append(&c->out, body, len);
   log_access(c, len);
 }
 

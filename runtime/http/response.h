@@ -9,6 +9,9 @@
 
 const char *clank_status_reason(int status);
 /* The 101 answer of an upgrade (connection.c's clank_conn_upgrade). */
+/* Ends the head with content-length: len; the body follows by other means
+   (connection.c's file body). */
+void clank_conn_body_length(clank_conn_t *c, uint64_t len);
 void clank_conn_switch(clank_conn_t *c, const char *protocol, const char *header_lines);
 
 #endif

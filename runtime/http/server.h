@@ -99,6 +99,7 @@ struct clank_conn_s {
   unsigned stop_parsing : 1;
   unsigned chunked : 1;     /* the answer streams in chunks */
   unsigned draining : 1;    /* over the output high mark: tell on_drain when below */
+  struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 
 struct clank_server_s {
@@ -164,6 +165,12 @@ void clank_conn_body(clank_conn_t *c, const char *body, size_t len);
 void clank_conn_stream_start(clank_conn_t *c);
 void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len);
 void clank_conn_stream_end(clank_conn_t *c);
+/* Ends the head with content-length: len and sends len bytes of the open
+   file fd from offset as the body (HEAD: none), read in chunks off the loop
+   as the output drains. The writer owns fd from here (it closes it). Call
+   from on_message and return what it returns: 1 while the body is coming
+   (the connection resumes once it is sent), 0 when nothing more is owed. */
+int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t len);
 /* A whole text/plain answer. */
 void clank_conn_text(clank_conn_t *c, int status, const char *body);
 /* A whole answer with a content type. */
