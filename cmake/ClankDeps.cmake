@@ -9,3 +9,7 @@ if(NOT LLHTTP_FOUND)
     "accepts a CR inside header values (CVE-2023-30589). Run vendor/deps.sh as root: "
     "it installs libllhttp-dev 9.2 from Debian 13, pinned so that nothing else comes from there.")
 endif()
+# WebSocket frames for the live channel (SPEC §11): wslay, no I/O of its own.
+# Debian's libwslay-dev has no .pc file; find the header and the library.
+find_path(WSLAY_INCLUDE_DIR wslay/wslay.h REQUIRED)
+find_library(WSLAY_LINK_LIBRARIES wslay REQUIRED)

@@ -1,7 +1,7 @@
 /* clank-run: serves a Clank app (SPEC §2). */
 #include <stdio.h>
 
-#include "host.h"
+#include "host/host.h"
 #include "options.h"
 
 int main(int argc, char **argv) {

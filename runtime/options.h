@@ -4,15 +4,16 @@
 
 #include <stdint.h>
 
+#include "http/server.h"
 #include "util/log.h"
 
 typedef struct clank_limits_s {
-  uint64_t header_ms;   /* header block, from the request's first byte */
-  uint64_t body_ms;     /* body, from the end of the header block */
-  uint64_t idle_ms;     /* idle keep-alive connection */
-  uint64_t drain_ms;    /* discarding an unread body after an early answer */
-  uint64_t stop_ms;     /* graceful stop */
-  unsigned max_connections;
+  clank_http_limits_t http;
+  uint64_t stop_ms;        /* graceful stop */
+  uint64_t live_idle_ms;   /* an idle view session ends (SPEC §11) */
+  unsigned live_max_idle;  /* idle view sessions kept per worker */
+  uint64_t ping_ms;        /* live connections are pinged this often */
+  uint64_t silence_ms;     /* and dropped when silent this long */
 } clank_limits_t;
 
 typedef struct clank_options_s {

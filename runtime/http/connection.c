@@ -1,11 +1,10 @@
 /* One client connection: reading, parsing with llhttp plus the server's own
-   checks (SPEC §13), limits and their timers, ordered output. */
-#include <stdio.h>
+   checks (SPEC §13), limits and their timers, ordered output; its events go
+   up through the server's handler table. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "dispatch.h"
 #include "http/response.h"
 #include "http/server.h"
 
@@ -13,6 +12,7 @@
 #define READ_CHUNK (64 * 1024)
 #define DRAIN_MAX (64 * 1024)          /* unread body discarded after an early answer */
 #define OUTPUT_HIGH (4 * 1024 * 1024) /* unsent output that stops reading */
+#define OUTPUT_LOW (256 * 1024)       /* and below which on_drain is told */
 
 static void timer_fired(uv_timer_t *t);
 static void process(clank_conn_t *c);
@@ -37,6 +37,7 @@ static void disarm(clank_conn_t *c) { c->deadline = 0; }
 /* ---- lifetime ---- */
 
 static void conn_free(clank_conn_t *c) {
+  if (c->holds > 0) return; /* the last release frees it */
   clank_server_t *s = c->server;
   if (c->prev)
     c->prev->next = c->next;
@@ -52,16 +53,27 @@ static void conn_free(clank_conn_t *c) {
 
 static void handle_closed(uv_handle_t *h) {
   clank_conn_t *c = h->data;
-  if (--c->open_handles == 0 && c->exchange == NULL) conn_free(c);
+  if (--c->open_handles == 0) conn_free(c);
 }
+
+void clank_conn_hold(clank_conn_t *c) { c->holds++; }
+
+void clank_conn_release(clank_conn_t *c) {
+  if (--c->holds == 0 && c->closing && c->open_handles == 0) conn_free(c);
+}
+
+size_t clank_conn_pending(const clank_conn_t *c) { return c->out.len + c->wbuf.len; }
+
+static void file_end(clank_conn_t *c);
+static int file_reading(const clank_conn_t *c);
 
 void clank_conn_close(clank_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
   clank_server_t *s = c->server;
   s->nconns--;
-  if (c->exchange) clank_dispatch_abandon(c);
-  clank_dispatch_release(c);
+  if (s->handler->on_close) s->handler->on_close(c);
+  if (c->file && !file_reading(c)) file_end(c); /* a read in flight ends it when it returns */
   uv_close((uv_handle_t *)&c->tcp, handle_closed);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   if (s->stopping && s->nconns == 0 && s->on_drained) s->on_drained(s);
@@ -70,6 +82,106 @@ void clank_conn_close(clank_conn_t *c) {
 /* ---- output ---- */
 
 static void update_reading(clank_conn_t *c);
+
+/* ---- a file as the body ---- */
+
+#define FILE_CHUNK (64 * 1024)
+
+typedef struct clank_file_body_s {
+  uv_fs_t req;
+  uv_file fd;
+  uint64_t offset, left;
+  int reading;
+  char buf[FILE_CHUNK];
+} file_body_t;
+
+static void file_read(clank_conn_t *c);
+
+static int file_reading(const clank_conn_t *c) { return c->file->reading; }
+
+static void close_file(uv_file fd);
+
+static void file_end(clank_conn_t *c) {
+  file_body_t *f = c->file;
+  close_file(f->fd); /* closing is quick: no thread for it */
+  c->file = NULL;
+  free(f);
+  clank_conn_resume(c);
+  clank_conn_release(c);
+}
+
+static void file_chunk(uv_fs_t *req) {
+  clank_conn_t *c = req->data;
+  file_body_t *f = c->file;
+  ssize_t n = req->result;
+  uv_fs_req_cleanup(req);
+  f->reading = 0;
+  if (c->closing) {
+    file_end(c);
+    return;
+  }
+  if (n <= 0) { /* the file shrank or failed under us: the length promised cannot be kept */
+    clank_conn_close(c);
+    file_end(c);
+    return;
+  }
+  f->offset += (uint64_t)n;
+  f->left -= (uint64_t)n;
+  clank_buf_append(&c->out, f->buf, (size_t)n);
+  clank_conn_flush(c);
+  if (f->left == 0)
+    file_end(c);
+  else if (!c->writing)
+    file_read(c);
+}
+
+/* The next chunk, once the previous one was handed to the kernel. */
+static void file_read(clank_conn_t *c) {
+  file_body_t *f = c->file;
+  if (f == NULL || f->reading || c->writing) return;
+  if (c->closing) {
+    file_end(c);
+    return;
+  }
+  size_t want = f->left < FILE_CHUNK ? (size_t)f->left : FILE_CHUNK;
+  uv_buf_t b = uv_buf_init(f->buf, (unsigned)want);
+  f->reading = 1;
+  f->req.data = c;
+  if (uv_fs_read(c->server->loop, &f->req, f->fd, &b, 1, (int64_t)f->offset, file_chunk) != 0) {
+    f->reading = 0;
+    clank_conn_close(c);
+    file_end(c);
+  }
+}
+
+static void close_file(uv_file fd) {
+  uv_fs_t req;
+  uv_fs_close(NULL, &req, fd, NULL);
+  uv_fs_req_cleanup(&req);
+}
+
+int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t len) {
+  clank_conn_body_length(c, len); /* the head, then the file as the body */
+  if (c->req.method == HTTP_HEAD || len == 0) {
+    close_file(fd);
+    return 0;
+  }
+  file_body_t *f = calloc(1, sizeof *f);
+  if (f == NULL) {
+    close_file(fd);
+    c->close_after = 1; /* the promised body cannot come */
+    c->out.len = c->head_mark;
+    return 0;
+  }
+  f->fd = fd;
+  f->offset = offset;
+  f->left = len;
+  c->file = f;
+  clank_conn_hold(c);
+  clank_conn_flush(c);
+  file_read(c);
+  return 1;
+}
 
 static void write_done(uv_write_t *req, int status) {
   clank_conn_t *c = req->data;
@@ -81,6 +193,11 @@ static void write_done(uv_write_t *req, int status) {
   }
   clank_conn_flush(c);
   update_reading(c);
+  if (c->file) file_read(c);
+  if (c->draining && !c->closing && clank_conn_pending(c) < OUTPUT_LOW) {
+    c->draining = 0;
+    if (c->upgrade && c->upgrade->on_drain) c->upgrade->on_drain(c);
+  }
 }
 
 void clank_conn_flush(clank_conn_t *c) {
@@ -113,62 +230,36 @@ void clank_conn_flush(clank_conn_t *c) {
   if (c->close_after && c->phase != CLANK_PHASE_HANDLER) clank_conn_close(c);
 }
 
+void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
+  if (c->closing) return;
+  clank_buf_append(&c->out, data, len);
+  if (clank_conn_pending(c) >= OUTPUT_HIGH) c->draining = 1;
+  clank_conn_flush(c);
+}
+
 int clank_conn_keep_alive(clank_conn_t *c) {
   return !c->close_after && !c->undrainable && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
 }
 
-/* The server's own answers: head lines (content type and more), a body. */
-static void answer(clank_conn_t *c, int status, const char *head, const char *body, size_t len,
-                   int close) {
-  clank_request_t *r = &c->req;
-  clank_response_meta_t m = {
-      .status = status,
-      .keep_alive = !close && clank_conn_keep_alive(c),
-      .http10 = r->http_major == 1 && r->http_minor == 0,
-      .head_only = r->method == HTTP_HEAD,
-  };
-  if (!m.keep_alive) c->close_after = 1;
-  clank_response_begin(&c->out, &m, clank_server_date(c->server));
-  clank_buf_appends(&c->out, head);
-  clank_response_end(&c->out, &m, body, len);
-  c->answered = 1;
-  clank_log_access(c->server->log, llhttp_method_name(r->method), clank_request_url(r), r->url_len,
-                   status, len, uv_hrtime() - r->started_ns);
-}
-
-void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close) {
-  answer(c, status, "content-type: text/plain; charset=utf-8\r\n", body, strlen(body), close);
-}
-
 /* Answers and stops parsing this connection: what follows cannot be framed. */
 static int refuse(clank_conn_t *c, int status, const char *body) {
-  if (!c->answered) clank_conn_answer_text(c, status, body, 1);
+  if (!c->answered) {
+    c->close_after = 1;
+    clank_conn_text(c, status, body);
+  }
   c->close_after = 1;
   c->stop_parsing = 1;
   return HPE_PAUSED;
 }
 
-void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, const char *message,
-                               int close) {
-  char body[256];
-  int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
-                   code, message);
-  answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n", body, (size_t)n,
-         close);
-}
-
-void clank_conn_answer_rpc_forbidden(clank_conn_t *c) {
-  static const char body[] =
-      "{\"error\":{\"code\":-32600,\"message\":\"Cross-origin agent request rejected.\"},"
-      "\"id\":null,\"jsonrpc\":\"2.0\"}";
-  answer(c, 403, "content-type: application/json\r\n", body, sizeof body - 1, 0);
-}
-
-/* The bridge's 413 while a body streams in (SPEC §5 step 7). */
-static int refuse_too_large_json(clank_conn_t *c) {
-  char message[80];
-  snprintf(message, sizeof message, "Request body exceeds %zu bytes.", c->body_limit);
-  clank_conn_answer_failure(c, 413, "PAYLOAD_TOO_LARGE", message, 1);
+/* The body outgrew the limit on_head set. */
+static int refuse_too_large(clank_conn_t *c) {
+  const clank_http_handler_t *h = c->server->handler;
+  c->close_after = 1;
+  if (h->on_body_too_large)
+    h->on_body_too_large(c);
+  else
+    clank_conn_text(c, 413, "Payload too large.");
   c->stop_parsing = 1;
   return HPE_PAUSED;
 }
@@ -182,7 +273,6 @@ static int on_message_begin(llhttp_t *p) {
   c->answered = 0;
   c->undrainable = 0;
   c->body_limit = 0;
-  c->route = NULL;
   c->drained = 0;
   c->phase = CLANK_PHASE_HEAD;
   arm(c, c->server->limits.header_ms);
@@ -309,17 +399,17 @@ static int on_headers_complete(llhttp_t *p) {
     if (n > 1 || !header_is(r, te, "chunked")) return refuse(c, 501, "Not implemented.");
   }
   const clank_header_t *expect = http11 ? clank_request_header(r, "expect", 6, &n) : NULL;
-  if (expect && !header_is(r, expect, "100-continue")) {
-    clank_conn_answer_text(c, 417, "Expectation failed.", 0);
-  }
+  if (expect && !header_is(r, expect, "100-continue")) clank_conn_text(c, 417, "Expectation failed.");
 
   int has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
   /* An early answer keeps the connection only if the unread body is small. */
   c->undrainable = !(p->flags & F_CHUNKED) && p->content_length > DRAIN_MAX;
-  int read_body = !c->answered && clank_dispatch_head(c);
+  int read_body = !c->answered && c->server->handler->on_head(c) == CLANK_HTTP_READ_BODY;
   if (c->stop_parsing) return HPE_PAUSED;
   if (read_body) {
     c->undrainable = 0; /* the body is read, not discarded */
+    /* A body limit of the handler's own is enforced as the body arrives
+       (its answer may want what came before). */
     if (!(p->flags & F_CHUNKED) && p->content_length > CLANK_MAX_BODY)
       return refuse(c, 413, "Payload too large.");
     if (expect && has_body) clank_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
@@ -351,7 +441,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
     return 0;
   }
   clank_buf_t *b = &c->req.body;
-  if (c->body_limit && b->len + len > c->body_limit) return refuse_too_large_json(c);
+  if (c->body_limit && b->len + len > c->body_limit) return refuse_too_large(c);
   if (b->len + len > CLANK_MAX_BODY) return refuse(c, 413, "Payload too large.");
   clank_buf_append(b, at, len);
   return 0;
@@ -363,7 +453,8 @@ static int on_message_complete(llhttp_t *p) {
   if (!c->answered) {
     if (!clank_conn_keep_alive(c)) c->close_after = 1;
     c->phase = CLANK_PHASE_HANDLER;
-    if (clank_dispatch_message(c)) return HPE_PAUSED; /* the handler waits */
+    if (c->server->handler->on_message(c)) return HPE_PAUSED; /* the answer is coming */
+    if (c->phase == CLANK_PHASE_UPGRADED) return HPE_PAUSED;   /* the rest is not HTTP */
   }
   c->phase = CLANK_PHASE_IDLE;
   if (c->close_after) {
@@ -401,7 +492,8 @@ static void framing_error(clank_conn_t *c, llhttp_errno_t err) {
 
 static void process(clank_conn_t *c) {
   size_t pos = 0;
-  while (pos < c->in.len && !c->closing && !c->stop_parsing && c->phase != CLANK_PHASE_HANDLER) {
+  while (pos < c->in.len && !c->closing && !c->stop_parsing && c->phase != CLANK_PHASE_HANDLER &&
+         c->phase != CLANK_PHASE_UPGRADED) {
     const char *start = c->in.data + pos;
     llhttp_errno_t err = llhttp_execute(&c->parser, start, c->in.len - pos);
     if (err == HPE_OK) {
@@ -409,6 +501,12 @@ static void process(clank_conn_t *c) {
     } else if (err == HPE_PAUSED) {
       pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
       llhttp_resume(&c->parser);
+    } else if (err == HPE_PAUSED_UPGRADE) {
+      /* Nobody took the upgrade: the request was answered as plain HTTP
+         (RFC 9110 §7.8 lets a server ignore Upgrade), and so is what follows. */
+      pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+      if (c->phase == CLANK_PHASE_UPGRADED) break;
+      llhttp_resume_after_upgrade(&c->parser);
     } else {
       framing_error(c, err);
       pos = c->in.len;
@@ -416,6 +514,15 @@ static void process(clank_conn_t *c) {
   }
   if (c->closing) return;
   clank_buf_consume(&c->in, pos);
+  if (c->phase == CLANK_PHASE_UPGRADED) {
+    clank_conn_flush(c);
+    if (c->in.len > 0 && !c->closing) {
+      c->upgrade->on_data(c, c->in.data, c->in.len);
+      clank_buf_reset(&c->in);
+    }
+    update_reading(c);
+    return;
+  }
   if (c->stop_parsing) clank_buf_reset(&c->in);
   if (c->phase == CLANK_PHASE_IDLE && c->eof) c->close_after = 1;
   if (c->phase == CLANK_PHASE_IDLE && !c->close_after) arm(c, c->server->limits.idle_ms);
@@ -440,8 +547,14 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     c->eof = 1;
     uv_read_stop(stream);
     c->reading = 0;
+    if (c->phase == CLANK_PHASE_UPGRADED) {
+      if (c->upgrade->on_eof) c->upgrade->on_eof(c);
+      clank_conn_close(c);
+      return;
+    }
     if (c->phase == CLANK_PHASE_HANDLER) {
-      clank_dispatch_client_gone(c); /* its action's signal aborts; answer, then close */
+      /* its action's signal aborts; the answer is still written, then close */
+      if (c->server->handler->on_client_gone) c->server->handler->on_client_gone(c);
       return;
     }
     /* A request begun but not finished can never be: close after any answer. */
@@ -454,6 +567,10 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     return;
   }
   if (nread == 0) return;
+  if (c->phase == CLANK_PHASE_UPGRADED) {
+    c->upgrade->on_data(c, c->in.data + c->in.len, (size_t)nread);
+    return;
+  }
   c->in.len += (size_t)nread;
   if (c->phase == CLANK_PHASE_HANDLER) {
     update_reading(c);
@@ -466,7 +583,7 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
 static void update_reading(clank_conn_t *c) {
   if (c->closing) return;
   int want = !c->eof && !c->stop_parsing && c->in.len < PIPELINE_BUFFER &&
-             c->out.len + c->wbuf.len < OUTPUT_HIGH;
+             clank_conn_pending(c) < OUTPUT_HIGH;
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_input, read_input) == 0) c->reading = 1;
   } else if (!want && c->reading) {
@@ -475,16 +592,8 @@ static void update_reading(clank_conn_t *c) {
   }
 }
 
-void clank_conn_detach(clank_conn_t *c) {
-  c->exchange = NULL;
-  if (c->closing && c->open_handles == 0) conn_free(c);
-}
-
-void clank_conn_handler_done(clank_conn_t *c) {
-  if (c->closing) {
-    if (c->open_handles == 0) conn_free(c);
-    return;
-  }
+void clank_conn_resume(clank_conn_t *c) {
+  if (c->closing) return;
   c->phase = CLANK_PHASE_IDLE;
   if (c->close_after) c->stop_parsing = 1;
   process(c);
@@ -513,13 +622,38 @@ static void timer_fired(uv_timer_t *t) {
     break;
   case CLANK_PHASE_HANDLER:
     break;
+  case CLANK_PHASE_UPGRADED:
+    if (c->upgrade->on_timeout) c->upgrade->on_timeout(c);
+    break;
   }
 }
 
+void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const char *protocol,
+                        const char *header_lines) {
+  c->close_after = 0;
+  clank_conn_switch(c, protocol, header_lines);
+  c->upgrade = h;
+  c->phase = CLANK_PHASE_UPGRADED;
+  c->close_after = 0;
+  disarm(c);
+}
+
+void clank_conn_deadline(clank_conn_t *c, uint64_t ms) {
+  if (ms == 0)
+    disarm(c);
+  else
+    arm(c, ms);
+}
+
 void clank_conn_accept(clank_server_t *s) {
-  clank_conn_t *c = calloc(1, sizeof *c);
+  /* the user's data slot follows the connection, in the same allocation */
+  size_t extra = (s->conn_data_size + 15) & ~(size_t)15;
+  size_t size = (sizeof(clank_conn_t) + 15) & ~(size_t)15;
+  clank_conn_t *c = calloc(1, size + extra);
   if (c == NULL) return;
   c->server = s;
+  clank_request_reset(&c->req);
+  if (extra) c->data = (char *)c + size;
   uv_tcp_init(s->loop, &c->tcp);
   uv_timer_init(s->loop, &c->timer);
   c->tcp.data = c->timer.data = c;
@@ -534,10 +668,9 @@ void clank_conn_accept(clank_server_t *s) {
     clank_conn_close(c);
     return;
   }
-  if (s->nconns > s->max_connections) {
-    clank_response_meta_t m = {.status = 503, .keep_alive = 0};
-    clank_response_text(&c->out, &m, clank_server_date(s), "Service unavailable.");
+  if (s->nconns > s->limits.max_connections) {
     c->close_after = 1;
+    clank_conn_text(c, 503, "Service unavailable.");
     clank_conn_flush(c);
     return;
   }

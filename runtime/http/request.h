@@ -1,9 +1,8 @@
 /* One parsed request head and body, reused for every request on a connection:
    its buffers keep their memory between requests. */
-#ifndef CLANK_REQUEST_H
-#define CLANK_REQUEST_H
+#ifndef CLANK_HTTP_REQUEST_H
+#define CLANK_HTTP_REQUEST_H
 
-#include <lua.h>
 #include <stdint.h>
 
 #include "util/buf.h"
@@ -49,8 +48,5 @@ const clank_header_t *clank_request_header(const clank_request_t *r, const char 
 static inline const char *clank_header_value(const clank_request_t *r, const clank_header_t *h) {
   return r->head.data + h->value_off;
 }
-
-/* Pushes the Lua request table of SPEC §2. */
-void clank_request_push(lua_State *L, const clank_request_t *r);
 
 #endif

@@ -1,13 +1,23 @@
+/* The response writer: every answer the server sends, whoever makes it,
+   goes through these functions, so the status line, the connection
+   decision, framing, HEAD and the access log are written in one place. */
 #include "http/response.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "http/server.h"
 
 
 const char *clank_status_reason(int status) {
   switch (status) {
   case 100: return "Continue";
+  case 101: return "Switching Protocols";
   case 200: return "OK";
   case 201: return "Created";
   case 202: return "Accepted";
   case 204: return "No Content";
+  case 206: return "Partial Content";
   case 301: return "Moved Permanently";
   case 302: return "Found";
   case 303: return "See Other";
@@ -25,8 +35,10 @@ const char *clank_status_reason(int status) {
   case 413: return "Content Too Large";
   case 414: return "URI Too Long";
   case 415: return "Unsupported Media Type";
+  case 416: return "Range Not Satisfiable";
   case 417: return "Expectation Failed";
   case 422: return "Unprocessable Content";
+  case 426: return "Upgrade Required";
   case 428: return "Precondition Required";
   case 429: return "Too Many Requests";
   case 431: return "Request Header Fields Too Large";
@@ -40,40 +52,167 @@ const char *clank_status_reason(int status) {
   }
 }
 
-static int has_no_body(int status) {
-  return status < 200 || status == 204 || status == 304;
+static int has_no_body(int status) { return status < 200 || status == 204 || status == 304; }
+
+/* RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" /
+   "-" / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
+int clank_http_token(const char *s, size_t n) {
+  static const char extra[] = "!#$%&'*+-.^_`|~";
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+          (ch && strchr(extra, ch))))
+      return 0;
+  }
+  return 1;
 }
 
+/* RFC 9110 §5.5: field-value = *field-content; field-content = field-vchar
+   [ 1*( SP / HTAB / field-vchar ) field-vchar ]; field-vchar = VCHAR /
+   obs-text. So: no control character but HTAB, and no white space at
+   either end. */
+int clank_http_field_value(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
+  }
+  if (n > 0 && (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t')) return 0;
+  return 1;
+}
 
-void clank_response_begin(clank_buf_t *out, const clank_response_meta_t *m, const char *date) {
+static int owned_header(const char *name, size_t n) {
+  return (n == 14 && strncasecmp(name, "content-length", n) == 0) ||
+         (n == 17 && strncasecmp(name, "transfer-encoding", n) == 0) ||
+         (n == 10 && strncasecmp(name, "connection", n) == 0);
+}
+
+void clank_conn_begin(clank_conn_t *c, int status) {
+  clank_buf_t *out = &c->out;
+  const clank_request_t *r = &c->req;
+  int keep_alive = clank_conn_keep_alive(c);
+  if (!keep_alive) c->close_after = 1;
+  c->status = status;
+  c->head_mark = out->len;
   clank_buf_append(out, "HTTP/1.1 ", 9);
-  clank_buf_append_uint(out, (size_t)m->status);
+  clank_buf_append_uint(out, (size_t)status);
   clank_buf_appendc(out, ' ');
-  clank_buf_appends(out, clank_status_reason(m->status));
+  clank_buf_appends(out, clank_status_reason(status));
   clank_buf_appends(out, "\r\ndate: ");
-  clank_buf_appends(out, date);
+  clank_buf_appends(out, clank_server_date(c->server));
   clank_buf_append(out, "\r\n", 2);
-  if (!m->keep_alive)
+  if (!keep_alive)
     clank_buf_appends(out, "connection: close\r\n");
-  else if (m->http10)
+  else if (r->http_major == 1 && r->http_minor == 0)
     clank_buf_appends(out, "connection: keep-alive\r\n");
 }
 
-void clank_response_end(clank_buf_t *out, const clank_response_meta_t *m, const char *body,
-                        size_t len) {
-  if (has_no_body(m->status)) {
+int clank_conn_header(clank_conn_t *c, const char *name, size_t name_len, const char *value,
+                      size_t value_len) {
+  if (!clank_http_token(name, name_len) || !clank_http_field_value(value, value_len) ||
+      owned_header(name, name_len))
+    return -1;
+  clank_buf_t *out = &c->out;
+  clank_buf_append(out, name, name_len);
+  clank_buf_append(out, ": ", 2);
+  clank_buf_append(out, value, value_len);
+  clank_buf_append(out, "\r\n", 2);
+  return 0;
+}
+
+void clank_conn_header_raw(clank_conn_t *c, const char *lines) { clank_buf_appends(&c->out, lines); }
+
+void clank_conn_cancel(clank_conn_t *c) { c->out.len = c->head_mark; }
+
+static void log_access(clank_conn_t *c, size_t bytes) {
+  const clank_request_t *r = &c->req;
+  c->answered = 1;
+  if (r->url_len == 0) return; /* no request was read (the connection cap) */
+  clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
+                   clank_request_url(r), r->url_len, c->status, bytes, uv_hrtime() - r->started_ns);
+}
+
+static void end_head(clank_conn_t *c, uint64_t len) {
+  clank_buf_t *out = &c->out;
+  if (has_no_body(c->status)) {
     clank_buf_appends(out, "\r\n");
     return;
   }
   clank_buf_append(out, "content-length: ", 16);
-  clank_buf_append_uint(out, len);
+  clank_buf_append_uint(out, (size_t)len);
   clank_buf_append(out, "\r\n\r\n", 4);
-  if (!m->head_only) clank_buf_append(out, body, len);
 }
 
-void clank_response_text(clank_buf_t *out, const clank_response_meta_t *m, const char *date,
-                         const char *body) {
-  clank_response_begin(out, m, date);
-  clank_buf_appends(out, "content-type: text/plain; charset=utf-8\r\n");
-  clank_response_end(out, m, body, strlen(body));
+void clank_conn_body_length(clank_conn_t *c, uint64_t len) {
+  end_head(c, len);
+  log_access(c, (size_t)len);
+}
+
+void clank_conn_body(clank_conn_t *c, const char *body, size_t len) {
+  end_head(c, len);
+  if (!has_no_body(c->status) && c->req.method != HTTP_HEAD) clank_buf_append(&c->out, body, len);
+  log_access(c, len);
+}
+
+void clank_conn_stream_start(clank_conn_t *c) {
+  const clank_request_t *r = &c->req;
+  /* HTTP/1.0 has no chunks: the body then ends with the connection. */
+  c->chunked = !(r->http_major == 1 && r->http_minor == 0);
+  if (c->chunked)
+    clank_buf_appends(&c->out, "transfer-encoding: chunked\r\n\r\n");
+  else
+    clank_buf_appends(&c->out, "\r\n");
+  log_access(c, 0);
+  clank_conn_flush(c);
+}
+
+void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len) {
+  if (len == 0 || c->closing) return; /* an empty chunk would end the stream */
+  clank_buf_t *out = &c->out;
+  if (c->chunked) {
+    static const char hex[] = "0123456789abcdef";
+    char size[20];
+    int k = (int)sizeof size;
+    size_t n = len;
+    do {
+      size[--k] = hex[n & 15];
+      n >>= 4;
+    } while (n);
+    clank_buf_append(out, size + k, sizeof size - (size_t)k);
+    clank_buf_append(out, "\r\n", 2);
+  }
+  clank_buf_append(out, data, len);
+  if (c->chunked) clank_buf_append(out, "\r\n", 2);
+  clank_conn_flush(c);
+}
+
+void clank_conn_stream_end(clank_conn_t *c) {
+  if (c->closing) return;
+  if (c->chunked) clank_buf_appends(&c->out, "0\r\n\r\n");
+  else c->close_after = 1;
+  clank_conn_flush(c);
+}
+
+void clank_conn_switch(clank_conn_t *c, const char *protocol, const char *header_lines) {
+  clank_buf_t *out = &c->out;
+  c->status = 101;
+  clank_buf_appends(out, "HTTP/1.1 101 Switching Protocols\r\ndate: ");
+  clank_buf_appends(out, clank_server_date(c->server));
+  clank_buf_appends(out, "\r\nconnection: Upgrade\r\nupgrade: ");
+  clank_buf_appends(out, protocol);
+  clank_buf_appends(out, "\r\n");
+  clank_buf_appends(out, header_lines);
+  clank_buf_appends(out, "\r\n");
+  log_access(c, 0);
+}
+
+void clank_conn_answer(clank_conn_t *c, int status, const char *type_lines, const char *body,
+                       size_t len) {
+  clank_conn_begin(c, status);
+  clank_conn_header_raw(c, type_lines);
+  clank_conn_body(c, body, len);
+}
+
+void clank_conn_text(clank_conn_t *c, int status, const char *body) {
+  clank_conn_answer(c, status, "content-type: text/plain; charset=utf-8\r\n", body, strlen(body));
 }

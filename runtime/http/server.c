@@ -1,6 +1,7 @@
 /* The listener: binding, accepting, stopping. */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,7 +35,7 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
   const char *name = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
   if (uv_ip4_addr(name, port, (struct sockaddr_in *)&addr) != 0 &&
       uv_ip6_addr(name, port, (struct sockaddr_in6 *)&addr) != 0) {
-    snprintf(err, errlen, "--host %s is not an IP address", host);
+    snprintf(err, errlen, "%s is not an IP address", host);
     return -1;
   }
   uv_tcp_init(loop, &s->listener);
@@ -73,6 +74,20 @@ void clank_server_stop(clank_server_t *s) {
     }
   }
   if (s->nconns == 0 && s->on_drained) s->on_drained(s);
+}
+
+void clank_server_free_all(clank_server_t *s) {
+  clank_conn_t *c = s->conns;
+  while (c) {
+    clank_conn_t *next = c->next;
+    clank_buf_free(&c->in);
+    clank_buf_free(&c->out);
+    clank_buf_free(&c->wbuf);
+    clank_request_free(&c->req);
+    free(c);
+    c = next;
+  }
+  s->conns = NULL;
 }
 
 void clank_server_close_all(clank_server_t *s) {

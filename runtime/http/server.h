@@ -1,24 +1,69 @@
-/* The HTTP/1.1 server: a listener and its connections, on libuv + llhttp. */
-#ifndef CLANK_SERVER_H
-#define CLANK_SERVER_H
+/* The HTTP/1.1 server as a library, in the manner of llhttp and libuv: it
+   accepts, parses (llhttp, strict, plus SPEC §13's own checks), limits,
+   buffers and writes. What a request means is its user's business: the
+   server hands events up through a handler table, with an opaque pointer on
+   the server and a data slot on every connection. It knows no Lua. */
+#ifndef CLANK_HTTP_SERVER_H
+#define CLANK_HTTP_SERVER_H
 
 #include <llhttp.h>
 #include <uv.h>
 
 #include "http/request.h"
-#include "options.h"
 #include "util/buf.h"
 #include "util/log.h"
 
 typedef struct clank_server_s clank_server_t;
 typedef struct clank_conn_s clank_conn_t;
 
+typedef struct clank_http_limits_s {
+  uint64_t header_ms; /* header block, from the request's first byte */
+  uint64_t body_ms;   /* body, from the end of the header block */
+  uint64_t idle_ms;   /* idle keep-alive connection */
+  uint64_t drain_ms;  /* discarding an unread body after an early answer */
+  unsigned max_connections;
+} clank_http_limits_t;
+
+/* What on_head decides. */
+enum {
+  CLANK_HTTP_ANSWERED,  /* the handler answered at the header block: the body is discarded */
+  CLANK_HTTP_READ_BODY, /* read the body; on_message runs at the end of the message */
+};
+
+typedef struct clank_http_handler_s {
+  /* The header block is complete and passed the server's checks. May answer
+     at once (an early answer) or set a body limit; returns the enum above. */
+  int (*on_head)(clank_conn_t *c);
+  /* The body grew past the limit on_head set: answer it (NULL: 413 text). */
+  void (*on_body_too_large)(clank_conn_t *c);
+  /* The message is complete. Returns 1 while the answer is still coming
+     (clank_conn_resume when it has been written), 0 when it was written. */
+  int (*on_message)(clank_conn_t *c);
+  /* The client closed its side while its answer is still coming. */
+  void (*on_client_gone)(clank_conn_t *c);
+  /* The connection closes: let go of what c->data holds. */
+  void (*on_close)(clank_conn_t *c);
+} clank_http_handler_t;
+
+/* A connection that left HTTP (an upgrade, RFC 9110 §7.8). */
+typedef struct clank_upgrade_handler_s {
+  /* Bytes from the peer; the upgraded protocol parses them. */
+  void (*on_data)(clank_conn_t *c, const char *data, size_t len);
+  /* The deadline set with clank_conn_deadline passed. */
+  void (*on_timeout)(clank_conn_t *c);
+  /* The peer closed its side (or the read failed); the connection closes next. */
+  void (*on_eof)(clank_conn_t *c);
+  /* Output drained below the low mark after being over the high one. */
+  void (*on_drain)(clank_conn_t *c);
+} clank_upgrade_handler_t;
+
 typedef enum {
-  CLANK_PHASE_IDLE,    /* between requests */
-  CLANK_PHASE_HEAD,    /* reading the header block */
-  CLANK_PHASE_BODY,    /* reading a body the handler will get */
-  CLANK_PHASE_DRAIN,   /* discarding the body of an early answer */
-  CLANK_PHASE_HANDLER, /* a handler runs; input is only buffered */
+  CLANK_PHASE_IDLE,     /* between requests */
+  CLANK_PHASE_HEAD,     /* reading the header block */
+  CLANK_PHASE_BODY,     /* reading a body the handler will get */
+  CLANK_PHASE_DRAIN,    /* discarding the body of an early answer */
+  CLANK_PHASE_HANDLER,  /* the answer is coming; input is only buffered */
+  CLANK_PHASE_UPGRADED, /* bytes go to the upgrade handler */
 } clank_phase_t;
 
 struct clank_conn_s {
@@ -26,6 +71,7 @@ struct clank_conn_s {
   uv_timer_t timer;
   llhttp_t parser;
   clank_server_t *server;
+  void *data; /* the user's, conn_data_size bytes zeroed at accept */
   clank_conn_t *prev, *next;
   clank_buf_t in;   /* received, not yet parsed */
   clank_buf_t out;  /* responses not yet handed to a write */
@@ -33,16 +79,16 @@ struct clank_conn_s {
   uv_write_t wreq;
   clank_request_t req;
   clank_phase_t phase;
-  size_t drained;      /* body bytes discarded after an early answer */
-  uint64_t deadline;   /* loop time the current phase must end by; 0: none */
-  uint64_t armed_for;  /* when the timer fires; 0: not running */
-  const void *route;   /* what the dispatcher chose at the header block */
-  void *gen;           /* the generation that route belongs to, held until the handler runs */
-  int lua_request;     /* registry ref (in gen's state) of the request table the header
-                          block already made, 0 when none */
-  size_t body_limit;   /* the bridge's maxRequestBytes; 0: the 1 MiB cap */
-  void *exchange;      /* the dispatcher's in-flight handler, if any */
-  int open_handles;    /* freed when both handles closed and no handler runs */
+  const clank_upgrade_handler_t *upgrade;
+  size_t body_limit;  /* set by on_head; 0: the 1 MiB cap */
+  size_t drained;     /* body bytes discarded after an early answer */
+  size_t head_mark;   /* where the response being written started in out */
+  size_t body_bytes;  /* the answer's body length, for the access log */
+  uint64_t deadline;  /* loop time the current phase must end by; 0: none */
+  uint64_t armed_for; /* when the timer fires; 0: not running */
+  int status;         /* the answer being written */
+  int open_handles;   /* freed when both handles closed and nothing holds it */
+  int holds;          /* clank_conn_hold: a user still points at it */
   unsigned writing : 1;
   unsigned closing : 1;     /* handles are closing or closed */
   unsigned close_after : 1; /* close once the output is written */
@@ -51,20 +97,24 @@ struct clank_conn_s {
   unsigned answered : 1;    /* the current request has had its answer */
   unsigned undrainable : 1; /* its unread body is too large to discard */
   unsigned stop_parsing : 1;
+  unsigned chunked : 1;     /* the answer streams in chunks */
+  unsigned draining : 1;    /* over the output high mark: tell on_drain when below */
+  struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 
 struct clank_server_s {
   uv_loop_t *loop;
   uv_tcp_t listener;
   int listening;
-  int loopback; /* the Host header must then be a loopback name (DNS rebinding) */
-  clank_limits_t limits;
-  unsigned max_connections;
+  int loopback; /* bound to a loopback address */
+  clank_http_limits_t limits;
+  const clank_http_handler_t *handler;
+  void *data;            /* the user's */
+  size_t conn_data_size; /* bytes for each connection's data slot */
   unsigned nconns;
   clank_conn_t *conns;
   llhttp_settings_t settings;
-  clank_log_t *log;
-  void *host; /* what the dispatcher needs (clank_host_t) */
+  clank_log_t *log; /* the access log */
   char date[40];
   uint64_t date_sec;
   int stopping;
@@ -77,26 +127,70 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
 void clank_server_stop(clank_server_t *s);
 /* Closes every connection at once (the stop deadline). */
 void clank_server_close_all(clank_server_t *s);
+/* Frees connections a user still held when the loop ended. */
+void clank_server_free_all(clank_server_t *s);
 const char *clank_server_date(clank_server_t *s);
 
-/* connection.c */
+/* ---- connections (connection.c) ---- */
+
 void clank_conn_accept(clank_server_t *s);
 void clank_conn_close(clank_conn_t *c);
-/* Output written by the dispatcher goes to c->out; this sends it. */
+/* A user keeps pointing at c after on_close: its memory stays until released. */
+void clank_conn_hold(clank_conn_t *c);
+void clank_conn_release(clank_conn_t *c);
+/* Sends what was written to c->out. */
 void clank_conn_flush(clank_conn_t *c);
-/* The dispatcher's async handler has answered (or failed): go on parsing. */
-void clank_conn_handler_done(clank_conn_t *c);
-/* Forgets the connection's handler without resuming it (its generation is
-   being dropped); frees the connection if it was only waiting for that. */
-void clank_conn_detach(clank_conn_t *c);
-/* Appends a plain-text answer for the current request and decides whether the
-   connection survives it. */
-void clank_conn_answer_text(clank_conn_t *c, int status, const char *body, int close);
-/* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
-void clank_conn_answer_failure(clank_conn_t *c, int status, const char *code, const char *message,
-                               int close);
-/* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */
-void clank_conn_answer_rpc_forbidden(clank_conn_t *c);
+/* The answer on_message promised has been written: go on parsing. */
+void clank_conn_resume(clank_conn_t *c);
+/* Whether the connection survives the current answer. */
 int clank_conn_keep_alive(clank_conn_t *c);
+/* Bytes written but not yet taken by the kernel. */
+size_t clank_conn_pending(const clank_conn_t *c);
+
+/* ---- the response writer (one for every answer) ----
+   begin → header* → body | stream_start (chunk*, stream_end); the status
+   line, date, connection, content-length or chunking, HEAD and the access
+   log are the writer's. */
+void clank_conn_begin(clank_conn_t *c, int status);
+/* Returns 0, or -1 (nothing written) for a name that is not an RFC 9110
+   token, a value that is not a field-value, or a header the writer owns
+   (content-length, transfer-encoding, connection). */
+int clank_conn_header(clank_conn_t *c, const char *name, size_t name_len, const char *value,
+                      size_t value_len);
+/* A header line known to be valid ("name: value\r\n"...). */
+void clank_conn_header_raw(clank_conn_t *c, const char *lines);
+/* Drops what begin and header wrote (the answer turned out bad). */
+void clank_conn_cancel(clank_conn_t *c);
+void clank_conn_body(clank_conn_t *c, const char *body, size_t len);
+void clank_conn_stream_start(clank_conn_t *c);
+void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len);
+void clank_conn_stream_end(clank_conn_t *c);
+/* Ends the head with content-length: len and sends len bytes of the open
+   file fd from offset as the body (HEAD: none), read in chunks off the loop
+   as the output drains. The writer owns fd from here (it closes it). Call
+   from on_message and return what it returns: 1 while the body is coming
+   (the connection resumes once it is sent), 0 when nothing more is owed. */
+int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t len);
+/* A whole text/plain answer. */
+void clank_conn_text(clank_conn_t *c, int status, const char *body);
+/* A whole answer with a content type. */
+void clank_conn_answer(clank_conn_t *c, int status, const char *type_lines, const char *body,
+                       size_t len);
+
+/* Header validation (RFC 9110 §5.1, §5.5). */
+int clank_http_token(const char *s, size_t n);
+int clank_http_field_value(const char *s, size_t n);
+
+/* ---- upgrades ---- */
+
+/* From on_message: answers 101 Switching Protocols to `protocol` with the
+   extra header lines given, and the connection leaves HTTP. Bytes already
+   read past the request go to h->on_data once on_message returns. */
+void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const char *protocol,
+                        const char *header_lines);
+/* Raw bytes on an upgraded connection. */
+void clank_conn_write(clank_conn_t *c, const char *data, size_t len);
+/* Calls on_timeout after ms (0: no deadline). */
+void clank_conn_deadline(clank_conn_t *c, uint64_t ms);
 
 #endif

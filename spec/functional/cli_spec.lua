@@ -248,5 +248,28 @@ describe("clank-run command line", function()
       assert.is_true(lines >= 3, "expected log lines for 3 requests, got: " .. stderr)
       assert.truthy(stderr:find("boom on purpose", 1, true), "no error log line: " .. stderr)
     end)
+
+    it("logs print and Lua-side failures as JSON lines with --log json", function()
+      local s = server.start(basic, { args = { "--log", "json" } })
+      assert.are.equal(200, assert(http.get(s.port, "/print")).status)
+      assert.are.equal(200, assert(http.get(s.port, "/spawn-boom")).status)
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+      assert.are.equal(0, s:stop())
+      assert.are.equal("clank-run: serving basic at http://127.0.0.1:" .. s.port .. "/\n", s:stdout())
+      local printed, failed
+      for line in s:stderr():gmatch("[^\n]+") do
+        local ok, value = pcall(cjson.decode, line)
+        assert.is_true(ok and type(value) == "table", "not a JSON object: " .. line)
+        if value.msg == "printed\t42" then printed = value end
+        if type(value.msg) == "string" and value.msg:find("spawned boom on purpose", 1, true) then
+          failed = value
+        end
+      end
+      assert.truthy(printed, "no JSON line for print: " .. s:stderr())
+      assert.are.equal("info", printed.level)
+      assert.truthy(failed, "no JSON line for the spawned task's failure: " .. s:stderr())
+      assert.are.equal("error", failed.level)
+      assert.truthy(failed.msg:find("app.lua:%d+: spawned boom on purpose"), failed.msg)
+    end)
   end)
 end)

@@ -162,6 +162,40 @@ describe("clank-run routes", function()
       assert.are.equal("short and stout", res.body)
     end)
 
+    -- RFC 9110: a name is a token (§5.6.2), a value a field-value (§5.5): visible characters,
+    -- SP and HTAB inside, none at either end, no other control character.
+    local function pct(s)
+      return (s:gsub("[^%w]", function(c) return string.format("%%%02X", c:byte()) end))
+    end
+    for _, case in ipairs({
+      { "x-ok", "plain value", 200 },
+      { "x-tab", "a\tb", 200 },
+      { "x!#$%&'*+-.^_`|~", "v", 200 },
+      { "x-obs", "caf\xC3\xA9", 200 },
+      { "x(y", "v", 500 },
+      { "x y", "v", 500 },
+      { "x:y", "v", 500 },
+      { "", "v", 500 },
+      { "x-nl", "a\nb", 500 },
+      { "x-cr", "a\rb", 500 },
+      { "x-nul", "a\0b", 500 },
+      { "x-del", "a\127b", 500 },
+      { "x-lead", " v", 500 },
+      { "x-trail", "v\t", 500 },
+      { "content-length", "5", 500 },
+      { "Transfer-Encoding", "chunked", 500 },
+      { "connection", "close", 500 },
+    }) do
+      local name, value, status = case[1], case[2], case[3]
+      it(string.format("answers a route header %q: %q with %d", name, value, status), function()
+        local res = assert(http.get(s.port, "/header?name=" .. pct(name) .. "&value=" .. pct(value)))
+        assert.are.equal(status, res.status)
+        if status == 200 then
+          assert.are.equal(value, res.headers[name:lower()])
+        end
+      end)
+    end
+
     it("sends the route's headers, a list value as repeated header lines", function()
       local res = assert(http.get(s.port, "/headers"))
       assert.are.equal(200, res.status)

@@ -1,7 +1,8 @@
 /* The host: loads the app, serves it, stops on signals (SPEC §2, §13). */
-#include "host.h"
+#include "host/host.h"
 
-#include "dispatch.h"
+#include "host/dispatch.h"
+#include "host/live.h"
 #include "lua/bridge.h"
 
 #include <openssl/rand.h>
@@ -21,7 +22,7 @@ static void flush_log(uv_prepare_t *p) {
 /* Raises the soft file limit to the hard one; the connection cap follows it. */
 static unsigned raise_nofile(clank_host_t *h) {
   struct rlimit rl;
-  unsigned cap = h->opts.limits.max_connections;
+  unsigned cap = h->opts.limits.http.max_connections;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return cap;
   if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
@@ -53,7 +54,7 @@ static void teardown(clank_host_t *h) {
   uv_walk(&h->loop, close_handle, NULL);
 }
 
-static void server_drained(clank_server_t *s) { teardown(s->host); }
+static void server_drained(clank_server_t *s) { teardown(s->data); }
 
 static void stop_deadline(uv_timer_t *t) {
   clank_host_t *h = t->data;
@@ -77,6 +78,7 @@ static void on_signal(uv_signal_t *sig, int signum) {
   clank_log_msg(&h->log, "info", "stopping: finishing requests in flight");
   uv_timer_start(&h->stop_timer, stop_deadline, h->opts.limits.stop_ms, 0);
   uv_unref((uv_handle_t *)&h->stop_timer);
+  clank_live_stop(h);
   clank_server_stop(&h->server);
 }
 
@@ -87,21 +89,12 @@ static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
   uv_unref((uv_handle_t *)sig);
 }
 
-/* Frees connections that were still owned by a handler when the loop ended. */
-static void free_leftovers(clank_host_t *h) {
-  clank_conn_t *c = h->server.conns;
-  while (c) {
-    clank_conn_t *next = c->next;
-    free(c->exchange);
-    c->exchange = NULL;
-    clank_buf_free(&c->in);
-    clank_buf_free(&c->out);
-    clank_buf_free(&c->wbuf);
-    clank_request_free(&c->req);
-    free(c);
-    c = next;
-  }
-  h->server.conns = NULL;
+static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
+
+/* The log sink the generations' C modules and Lua code write through. */
+static void log_sink(void *ud, const char *level, const char *msg) {
+  clank_host_t *h = ud;
+  clank_log_msg(&h->log, level, "%s", msg);
 }
 
 static int load(clank_host_t *h) {
@@ -118,6 +111,10 @@ static int load(clank_host_t *h) {
       .secret = h->secret,
       .on_file = clank_reloader_file,
       .ud = &h->reloader,
+      .live_idle_ms = h->opts.limits.live_idle_ms,
+      .live_max_idle = h->opts.limits.live_max_idle,
+      .log = log_sink,
+      .log_ud = h,
   };
   h->gen = clank_gen_load(&go, err, sizeof err);
   if (h->gen == NULL) {
@@ -158,10 +155,12 @@ int clank_host_main(const clank_options_t *o) {
     goto done;
   }
 
-  h->server.host = h;
+  h->server.data = h;
+  h->server.handler = &clank_dispatch_handler;
+  h->server.conn_data_size = sizeof(clank_conn_state_t);
   h->server.log = &h->log;
-  h->server.limits = o->limits;
-  h->server.max_connections = raise_nofile(h);
+  h->server.limits = o->limits.http;
+  h->server.limits.max_connections = raise_nofile(h);
   h->server.on_drained = server_drained;
   char err[256];
   int port;
@@ -175,6 +174,10 @@ int clank_host_main(const clank_options_t *o) {
   h->flush.data = h;
   uv_prepare_start(&h->flush, flush_log);
   uv_unref((uv_handle_t *)&h->flush);
+  uv_timer_init(&h->loop, &h->live_tick);
+  h->live_tick.data = h;
+  uv_timer_start(&h->live_tick, tick_live, 1000, 1000);
+  uv_unref((uv_handle_t *)&h->live_tick);
   uv_timer_init(&h->loop, &h->reap);
   h->reap.data = h;
   uv_unref((uv_handle_t *)&h->reap);
@@ -196,7 +199,7 @@ done:
   teardown(h);
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
   clank_host_close_retired(h);
-  free_leftovers(h);
+  clank_dispatch_free_leftovers(&h->server);
   if (h->gen) {
     clank_dispatch_forget(h->gen);
     clank_gen_close(h->gen);

@@ -7,8 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "host.h"
+#include "host/dispatch.h"
+#include "host/host.h"
+#include "host/live.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
 
@@ -151,6 +152,10 @@ void clank_host_reload(void *ud) {
       .loop_running = 1,
       .on_file = clank_reloader_file,
       .ud = &h->reloader,
+      .live_idle_ms = h->opts.limits.live_idle_ms,
+      .live_max_idle = h->opts.limits.live_max_idle,
+      .log = h->gen->sched.log,
+      .log_ud = h,
   };
   clank_reloader_begin(&h->reloader);
   clank_gen_t *g = clank_gen_load(&go, err, sizeof err);
@@ -175,6 +180,7 @@ void clank_host_reload(void *ud) {
 
   h->gen = g; /* new requests go to the new generation from here on */
   h->live_generations++;
+  clank_live_move(h, old, g); /* before retiring: its sessions' handlers may still finish there */
   retire(h, old);
   clank_log_msg(&h->log, "info", "reloaded in %.1f ms; %.*s", (double)(uv_hrtime() - t0) / 1e6,
                 (int)changes.len, changes.data);

@@ -1,4 +1,4 @@
-#include "reload.h"
+#include "host/reload.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -1,4 +1,4 @@
-#include "generation.h"
+#include "host/generation.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
@@ -10,47 +10,67 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "exchange.h"
+#include "host/exchange.h"
+#include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/modules.h"
+#include "lua/protect.h"
 
-#ifndef CLANK_LUA_DIR
-#define CLANK_LUA_DIR "/usr/share/clank/lua"
+/* Where the Lua side is, when nothing nearer has it: the source tree this
+   binary was built from, then the system's share folder. */
+#ifndef CLANK_SOURCE_LUA_DIR
+#define CLANK_SOURCE_LUA_DIR "/usr/share/clank/lua"
 #endif
 
-/* Message handler: the error with a traceback, for the log. */
-static int traceback(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (msg == NULL) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-      msg = lua_tostring(L, -1);
-    else
-      msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
+static int has_lua_side(const char *dir) {
+  char probe[PATH_MAX + 64];
+  if (strlen(dir) >= PATH_MAX) return 0;
+  snprintf(probe, sizeof probe, "%s/clank/init.lua", dir);
+  return access(probe, R_OK) == 0;
 }
 
-/* lua/ next to the binary's folder (the build tree or an install), else the
-   compiled-in source folder. */
+/* $CLANK_LUA_DIR; else relative to the executable: an install
+   (<prefix>/bin → <prefix>/share/clank/lua) or a build inside the source
+   tree (<src>/build → <src>/lua); else the source folder compiled in (an
+   out-of-tree build). */
 static void find_lua_dir(char *out, size_t n) {
+  const char *env = getenv("CLANK_LUA_DIR");
+  if (env && *env) {
+    snprintf(out, n, "%s", env);
+    return;
+  }
   char exe[PATH_MAX];
   size_t len = sizeof exe;
   if (uv_exepath(exe, &len) == 0) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    const char *rel[] = {"/../lua", "/../share/clank/lua"};
+    const char *rel[] = {"/../share/clank/lua", "/../lua"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-      char probe[PATH_MAX + 64];
-      if (strlen(exe) + 40 > sizeof probe - 32) break;
-      snprintf(probe, sizeof probe, "%s%s/clank/init.lua", exe, rel[i]);
-      if (access(probe, R_OK) == 0) {
-        snprintf(out, n, "%.*s%s", (int)(n - 32), exe, rel[i]);
+      char dir[PATH_MAX + 32];
+      snprintf(dir, sizeof dir, "%s%s", exe, rel[i]);
+      if (has_lua_side(dir) && strlen(dir) < n) {
+        memcpy(out, dir, strlen(dir) + 1);
         return;
       }
     }
   }
-  snprintf(out, n, "%s", CLANK_LUA_DIR);
+  snprintf(out, n, "%s", has_lua_side(CLANK_SOURCE_LUA_DIR) ? CLANK_SOURCE_LUA_DIR : "/usr/share/clank/lua");
+}
+
+/* print(...) in an app: one line through the logger (SPEC §13), so stdout
+   carries only the start-up line. */
+static int log_print(lua_State *L) {
+  int n = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 1; i <= n; i++) {
+    if (i > 1) luaL_addchar(&b, '\t');
+    luaL_tolstring(L, i, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  clank_log(L, "info", "%s", lua_tostring(L, -1));
+  return 0;
 }
 
 /* Prepends the runtime's and the app's folders, keeping the defaults and
@@ -81,10 +101,10 @@ static const struct {
   {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
 };
 
-static int read_routes(clank_gen_t *g, lua_State *L, char *err, size_t errlen) {
+static void read_routes(clank_gen_t *g, lua_State *L) {
   if (lua_getfield(L, -1, "routes") != LUA_TTABLE) {
     lua_pop(L, 1);
-    return 0;
+    return;
   }
   int n = 0;
   for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
@@ -97,11 +117,8 @@ static int read_routes(clank_gen_t *g, lua_State *L, char *err, size_t errlen) {
       if (strlen(route_methods[i].name) == (size_t)(space - key) &&
           strncmp(key, route_methods[i].name, (size_t)(space - key)) == 0)
         method = route_methods[i].method;
-    if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1)) {
-      snprintf(err, errlen, "route '%s' must be \"METHOD /path\" = function", key);
-      lua_pop(L, 3);
-      return -1;
-    }
+    if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1))
+      luaL_error(L, "route '%s' must be \"METHOD /path\" = function", key);
     clank_route_t *r = &g->routes[g->nroutes++];
     r->method = method;
     r->path = strdup(space + 1);
@@ -110,7 +127,39 @@ static int read_routes(clank_gen_t *g, lua_State *L, char *err, size_t errlen) {
     r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
   lua_pop(L, 1);
-  return 0;
+}
+
+/* app.static = { ["/assets"] = "public" }: folders next to app.lua (their
+   real paths, so a symlink inside cannot lead out of them). */
+static void read_static(clank_gen_t *g, lua_State *L, const char *app_path) {
+  if (lua_getfield(L, 1, "static") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  char app_dir[PATH_MAX];
+  if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, sizeof app_dir, "%s", app_path);
+  char *slash = strrchr(app_dir, '/');
+  if (slash) *slash = '\0';
+  int n = 0;
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
+  g->statics = calloc((size_t)n + 1, sizeof *g->statics);
+  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+    const char *prefix = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    const char *folder = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    if (!prefix || prefix[0] != '/' || (plen > 1 && prefix[plen - 1] == '/') || !folder)
+      luaL_error(L, "clank.app: static must map \"/prefix\" = \"folder\" (got %s)",
+                 prefix ? prefix : "a key that is not a string");
+    char joined[PATH_MAX * 2], real[PATH_MAX];
+    snprintf(joined, sizeof joined, "%s/%s", folder[0] == '/' ? "" : app_dir, folder);
+    if (realpath(folder[0] == '/' ? folder : joined, real) == NULL)
+      luaL_error(L, "clank.app: static folder %s for %s does not exist", folder, prefix);
+    clank_static_t *st = &g->statics[g->nstatics++];
+    st->prefix = strndup(prefix, plen == 1 ? 0 : plen);
+    st->prefix_len = plen == 1 ? 0 : plen;
+    st->root = strdup(real);
+  }
+  lua_pop(L, 1);
 }
 
 /* allowedOrigins → the host[:port] each allows in a Host header. */
@@ -254,6 +303,22 @@ static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *ap
   lua_pop(L, 2);
 }
 
+/* The line of the app file's last `clank.app` call, or 0: where an error
+   raised by clank.app through `return clank.app {...}` (a tail call, which
+   leaves no caller line in the stack) was made. */
+static int app_call_line(const char *app_path) {
+  FILE *f = fopen(app_path, "r");
+  if (f == NULL) return 0;
+  char line[4096];
+  int n = 0, found = 0;
+  while (fgets(line, sizeof line, f)) {
+    n++;
+    if (strstr(line, "clank.app")) found = n;
+  }
+  fclose(f);
+  return found;
+}
+
 /* Errors name the file and line first. require wraps a module's error as
    "error loading module 'm' from file 'f':\n\tf:3: ..."; the inner
    "f:3: ..." leads then, and the module's name follows. */
@@ -267,8 +332,11 @@ static void describe_load_error(const char *app_path, const char *msg, char *err
        app file at least. */
     const char *colon = strchr(msg, ':');
     int placed = colon && colon > msg && colon[1] >= '0' && colon[1] <= '9' && !memchr(msg, '\n', (size_t)(colon - msg));
+    int line = placed ? 0 : app_call_line(app_path);
     if (placed)
       snprintf(err, errlen, "%s", msg);
+    else if (line > 0)
+      snprintf(err, errlen, "%s:%d: %s", app_path, line, msg);
     else
       snprintf(err, errlen, "%s: %s", app_path, msg);
     return;
@@ -280,10 +348,76 @@ static void describe_load_error(const char *app_path, const char *msg, char *err
            inner, (int)name_len, msg + sizeof wrapped - 1, end ? end : "");
 }
 
+/* [app, bridge ...] → g->live_ref: require("clank.live").new{ app, bridge,
+   secret, limits }, the owner of the app's view sessions (SPEC §11). */
+static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.live");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "new");
+  lua_createtable(L, 0, 4);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, "app");
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, "bridge");
+  lua_pushlstring(L, (const char *)o->secret, CLANK_SECRET_BYTES);
+  lua_setfield(L, -2, "secret");
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)o->live_idle_ms);
+  lua_setfield(L, -2, "idleMs");
+  lua_pushinteger(L, (lua_Integer)o->live_max_idle);
+  lua_setfield(L, -2, "maxIdle");
+  lua_setfield(L, -2, "limits");
+  lua_call(L, 1, 1);
+  g->live_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pop(L, 1);
+}
+
+/* [g, opts] → runs the app file and reads what it returned. All of it runs
+   protected: an app whose fields raise when read (a views table with a
+   __len that errors) fails to load like a syntax error would. */
+static int load_app(lua_State *L) {
+  clank_gen_t *g = lua_touserdata(L, 1);
+  const clank_gen_opts_t *o = lua_touserdata(L, 2);
+  lua_settop(L, 0);
+  if (luaL_loadfile(L, o->app_path) != LUA_OK) return lua_error(L);
+  lua_call(L, 0, 1); /* 1: the app */
+  int is_app = 0;
+  if (lua_istable(L, 1) && luaL_getmetafield(L, 1, "__name") != LUA_TNIL) {
+    is_app = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "clank.App") == 0;
+    lua_pop(L, 1);
+  }
+  if (!is_app)
+    return luaL_error(L, "%s: must return clank.app { ... } (it returned a %s value)", o->app_path,
+                      luaL_typename(L, 1));
+  read_app(g, L, o->app_path);
+  lua_pushcfunction(L, make_bridge);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1); /* 2: the bridge */
+  g->bridge_max_bytes = clank_bridge_max_bytes(L, 2);
+  lua_pushcfunction(L, make_mcp_env);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushlstring(L, (const char *)o->secret, CLANK_SECRET_BYTES);
+  lua_call(L, 3, 1);
+  g->mcp_env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  g->bridge_route.handler_ref = LUA_NOREF;
+  g->mcp_route.handler_ref = LUA_NOREF;
+  g->page_route.handler_ref = LUA_NOREF;
+  g->live_http_route.handler_ref = LUA_NOREF;
+  g->live_route.handler_ref = LUA_NOREF;
+  g->static_route.handler_ref = LUA_NOREF;
+  if (g->has_views) make_live(L, g, o);
+  read_static(g, L, o->app_path);
+  read_routes(g, L);
+  g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
 clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen) {
   uv_loop_t *loop = o->loop;
   const char *app_path = o->app_path;
-  const unsigned char *secret = o->secret;
   clank_gen_t *g = calloc(1, sizeof *g);
   lua_State *L = luaL_newstate();
   if (g == NULL || L == NULL) {
@@ -294,11 +428,16 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   }
   g->L = L;
   g->context_ref = LUA_NOREF;
+  g->live_ref = LUA_NOREF;
   g->sched.loop = loop;
   g->sched.loop_running = o->loop_running;
+  g->sched.log = o->log;
+  g->sched.log_ud = o->log_ud;
   luaL_openlibs(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);
+  lua_pushcfunction(L, log_print);
+  lua_setglobal(L, "print");
   char app_dir[PATH_MAX];
   set_paths(L, app_path, app_dir);
   if (o->on_file) {
@@ -307,48 +446,14 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
     record_loads(L, o, app_dir);
   }
 
-  lua_pushcfunction(L, traceback);
-  int rc = luaL_loadfile(L, app_path);
-  if (rc == LUA_OK) rc = lua_pcall(L, 0, 1, -2);
-  if (rc != LUA_OK) {
-    describe_load_error(app_path, lua_tostring(L, -1), err, errlen);
+  lua_pushcfunction(L, load_app);
+  lua_pushlightuserdata(L, g);
+  lua_pushlightuserdata(L, (void *)o);
+  if (clank_pcall(L, 2, 0) != LUA_OK) {
+    describe_load_error(app_path, clank_error_text(L, -1), err, errlen);
     clank_gen_close(g);
     return NULL;
   }
-  int is_app = 0;
-  if (lua_istable(L, -1) && luaL_getmetafield(L, -1, "__name") != LUA_TNIL) {
-    is_app = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "clank.App") == 0;
-    lua_pop(L, 1);
-  }
-  if (!is_app) {
-    snprintf(err, errlen, "%s: must return clank.app { ... } (it returned a %s value)", app_path,
-             luaL_typename(L, -1));
-    clank_gen_close(g);
-    return NULL;
-  }
-  read_app(g, L, app_path);
-  lua_pushcfunction(L, make_bridge);
-  lua_pushvalue(L, -2);
-  if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
-    snprintf(err, errlen, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "cannot make the bridge");
-    clank_gen_close(g);
-    return NULL;
-  }
-  g->bridge_max_bytes = clank_bridge_max_bytes(L, -1);
-  lua_pushcfunction(L, make_mcp_env);
-  lua_pushvalue(L, -3);
-  lua_pushvalue(L, -3);
-  lua_pushlstring(L, (const char *)secret, CLANK_SECRET_BYTES);
-  lua_call(L, 3, 1);
-  g->mcp_env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  g->bridge_route.handler_ref = LUA_NOREF;
-  g->mcp_route.handler_ref = LUA_NOREF;
-  if (read_routes(g, L, err, errlen) != 0) {
-    clank_gen_close(g);
-    return NULL;
-  }
-  g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_settop(L, 0);
   return g;
 }
@@ -359,6 +464,11 @@ void clank_gen_close(clank_gen_t *g) {
   clank_buf_free(&g->scratch);
   for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
   free(g->routes);
+  for (int i = 0; i < g->nstatics; i++) {
+    free(g->statics[i].prefix);
+    free(g->statics[i].root);
+  }
+  free(g->statics);
   for (int i = 0; i < g->nallowed_hosts; i++) free(g->allowed_hosts[i]);
   free(g->allowed_hosts);
   free(g->name);

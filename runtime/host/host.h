@@ -4,10 +4,10 @@
 
 #include <uv.h>
 
-#include "generation.h"
+#include "host/generation.h"
+#include "host/reload.h"
 #include "http/server.h"
 #include "options.h"
-#include "reload.h"
 #include "util/log.h"
 
 typedef struct clank_host_s {
@@ -24,6 +24,8 @@ typedef struct clank_host_s {
   clank_gen_t *retired; /* replaced generations finishing their requests */
   uv_timer_t reap;
   unsigned live_generations;
+  struct clank_live_s *lives; /* open live channels (SPEC §11) */
+  uv_timer_t live_tick;
   int stop_requests;
   int torn_down;
 } clank_host_t;

@@ -1,21 +1,23 @@
 /* Dispatch (SPEC §2): reserved paths, then the app's routes, each run in a
    coroutine the loop resumes; the route's answer becomes the response. */
-#include "dispatch.h"
+#include "host/dispatch.h"
 
 #include <arpa/inet.h>
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "exchange.h"
-#include "host.h"
-#include "http/response.h"
+#include "host/exchange.h"
+#include "host/host.h"
+#include "host/live.h"
+#include "host/lua_request.h"
+#include "host/static.h"
 #include "lua/abort.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
-
-
+#include "lua/protect.h"
 
 /* Exchanges and their coroutines are reused: a coroutine bound once as a
    task stays one, and a waiting handler never moves in memory. */
@@ -67,22 +69,35 @@ static void exchange_put(exchange_t *x, int reusable) {
   exchange_free(x);
 }
 
+static void release_gen(clank_conn_t *c);
+
 void clank_dispatch_drop(clank_server_t *s, clank_gen_t *g) {
   for (clank_conn_t *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->gen == g) {
-      clank_dispatch_release(c);
+    clank_conn_state_t *st = c->data;
+    if (st->gen == g) {
+      release_gen(c);
       clank_conn_close(c);
     }
-    exchange_t *x = c->exchange;
+    exchange_t *x = st->exchange;
     if (x && x->gen == g) {
       g->inflight--;
+      st->exchange = NULL;
       if (!c->closing) clank_conn_close(c);
       clank_sched_cancel(&x->task);
       free(x); /* its coroutine goes with the state; nothing runs it again */
-      clank_conn_detach(c);
+      clank_conn_release(c);
     }
   }
+}
+
+void clank_dispatch_free_leftovers(clank_server_t *s) {
+  for (clank_conn_t *c = s->conns; c; c = c->next) {
+    clank_conn_state_t *st = c->data;
+    free(st->exchange);
+    st->exchange = NULL;
+  }
+  clank_server_free_all(s);
 }
 
 void clank_dispatch_forget(clank_gen_t *g) {
@@ -159,6 +174,32 @@ static int reserved_path(const clank_gen_t *g, const char *p, size_t n) {
 
 static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx);
 
+/* ---- the runtime's own envelopes ---- */
+
+/* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
+static void answer_failure(clank_conn_t *c, int status, const char *code, const char *message) {
+  char body[256];
+  int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
+                   code, message);
+  clank_conn_answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n", body,
+                    (size_t)n);
+}
+
+/* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */
+static void answer_rpc_forbidden(clank_conn_t *c) {
+  static const char body[] =
+      "{\"error\":{\"code\":-32600,\"message\":\"Cross-origin agent request rejected.\"},"
+      "\"id\":null,\"jsonrpc\":\"2.0\"}";
+  clank_conn_answer(c, 403, "content-type: application/json\r\n", body, sizeof body - 1);
+}
+
+/* The bridge's 413 while a body streams in (SPEC §5 step 7). */
+static void body_too_large(clank_conn_t *c) {
+  char message[80];
+  snprintf(message, sizeof message, "Request body exceeds %zu bytes.", c->body_limit);
+  answer_failure(c, 413, "PAYLOAD_TOO_LARGE", message);
+}
+
 /* [conn, gen, bridge] → the bridge's early answer written, or nothing: runs
    steps 1–7 of SPEC §5 before the body is read. */
 static int bridge_head(lua_State *L) {
@@ -172,7 +213,7 @@ static int bridge_head(lua_State *L) {
   if (lua_isnil(L, -1)) {
     /* kept for the handler: the body joins it at the end of the message */
     lua_pushvalue(L, 4);
-    c->lua_request = luaL_ref(L, LUA_REGISTRYINDEX);
+    ((clank_conn_state_t *)c->data)->lua_request = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -189,10 +230,11 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
   lua_pushlightuserdata(L, g);
   lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
   int answered = 1;
-  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
-    clank_log_msg(&((clank_host_t *)c->server->host)->log, "error", "the bridge failed: %s",
-                  lua_tostring(L, -1));
-    clank_conn_answer_text(c, 500, "Internal server error.", 0);
+  if (clank_pcall(L, 3, 1) != LUA_OK) {
+    clank_log_msg(&((clank_host_t *)c->server->data)->log, "error", "the bridge failed: %s",
+                  clank_error_text(L, -1));
+    lua_pop(L, 1);
+    clank_conn_text(c, 500, "Internal server error.");
   } else {
     answered = lua_toboolean(L, -1);
   }
@@ -202,41 +244,60 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
 
 /* The request will reach a handler of g: g must outlive a reload until it does. */
 static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
-  c->route = route;
-  c->gen = g;
+  clank_conn_state_t *st = c->data;
+  st->route = route;
+  st->gen = g;
   g->inflight++;
-  return 1;
+  return CLANK_HTTP_READ_BODY;
 }
 
 /* The request table the header block made, with the body now, or a new one. */
 static void push_request(lua_State *co, clank_conn_t *c, clank_gen_t *g) {
-  if (c->lua_request == 0) {
+  clank_conn_state_t *st = c->data;
+  if (st->lua_request == 0) {
     clank_request_push(co, &c->req);
     return;
   }
-  lua_rawgeti(co, LUA_REGISTRYINDEX, c->lua_request);
-  luaL_unref(g->L, LUA_REGISTRYINDEX, c->lua_request);
-  c->lua_request = 0;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, st->lua_request);
+  luaL_unref(g->L, LUA_REGISTRYINDEX, st->lua_request);
+  st->lua_request = 0;
   if (c->req.body.len > 0) {
     lua_pushlstring(co, c->req.body.data, c->req.body.len);
     lua_setfield(co, -2, "body");
   }
 }
 
-void clank_dispatch_release(clank_conn_t *c) {
-  clank_gen_t *g = c->gen;
+/* The connection closes before its request reached a handler: lets go of
+   the generation it held. */
+static void release_gen(clank_conn_t *c) {
+  clank_conn_state_t *st = c->data;
+  clank_gen_t *g = st->gen;
   if (g == NULL) return;
-  if (c->lua_request) {
-    luaL_unref(g->L, LUA_REGISTRYINDEX, c->lua_request);
-    c->lua_request = 0;
+  if (st->lua_request) {
+    luaL_unref(g->L, LUA_REGISTRYINDEX, st->lua_request);
+    st->lua_request = 0;
   }
-  c->gen = NULL;
+  st->gen = NULL;
   g->inflight--;
-  clank_host_gen_idle(c->server->host, g);
+  clank_host_gen_idle(c->server->data, g);
 }
 
-int clank_dispatch_head(clank_conn_t *c) {
-  clank_host_t *h = c->server->host;
+/* The paths of SPEC §11 an app with views has: its pages, the agents'
+   surface endpoints and the live channel. */
+static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p, size_t n) {
+  int get = method == HTTP_GET || method == HTTP_HEAD;
+  if (get && (span_is(p, n, "/") || (span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
+    return &g->page_route;
+  if (span_starts(p, n, "/__clank/sessions/") && n > 23 && span_is(p + n - 5, 5, "/live") &&
+      !memchr(p + 18, '/', n - 23))
+    return &g->live_route;
+  if (span_starts(p, n, "/__clank/views/") || span_starts(p, n, "/__clank/sessions/"))
+    return &g->live_http_route;
+  return NULL;
+}
+
+static int on_head(clank_conn_t *c) {
+  clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
   clank_request_t *r = &c->req;
   clank_target_t t;
@@ -246,21 +307,29 @@ int clank_dispatch_head(clank_conn_t *c) {
   int mcp = span_is(path, path_len, "/__clank/mcp");
   if (c->server->loopback && !host_allowed(g, r, &t)) {
     if (mcp)
-      clank_conn_answer_rpc_forbidden(c);
+      answer_rpc_forbidden(c);
     else if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
-      clank_conn_answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
+      answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
-      clank_conn_answer_text(c, 403, "Host not allowed.", 0);
-    return 0;
+      clank_conn_text(c, 403, "Host not allowed.");
+    return CLANK_HTTP_ANSWERED;
   }
   if (mcp) {
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->mcp_route);
   }
   if (bridge_path(path, path_len)) {
-    if (bridge_answers_early(c, g)) return 0;
+    if (bridge_answers_early(c, g)) return CLANK_HTTP_ANSWERED;
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->bridge_route);
+  }
+  if (g->live_ref != LUA_NOREF) {
+    const clank_route_t *live = live_path(g, r->method, path, path_len);
+    if (live == &g->live_route && !clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
+    if (live) {
+      c->body_limit = (size_t)g->bridge_max_bytes;
+      return hold(c, g, live);
+    }
   }
   const clank_route_t *route = NULL;
   if (!reserved_path(g, path, path_len)) {
@@ -268,52 +337,51 @@ int clank_dispatch_head(clank_conn_t *c) {
     if (route == NULL && r->method == HTTP_HEAD)
       route = clank_gen_route(g, HTTP_GET, path, path_len);
   }
+  if (route == NULL && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
+      clank_static_match(g, path, path_len))
+    route = &g->static_route;
   if (route == NULL) {
-    clank_conn_answer_text(c, 404, "Not found.", 0);
-    return 0;
+    clank_conn_text(c, 404, "Not found.");
+    return CLANK_HTTP_ANSWERED;
   }
   return hold(c, g, route);
 }
 
 /* ---- the route's answer ---- */
 
-static int header_token(const char *s, size_t n) {
-  static const char extra[] = "!#$%&'*+-.^_`|~";
-  if (n == 0) return 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-          (ch && strchr(extra, ch))))
-      return 0;
-  }
-  return 1;
-}
-
-static int header_value_ok(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return 0;
-  }
-  return 1;
-}
-
 /* Raises after undoing the partly written response. */
-static int bad_response(lua_State *co, clank_buf_t *out, size_t mark, const char *what) {
-  out->len = mark;
+static int bad_response(lua_State *co, clank_conn_t *c, const char *what) {
+  clank_conn_cancel(c);
   return luaL_error(co, "bad route response: %s", what);
 }
 
-static void write_header(lua_State *co, clank_buf_t *out, size_t mark, const char *name,
-                         size_t name_len, int vidx) {
+static void write_header(lua_State *co, clank_conn_t *c, const char *name, size_t name_len,
+                         int vidx) {
   size_t vlen;
   if (lua_type(co, vidx) != LUA_TSTRING && lua_type(co, vidx) != LUA_TNUMBER)
-    bad_response(co, out, mark, "header values must be strings, numbers or lists of them");
+    bad_response(co, c, "header values must be strings, numbers or lists of them");
   const char *v = lua_tolstring(co, vidx, &vlen);
-  if (!header_value_ok(v, vlen)) bad_response(co, out, mark, "a header value holds a control character");
-  clank_buf_append(out, name, name_len);
-  clank_buf_append(out, ": ", 2);
-  clank_buf_append(out, v, vlen);
-  clank_buf_append(out, "\r\n", 2);
+  if (clank_conn_header(c, name, name_len, v, vlen) != 0)
+    bad_response(co, c, lua_pushfstring(co, "header %s is not allowed or not valid", name));
+}
+
+void clank_write_headers(lua_State *co, clank_conn_t *c, int headers, int *has_type) {
+  for (lua_pushnil(co); lua_next(co, headers); lua_pop(co, 1)) {
+    size_t name_len;
+    if (lua_type(co, -2) != LUA_TSTRING) bad_response(co, c, "header names must be strings");
+    const char *name = lua_tolstring(co, -2, &name_len);
+    if (has_type && name_len == 12 && !strcasecmp(name, "content-type")) *has_type = 1;
+    if (lua_istable(co, -1)) {
+      lua_Integer n = luaL_len(co, -1);
+      for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(co, -1, i);
+        write_header(co, c, name, name_len, lua_gettop(co));
+        lua_pop(co, 1);
+      }
+    } else {
+      write_header(co, c, name, name_len, lua_gettop(co));
+    }
+  }
 }
 
 /* Writes { status, headers?, body? } (at idx) into the connection's output;
@@ -348,52 +416,18 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
                luaL_typename(co, body_idx));
   }
 
-  clank_request_t *r = &c->req;
-  clank_response_meta_t m = {
-      .status = (int)status,
-      .keep_alive = clank_conn_keep_alive(c),
-      .http10 = r->http_minor == 0,
-      .head_only = r->method == HTTP_HEAD,
-  };
-  clank_buf_t *out = &c->out;
-  size_t mark = out->len;
-  clank_response_begin(out, &m, clank_server_date(c->server));
+  clank_conn_begin(c, (int)status);
   int has_type = 0;
   if (lua_getfield(co, idx, "headers") == LUA_TTABLE) {
-    int headers = lua_gettop(co);
-    for (lua_pushnil(co); lua_next(co, headers); lua_pop(co, 1)) {
-      size_t name_len;
-      if (lua_type(co, -2) != LUA_TSTRING) bad_response(co, out, mark, "header names must be strings");
-      const char *name = lua_tolstring(co, -2, &name_len);
-      if (!header_token(name, name_len)) bad_response(co, out, mark, "a header name is not a token");
-      if (!strcasecmp(name, "content-length") || !strcasecmp(name, "transfer-encoding") ||
-          !strcasecmp(name, "connection"))
-        bad_response(co, out, mark, "content-length, transfer-encoding and connection are the server's");
-      if (!strcasecmp(name, "content-type")) has_type = 1;
-      if (lua_istable(co, -1)) {
-        lua_Integer n = luaL_len(co, -1);
-        for (lua_Integer i = 1; i <= n; i++) {
-          lua_rawgeti(co, -1, i);
-          write_header(co, out, mark, name, name_len, lua_gettop(co));
-          lua_pop(co, 1);
-        }
-      } else {
-        write_header(co, out, mark, name, name_len, lua_gettop(co));
-      }
-    }
+    clank_write_headers(co, c, lua_gettop(co), &has_type);
   } else if (!lua_isnil(co, -1)) {
-    bad_response(co, out, mark, "headers must be a table");
+    bad_response(co, c, "headers must be a table");
   }
   lua_pop(co, 1);
   if (!has_type)
-    clank_buf_appends(out, json ? "content-type: application/json\r\n"
-                                : "content-type: text/plain; charset=utf-8\r\n");
-  clank_response_end(out, &m, body, body_len);
-  if (!m.keep_alive) c->close_after = 1;
-  c->answered = 1;
-  clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
-                   clank_request_url(r), r->url_len, m.status, body_len,
-                   uv_hrtime() - r->started_ns);
+    clank_conn_header_raw(c, json ? "content-type: application/json\r\n"
+                                  : "content-type: text/plain; charset=utf-8\r\n");
+  clank_conn_body(c, body, body_len);
 }
 
 /* The coroutine's body: [handler, request, context fn or nil] →
@@ -470,6 +504,38 @@ static int mcp_step(lua_State *co, int status, lua_KContext step) {
 
 static int mcp_entry(lua_State *co) { return mcp_step(co, LUA_OK, 0); }
 
+/* Views (SPEC §11): [live, request, context] → live:page(request) or
+   live:http(request), which run the app's context themselves. */
+static int live_step(lua_State *co, int status, lua_KContext method) {
+  (void)status;
+  if (method != 0) {
+    lua_getfield(co, 1, method == 1 ? "page" : "http");
+    lua_pushvalue(co, 1);
+    lua_pushvalue(co, 2);
+    lua_callk(co, 2, 1, 0, live_step);
+  }
+  exchange_t *x = exchange_of(co);
+  write_response(co, x->conn, x->gen, lua_gettop(co));
+  return 0;
+}
+
+static int page_entry(lua_State *co) { return live_step(co, LUA_OK, 1); }
+static int live_http_entry(lua_State *co) { return live_step(co, LUA_OK, 2); }
+
+/* The live channel: answered at once, no handler coroutine. */
+static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g) {
+  clank_target_t t;
+  clank_request_target(&c->req, &t);
+  const char *id = t.path + sizeof "/__clank/sessions/" - 1;
+  size_t id_len = t.path_len - (sizeof "/__clank/sessions/" - 1) - 5;
+  lua_State *L = g->L;
+  push_request(L, c, g);
+  clank_live_accept(c, h, g, id, id_len, lua_gettop(L));
+  lua_pop(L, 1);
+  g->inflight--; /* the channel holds the generation itself */
+  clank_host_gen_idle(h, g);
+}
+
 /* ---- running and finishing ---- */
 
 static void finish(exchange_t *x, int reusable) {
@@ -487,19 +553,15 @@ static void finish(exchange_t *x, int reusable) {
   int waited = x->waited;
   exchange_put(x, reusable);
   if (!waited) return; /* on_message_complete goes on by itself */
-  c->exchange = NULL;
-  clank_conn_handler_done(c);
+  ((clank_conn_state_t *)c->data)->exchange = NULL;
+  clank_conn_resume(c);
+  clank_conn_release(c);
 }
 
+/* A coroutine's error, with the traceback of where it was raised. */
 static void log_failure(exchange_t *x, lua_State *co) {
   clank_request_t *r = &x->conn->req;
-  const char *msg = lua_tostring(co, -1);
-  if (msg == NULL) {
-    if (luaL_callmeta(co, -1, "__tostring") && lua_isstring(co, -1))
-      msg = lua_tostring(co, -1);
-    else
-      msg = lua_pushfstring(co, "(error object is a %s value)", luaL_typename(co, -1));
-  }
+  const char *msg = clank_error_message(co, -1);
   luaL_traceback(co, co, msg, 0);
   clank_log_msg(&x->host->log, "error", "route %s %.*s failed: %s",
                 llhttp_method_name((llhttp_method_t)r->method), (int)r->url_len,
@@ -526,17 +588,30 @@ static int run(exchange_t *x, int nargs) {
     log_failure(x, co);
     clank_conn_t *c = x->conn;
     if (!x->abandoned && !c->closing && !c->answered)
-      clank_conn_answer_text(c, 500, "Internal server error.", 0);
+      clank_conn_text(c, 500, "Internal server error.");
   }
   finish(x, st == LUA_OK);
   return 0;
 }
 
-int clank_dispatch_message(clank_conn_t *c) {
-  clank_host_t *h = c->server->host;
-  clank_gen_t *g = c->gen; /* held since the header block: it may be a retired one now */
-  c->gen = NULL;           /* the exchange holds it from here */
-  const clank_route_t *route = c->route;
+static int on_message(clank_conn_t *c) {
+  clank_host_t *h = c->server->data;
+  clank_conn_state_t *st = c->data;
+  clank_gen_t *g = st->gen; /* held since the header block: it may be a retired one now */
+  st->gen = NULL;           /* the exchange holds it from here */
+  const clank_route_t *route = st->route;
+  if (route == &g->live_route) {
+    accept_live(c, h, g);
+    return 0;
+  }
+  if (route == &g->static_route) {
+    clank_target_t t;
+    clank_request_target(&c->req, &t);
+    int waits = clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
+    g->inflight--;
+    clank_host_gen_idle(h, g);
+    return waits;
+  }
   exchange_t *x = exchange_get(g);
   x->conn = c;
   x->host = h;
@@ -547,6 +622,9 @@ int clank_dispatch_message(clank_conn_t *c) {
   } else if (route == &g->mcp_route) {
     lua_pushcfunction(co, mcp_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->mcp_env_ref);
+  } else if (route == &g->page_route || route == &g->live_http_route) {
+    lua_pushcfunction(co, route == &g->page_route ? page_entry : live_http_entry);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->live_ref);
   } else {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
@@ -558,20 +636,15 @@ int clank_dispatch_message(clank_conn_t *c) {
     lua_pushnil(co);
   if (!run(x, 3)) return 0;
   x->waited = 1;
-  c->exchange = x;
+  st->exchange = x;
+  clank_conn_hold(c);
   return 1;
 }
 
-/* The client went away while its handler waits: abort the action's signal. */
-void clank_dispatch_abandon(clank_conn_t *c) {
-  exchange_t *x = c->exchange;
-  if (x == NULL) return;
-  x->abandoned = 1;
-  clank_dispatch_client_gone(c);
-}
-
-void clank_dispatch_client_gone(clank_conn_t *c) {
-  exchange_t *x = c->exchange;
+/* The client closed its side while its handler waits: abort the action's
+   signal (the answer is still written, in case it only half-closed). */
+static void on_client_gone(clank_conn_t *c) {
+  exchange_t *x = ((clank_conn_state_t *)c->data)->exchange;
   if (x && x->task.signal_ref) {
     lua_State *L = x->gen->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, x->task.signal_ref);
@@ -580,3 +653,22 @@ void clank_dispatch_client_gone(clank_conn_t *c) {
   }
 }
 
+/* The connection goes away: a waiting handler's signal aborts, a held
+   generation is let go. */
+static void on_close(clank_conn_t *c) {
+  clank_conn_state_t *st = c->data;
+  if (st->exchange) {
+    st->exchange->abandoned = 1;
+    on_client_gone(c);
+  }
+  if (st->live) clank_live_closed(st->live);
+  release_gen(c);
+}
+
+const clank_http_handler_t clank_dispatch_handler = {
+    .on_head = on_head,
+    .on_body_too_large = body_too_large,
+    .on_message = on_message,
+    .on_client_gone = on_client_gone,
+    .on_close = on_close,
+};

@@ -4,8 +4,8 @@
 #ifndef CLANK_EXCHANGE_H
 #define CLANK_EXCHANGE_H
 
-#include "generation.h"
-#include "host.h"
+#include "host/generation.h"
+#include "host/host.h"
 #include "http/server.h"
 #include "lua/scheduler.h"
 
@@ -18,14 +18,12 @@ typedef struct exchange_s {
   unsigned serial;   /* bumped on every use, so a kept writer can tell */
   int waited;        /* it went asynchronous: its end resumes the connection */
   int abandoned;     /* the connection went away */
-  int streaming;     /* the answer's head went out: STREAM_PLAIN or STREAM_CHUNKED */
+  int streaming;     /* the answer's head went out, its body streams */
   int stream_closed; /* the last chunk went out */
   struct exchange_s *next; /* in the generation's spares */
 } exchange_t;
 
 static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
-
-enum { STREAM_NONE, STREAM_PLAIN, STREAM_CHUNKED };
 
 /* env.stream(status, headers) → a writer (lua_CFunction; runs in a task). */
 int clank_stream_begin(lua_State *L);

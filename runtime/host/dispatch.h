@@ -1,0 +1,39 @@
+/* Dispatch (SPEC §2 dispatch order): the bridge, the runtime's own paths,
+   views, the app's routes, else 404. It is the HTTP server's handler table:
+   the server hands it each request's header block and message. */
+#ifndef CLANK_DISPATCH_H
+#define CLANK_DISPATCH_H
+
+#include <lua.h>
+
+#include "http/server.h"
+
+struct clank_gen_s;
+struct clank_route_s;
+struct exchange_s;
+
+/* What dispatch keeps for a connection: the server's data slot. */
+typedef struct clank_conn_state_s {
+  const struct clank_route_s *route; /* chosen at the header block */
+  struct clank_gen_s *gen;           /* the generation it belongs to, held until the handler runs */
+  int lua_request;                   /* registry ref (in gen's state) of the request table the
+                                        header block already made, 0 when none */
+  struct exchange_s *exchange;       /* the handler in flight, if any */
+  struct clank_live_s *live;         /* the live channel it became, if any */
+} clank_conn_state_t;
+
+extern const clank_http_handler_t clank_dispatch_handler;
+
+/* A retired generation's bound passed: its requests are dropped (their
+   connections closed) so its state can close. */
+void clank_dispatch_drop(clank_server_t *s, struct clank_gen_s *g);
+/* Frees the generation's spare exchanges (before it closes). */
+void clank_dispatch_forget(struct clank_gen_s *g);
+/* After the loop ended: frees what connections still held. */
+void clank_dispatch_free_leftovers(clank_server_t *s);
+/* Writes a Lua headers table (name → value or list of values) through the
+   response writer; raises on a bad name or value, undoing the answer.
+   *has_type is set when a content-type was among them. */
+void clank_write_headers(lua_State *L, clank_conn_t *c, int idx, int *has_type);
+
+#endif

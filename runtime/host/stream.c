@@ -1,0 +1,94 @@
+/* Streamed answers: a handler sends the head now and the body in chunks
+   while it keeps running (server-sent events for MCP's elicit mode). */
+#include <lauxlib.h>
+
+#include "host/dispatch.h"
+#include "host/exchange.h"
+
+#define WRITER_MT "clank.StreamWriter"
+
+typedef struct writer_s {
+  exchange_t *x; /* NULL once its exchange ended */
+} writer_t;
+
+/* The connection a writer may still write to, or NULL. */
+static clank_conn_t *writer_conn(writer_t *w) {
+  exchange_t *x = w->x;
+  if (x == NULL || x->stream_closed || x->abandoned || x->conn->closing) return NULL;
+  return x->conn;
+}
+
+static int writer_write(lua_State *L) {
+  writer_t *w = luaL_checkudata(L, 1, WRITER_MT);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  clank_conn_t *c = writer_conn(w);
+  if (c == NULL) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  clank_conn_stream_chunk(c, s, n);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+void clank_stream_finish(exchange_t *x) {
+  if (!x->streaming || x->stream_closed) return;
+  x->stream_closed = 1;
+  clank_conn_t *c = x->conn;
+  if (!x->abandoned && !c->closing) clank_conn_stream_end(c);
+}
+
+static int writer_close(lua_State *L) {
+  writer_t *w = luaL_checkudata(L, 1, WRITER_MT);
+  if (w->x) clank_stream_finish(w->x);
+  return 0;
+}
+
+static const luaL_Reg writer_methods[] = {
+  {"write", writer_write},
+  {"close", writer_close},
+  {NULL, NULL}
+};
+
+int clank_stream_begin(lua_State *L) {
+  lua_settop(L, 2);
+  lua_Integer status = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, status >= 200 && status <= 599, 1, "status must be from 200 to 599");
+  exchange_t *x = exchange_of(L);
+  if (x == NULL || x->streaming) return luaL_error(L, "stream: only once, from the request's own handler");
+  clank_conn_t *c = x->conn;
+  writer_t *w = lua_newuserdatauv(L, sizeof *w, 0);
+  w->x = x;
+  if (luaL_newmetatable(L, WRITER_MT)) {
+    luaL_newlib(L, writer_methods);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_setmetatable(L, -2);
+  /* the exchange forgets the writer when it ends (see clank_stream_forget) */
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, x);
+  if (x->abandoned || c->closing) {
+    x->streaming = 1;
+    return 1;
+  }
+
+  const clank_request_t *r = &c->req;
+  if (r->http_major == 1 && r->http_minor == 0) c->close_after = 1; /* the body ends with it */
+  clank_conn_begin(c, (int)status);
+  if (lua_istable(L, 2)) clank_write_headers(L, c, 2, NULL);
+  x->streaming = 1;
+  clank_conn_stream_start(c);
+  lua_pushvalue(L, 3);
+  return 1;
+}
+
+void clank_stream_forget(exchange_t *x, lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, x) == LUA_TUSERDATA) {
+    writer_t *w = lua_touserdata(L, -1);
+    w->x = NULL;
+    lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, x);
+  }
+  lua_pop(L, 1);
+}
