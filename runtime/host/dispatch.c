@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "client/client_js.h"
 #include "host/exchange.h"
 #include "host/host.h"
 #include "host/live.h"
@@ -296,6 +297,21 @@ static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p,
   return NULL;
 }
 
+/* /__clank/client.<hash>.js: the browser client, from the binary; any other
+   hash is 404, so an old page never runs a new script. */
+static void serve_client(clank_conn_t *c, const char *p, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/__clank/client.%s.js", clank_client_js_hash);
+  if (!span_is(p, n, path) || (c->req.method != HTTP_GET && c->req.method != HTTP_HEAD)) {
+    clank_conn_text(c, 404, "Not found.");
+    return;
+  }
+  clank_conn_answer(c, 200,
+                    "content-type: text/javascript; charset=utf-8\r\n"
+                    "cache-control: public, max-age=31536000, immutable\r\n",
+                    clank_client_js, clank_client_js_len);
+}
+
 static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
@@ -322,6 +338,10 @@ static int on_head(clank_conn_t *c) {
     if (bridge_answers_early(c, g)) return CLANK_HTTP_ANSWERED;
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->bridge_route);
+  }
+  if (span_starts(path, path_len, "/__clank/client.")) {
+    serve_client(c, path, path_len);
+    return CLANK_HTTP_ANSWERED;
   }
   if (g->live_ref != LUA_NOREF) {
     const clank_route_t *live = live_path(g, r->method, path, path_len);

@@ -255,7 +255,7 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   if (lua_getfield(L, -1, "views") == LUA_TTABLE) g->has_views = luaL_len(L, -1) > 0;
   lua_pop(L, 1);
   lua_getfield(L, -1, "actionTimeout");
-  g->action_timeout_ms = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 30000;
+  g->action_timeout_ms = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_pop(L, 1);
   read_allowed_hosts(g, L);
 }

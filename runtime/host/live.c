@@ -211,8 +211,9 @@ static void forget_socket(clank_live_t *live) {
   live->socket_ref = LUA_NOREF;
 }
 
-/* live:<method>(id, ...) on the generation's live object, protected; the
-   arguments after the id are on top of the stack (nargs of them). */
+/* live:<method>(id, ..., socket) on the generation's live object, protected;
+   the arguments between the id and the socket are on top of the stack
+   (nargs of them). The socket tells a replaced connection from its successor. */
 static void call_live(clank_live_t *live, const char *method, int nargs) {
   clank_gen_t *g = live->gen;
   lua_State *L = g->L;
@@ -223,7 +224,8 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
   lua_insert(L, base + 2); /* [fn, live, args...] */
   lua_pushstring(L, live->id);
   lua_insert(L, base + 3);
-  if (clank_pcall(L, nargs + 2, 0) != LUA_OK) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, live->socket_ref);
+  if (clank_pcall(L, nargs + 3, 0) != LUA_OK) {
     clank_log_msg(&live->host->log, "error", "live: %s failed: %s", method, clank_error_text(L, -1));
     lua_pop(L, 1);
   }
@@ -345,11 +347,10 @@ static void hand_over(clank_live_t *live, const char *method, int request_idx) {
     pump(live);
     return;
   }
-  lua_pushvalue(L, request_idx);
   push_socket(L, live);
-  lua_pushvalue(L, -1);
   live->socket_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  call_live(live, method, 2);
+  lua_pushvalue(L, request_idx);
+  call_live(live, method, 1);
 }
 
 /* [buf, value] → the value's canonical JSON appended to buf (which the

@@ -12,6 +12,9 @@ typedef struct clank_action_s clank_action_t;
 /* The action at idx, or NULL. */
 clank_action_t *clank_action_test(lua_State *L, int idx);
 int clank_action_requires_confirmation(const clank_action_t *a);
+/* 1 when the running coroutine serves a live view's event (a ctx bound with
+   clank.runner.bindRequest) that the person did not confirm (runner.c). */
+int clank_bound_request_unconfirmed(lua_State *L);
 /* Pushes the action's name. */
 void clank_action_push_name(lua_State *L, int idx);
 

@@ -926,6 +926,11 @@ static int l_invoke(lua_State *L) {
     clank_action_error_push(L, "NOT_FOUND", lua_tostring(L, -1), 404);
     return lua_error(L);
   }
+  clank_action_t *a = clank_action_test(L, -1);
+  if (a && clank_action_requires_confirmation(a) && clank_bound_request_unconfirmed(L)) {
+    clank_action_error_push(L, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.", 428);
+    return lua_error(L);
+  }
   lua_pushcfunction(L, clank_action_pipeline);
   lua_insert(L, -2);
   lua_pushvalue(L, 3);

@@ -129,6 +129,13 @@ static int unconfirmed(lua_State *L, int self, int ctx, int request) {
   return required;
 }
 
+int clank_bound_request_unconfirmed(lua_State *L) {
+  push_request(L);
+  int unconfirmed = lua_istable(L, -1) && raw_flag(L, lua_gettop(L), "confirmed") != 1;
+  lua_pop(L, 1);
+  return unconfirmed;
+}
+
 /* clank.runner.bindRequest(co, ctx | nil) */
 static int l_bind_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTHREAD);
