@@ -35,3 +35,16 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
 endif()
+
+# Live views against the real clank-run (spec/browser: node --test files driving
+# Chromium through playwright-core, or speaking WebSocket through ws; packages
+# pinned in spec/browser/package-lock.json and installed by ./dev test).
+if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/browser/node_modules)
+  file(GLOB CLANK_BROWSER_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/browser/*.test.mjs)
+  foreach(spec ${CLANK_BROWSER_SPECS})
+    get_filename_component(name ${spec} NAME_WE)
+    add_test(NAME browser/${name} COMMAND ${NODE} --test --test-reporter=spec ${spec}
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(browser/${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
+  endforeach()
+endif()

@@ -8,10 +8,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
-          cmake pkg-config gcc make libssl-dev lua-sql-sqlite3)
+          cmake pkg-config gcc make libssl-dev lua-sql-sqlite3 libwslay-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) packages+=(lua-sql-postgres postgresql sqlite3) ;;
+    --test) packages+=(lua-sql-postgres postgresql sqlite3 chromium lua-check clang-format) ;;
     --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq) ;;
     *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
