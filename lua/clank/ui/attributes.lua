@@ -3,7 +3,8 @@
 local json = require "clank.json"
 local element = require "clank.ui.element"
 
-local type, pairs, error, tostring, getmetatable = type, pairs, error, tostring, getmetatable
+local type, pairs, next, error, tostring, getmetatable, setmetatable =
+  type, pairs, next, error, tostring, getmetatable, setmetatable
 local sort = table.sort
 
 local M = {}
@@ -85,50 +86,65 @@ local function value_of(name, v)
     ((getmetatable(v) and getmetatable(v).__name) or t), 0)
 end
 
--- attributes(el) -> list of { name, value } sorted by name (value true = bare).
+-- Names seen valid: they repeat a lot. Bounded, since an app may make names up.
+local NAME_OK, name_count = {}, 0
+
+local function put(out, name, v)
+  if not NAME_OK[name] then
+    if not valid_name(name) then error("clank.render: invalid attribute name: " .. name, 0) end
+    if name_count >= 4096 then NAME_OK, name_count = {}, 0 end
+    NAME_OK[name] = true
+    name_count = name_count + 1
+  end
+  local value = value_of(name, v)
+  if value == nil then return end
+  if value ~= true and URL_ATTRS[name:lower()] then check_url(name, value) end
+  if out[name] ~= nil then error("clank.render: attribute " .. name .. " given twice", 0) end
+  out[name] = value
+end
+
+local EMPTY = setmetatable({}, { __newindex = function() error("attributes: the empty list is shared", 2) end })
+M.EMPTY = EMPTY
+
+-- attributes(el) -> names sorted (byte order) and name → value (true = bare), or EMPTY
+-- (shared: never written to) for an element without attributes.
 function M.attributes(el)
   local props, tag = el.props, el.tag
+  if next(props) == nil then return EMPTY, EMPTY end
   local out = {}
-  local function put(name, v)
-    if not valid_name(name) then error("clank.render: invalid attribute name: " .. name, 0) end
-    local value = value_of(name, v)
-    if value == nil then return end
-    if value ~= true and URL_ATTRS[name:lower()] then check_url(name, value) end
-    if out[name] ~= nil then error("clank.render: attribute " .. name .. " given twice", 0) end
-    out[name] = value
-  end
   for k, v in pairs(props) do
     if type(k) ~= "string" then
       error("clank.render: prop names must be strings (got " .. type(k) .. ")", 0)
     end
-    if k:find("^[Oo][Nn]") then
+    local first = k:byte(1)
+    if (first == 111 or first == 79) and k:find("^[Oo][Nn]") then -- on*
       if not (k:find("^on[A-Z]") and type(v) == "function") then
         error("clank.render: prop " .. k
           .. " is not allowed (event handlers are functions named on<Event>)", 0)
       end
     elseif SEMANTIC[k] then
       if v ~= nil and v ~= false then
-        put(SEMANTIC[k], k == "agentAction" and action_name(v) or v)
+        put(out, SEMANTIC[k], k == "agentAction" and action_name(v) or v)
       end
     elseif k == "agentHidden" then
-      if v == true then put("data-clank-hidden", "true") end
-    elseif k:lower() == "srcdoc" then
+      if v == true then put(out, "data-clank-hidden", "true") end
+    elseif k == "srcdoc" or k:lower() == "srcdoc" then
       -- a document in an attribute: markup, so only from clank.raw
       if not element.isRaw(v) then error("clank.render: srcdoc takes clank.raw(html) only", 0) end
-      put(k, v.html)
+      put(out, k, v.html)
     elseif k == "format" and v == "password" then
-      put("data-clank-secret", "true")
+      put(out, "data-clank-secret", "true")
     elseif not (k == "value" and (tag == "select" or tag == "textarea")) then
-      put(ALIAS[k] or k, v) -- (a select's or textarea's value: options or text, in render)
+      put(out, ALIAS[k] or k, v) -- (a select's or textarea's value: options or text, in render)
     end
   end
   if INTERACTIVE[tag] and props.agentLabel ~= nil and props["aria-label"] == nil then
-    put("aria-label", props.agentLabel)
+    put(out, "aria-label", props.agentLabel)
   end
-  local list = {}
-  for name, value in pairs(out) do list[#list + 1] = { name, value } end
-  sort(list, function(a, b) return a[1] < b[1] end)
-  return list
+  local names = {}
+  for name in pairs(out) do names[#names + 1] = name end
+  if #names > 1 then sort(names) end
+  return names, out
 end
 
 return M

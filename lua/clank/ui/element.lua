@@ -41,32 +41,60 @@ local function is_callable(x)
   return mt ~= nil and type(mt) == "table" and mt.__call ~= nil
 end
 
-local function h(tag, props, ...)
+-- An element of a tag known to be valid (h.<tag> checked it once).
+local function build(tag, props, ...)
   if props ~= nil and (type(props) ~= "table" or getmetatable(props) ~= nil) then
-    error("clank.h: props must be nil or a plain table (not an element, not " .. type(props) .. ")", 2)
+    error("clank.h: props must be nil or a plain table (not an element, not " .. type(props) .. ")", 3)
   end
   local copy = {}
-  for k, v in pairs(props or copy) do
-    if type(k) ~= "string" then
-      error("clank.h: prop names must be strings (children go after the props)", 2)
+  if props ~= nil then
+    for k, v in pairs(props) do
+      if type(k) ~= "string" then
+        error("clank.h: prop names must be strings (children go after the props)", 3)
+      end
+      copy[k] = v
     end
-    copy[k] = v
   end
   local children = {}
   if copy.children ~= nil then
-    add_child(children, copy.children, 1)
+    add_child(children, copy.children, 2)
     copy.children = nil
   end
-  for i = 1, select("#", ...) do add_child(children, (select(i, ...)), 1) end
+  local n = select("#", ...)
+  if n == 1 then
+    local c = ...
+    local t = type(c)
+    if t == "string" or t == "number" then children[#children + 1] = c
+    else add_child(children, c, 2) end
+  else
+    for i = 1, n do add_child(children, (select(i, ...)), 2) end
+  end
+  return setmetatable({ tag = tag, props = copy, children = children }, ELEMENT)
+end
+
+local function h(tag, props, ...)
   -- A component (a function or a view): it receives its children in props.children.
   if type(tag) ~= "string" and is_callable(tag) then
+    if props ~= nil and (type(props) ~= "table" or getmetatable(props) ~= nil) then
+      error("clank.h: props must be nil or a plain table (not an element, not " .. type(props) .. ")", 2)
+    end
+    local copy = {}
+    for k, v in pairs(props or copy) do
+      if type(k) ~= "string" then
+        error("clank.h: prop names must be strings (children go after the props)", 2)
+      end
+      copy[k] = v
+    end
+    local children = {}
+    if copy.children ~= nil then add_child(children, copy.children, 1) end
+    for i = 1, select("#", ...) do add_child(children, (select(i, ...)), 1) end
     copy.children = children
     return tag(copy)
   end
   if not valid_tag(tag) then
     error("clank.h: invalid tag name: " .. tostring(tag), 2)
   end
-  return setmetatable({ tag = tag, props = copy, children = children }, ELEMENT)
+  return build(tag, props, ...)
 end
 
 M.h = setmetatable({}, {
@@ -74,7 +102,7 @@ M.h = setmetatable({}, {
   -- h.button(props, ...) is h("button", props, ...)
   __index = function(self, tag)
     if not valid_tag(tag) then error("clank.h: invalid tag name: " .. tostring(tag), 2) end
-    local f = function(props, ...) return h(tag, props, ...) end
+    local f = function(props, ...) return build(tag, props, ...) end
     rawset(self, tag, f)
     return f
   end,

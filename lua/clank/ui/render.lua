@@ -4,7 +4,8 @@ local element = require "clank.ui.element"
 local attributes = require "clank.ui.attributes"
 local json = require "clank.json"
 
-local type, error, concat = type, error, table.concat
+local type, error, concat, sort, pairs, pcall, tostring, getmetatable =
+  type, error, table.concat, table.sort, pairs, pcall, tostring, getmetatable
 local is_element, is_raw = element.isElement, element.isRaw
 
 local VOID = {
@@ -13,7 +14,11 @@ local VOID = {
 }
 
 local ESCAPES = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;" }
-local function escape(s) return (s:gsub('[&<>"]', ESCAPES)) end
+local find, gsub = string.find, string.gsub
+local function escape(s)
+  if not find(s, '[&<>"]') then return s end
+  return (gsub(s, '[&<>"]', ESCAPES))
+end
 
 local M = { escape = escape, VOID = VOID }
 
@@ -54,21 +59,29 @@ end
 
 -- Positional keys (live renders): the element's index among its parent's element children,
 -- joined with dots from the view's top ("0", "0.2.1"). clank.live finds elements the same way.
+-- A render keeps the path of indexes to the element being written (live.path up to
+-- live.level) and makes the key string only for the elements that carry one.
 local function child_key(prefix, n)
   if prefix then return prefix .. "." .. n end
   return tostring(n)
 end
 M.childKey = child_key
 
+local function key_of(live) return concat(live.path, ".", 1, live.level) end
+
 -- A tr directly under a table is written inside the tbody an HTML parser would imply, so the
 -- browser's tree matches the server's; keys still count the server's children.
-local function emit_children(out, children, selected, depth, live, prefix, in_table)
+local function emit_children(out, children, selected, depth, live, in_table)
   local n, tbody = 0, false
+  local level
+  if live then
+    level = live.level + 1
+    live.level = level
+  end
   for i = 1, #children do
     local c = children[i]
-    local key
     if is_element(c) then
-      key = live and child_key(prefix, n)
+      if live then live.path[level] = n end
       n = n + 1
       if in_table then
         local tr = c.tag:lower() == "tr"
@@ -82,44 +95,65 @@ local function emit_children(out, children, selected, depth, live, prefix, in_ta
       end
     end
     if selected and is_element(c) and c.tag == "option" then
-      emit(out, option_props(c, selected), depth + 1, nil, live, key)
+      emit(out, option_props(c, selected), depth + 1, nil, live)
     elseif selected and is_element(c) and c.tag == "optgroup" then
-      emit(out, c, depth + 1, selected, live, key)
+      emit(out, c, depth + 1, selected, live)
     else
-      emit(out, c, depth + 1, nil, live, key)
+      emit(out, c, depth + 1, nil, live)
     end
+    if live then live.level = level end
   end
+  if live then live.level = level - 1 end
   if tbody then out[#out + 1] = "</tbody>" end
 end
 
--- The live attributes of an element (SPEC §11): data-clank-on (the events it handles),
--- data-clank-key, and data-clank-confirm when its agentAction requires confirmation.
-local function live_attributes(node, live, key)
-  local events = {}
-  for k, v in pairs(node.props) do
-    if type(v) == "function" and type(k) == "string" and k:find("^on[A-Z]") then
-      events[#events + 1] = k:sub(3):lower()
+local function requires_confirmation(action) return action:requiresConfirmation() end
+
+-- The live attributes of an element (SPEC §11): data-clank-on (the events it handles, with
+-- data-clank-key) and data-clank-confirm when its agentAction requires confirmation. Returns
+-- the on and confirm values (nil when absent).
+local function live_attributes(node, live)
+  local props = node.props
+  local on
+  for k, v in pairs(props) do
+    if type(v) == "function" and type(k) == "string" and find(k, "^on[A-Z]") then
+      local name = k:sub(3):lower()
+      if on == nil then on = name
+      elseif type(on) == "string" then on = { on, name }
+      else on[#on + 1] = name end
     end
   end
-  local extra = {}
-  if #events > 0 then
-    table.sort(events)
-    extra[#extra + 1] = { "data-clank-on", concat(events, " ") }
-    extra[#extra + 1] = { "data-clank-key", key }
+  if type(on) == "table" then
+    sort(on)
+    on = concat(on, " ")
   end
-  local action = node.props.agentAction
+  local confirm
+  local action = props.agentAction
   if action ~= nil and action ~= false then
     if type(action) == "string" then action = live.actions and live.actions[action] end
-    local ok, required = pcall(function() return action:requiresConfirmation() end)
+    local ok, required = pcall(requires_confirmation, action)
     if ok and required then
-      extra[#extra + 1] = { "data-clank-confirm",
-        tostring(action.description) .. " (" .. tostring(action.sideEffects) .. ")" }
+      confirm = tostring(action.description) .. " (" .. tostring(action.sideEffects) .. ")"
     end
   end
-  return extra
+  return on, confirm
 end
 
-function emit(out, node, depth, selected, live, key)
+local function write_attribute(out, n, name, v)
+  n = n + 1; out[n] = " "
+  n = n + 1; out[n] = name
+  if v ~= true then
+    n = n + 1; out[n] = '="'
+    n = n + 1; out[n] = escape(v)
+    n = n + 1; out[n] = '"'
+  end
+  return n
+end
+
+local valid_tags = {} -- tag names seen valid, bounded like attribute names
+local tag_count = 0
+
+function emit(out, node, depth, selected, live)
   if depth > 200 then error("clank.render: elements nested too deeply", 0) end
   local t = type(node)
   if t == "string" then
@@ -128,49 +162,70 @@ function emit(out, node, depth, selected, live, key)
     out[#out + 1] = json.formatNumber(node)
   elseif is_raw(node) then
     out[#out + 1] = node.html
-  elseif type(node) == "table" and node.tag then
+  elseif t == "table" and node.tag then
     local tag = node.tag
-    if not element.validTag(tag) then error("clank.render: invalid tag name: " .. tostring(tag), 0) end
-    out[#out + 1] = "<" .. tag
-    local attrs = attributes.attributes(node)
-    if live then
-      local extra = live_attributes(node, live, key or "0")
-      if #extra > 0 then
-        for _, a in ipairs(attrs) do
-          for _, x in ipairs(extra) do
-            if a[1] == x[1] then error("clank.render: attribute " .. a[1] .. " given twice", 0) end
-          end
+    if not valid_tags[tag] then
+      if not element.validTag(tag) then error("clank.render: invalid tag name: " .. tostring(tag), 0) end
+      if tag_count >= 1024 then valid_tags, tag_count = {}, 0 end
+      valid_tags[tag] = true
+      tag_count = tag_count + 1
+    end
+    local names, values = attributes.attributes(node)
+    local n = #out
+    n = n + 1; out[n] = "<"
+    n = n + 1; out[n] = tag
+    local on, confirm
+    if live then on, confirm = live_attributes(node, live) end
+    if on or confirm then
+      -- the live attributes merged into the sorted list (they sort as confirm < key < on)
+      local extra = {}
+      if confirm then extra[#extra + 1] = "data-clank-confirm" end
+      if on then
+        extra[#extra + 1] = "data-clank-key"
+        extra[#extra + 1] = "data-clank-on"
+      end
+      local extra_values = { ["data-clank-confirm"] = confirm, ["data-clank-on"] = on,
+        ["data-clank-key"] = on and key_of(live) }
+      local i, j = 1, 1
+      while i <= #names or j <= #extra do
+        local a, b = names[i], extra[j]
+        if b and values[b] ~= nil then error("clank.render: attribute " .. b .. " given twice", 0) end
+        if a and (not b or a < b) then
+          n = write_attribute(out, n, a, values[a])
+          i = i + 1
+        else
+          n = write_attribute(out, n, b, extra_values[b])
+          j = j + 1
         end
-        for _, x in ipairs(extra) do attrs[#attrs + 1] = x end
-        table.sort(attrs, function(a, b) return a[1] < b[1] end)
+      end
+    else
+      for i = 1, #names do
+        local name = names[i]
+        n = write_attribute(out, n, name, values[name])
       end
     end
-    for _, a in ipairs(attrs) do
-      if a[2] == true then
-        out[#out + 1] = " " .. a[1]
-      else
-        out[#out + 1] = " " .. a[1] .. '="' .. escape(a[2]) .. '"'
-      end
-    end
-    out[#out + 1] = ">"
-    if VOID[tag:lower()] then
+    n = n + 1; out[n] = ">"
+    local lower = tag:lower()
+    if VOID[lower] then
       if #node.children > 0 then error("clank.render: <" .. tag .. "> cannot have children", 0) end
       return
     end
     local value = node.props.value
-    local prefix = live and (key or "0")
     if tag == "textarea" and value ~= nil and value ~= json.null then
       emit(out, value, depth + 1)
     elseif tag == "select" and value ~= nil then
-      emit_children(out, node.children, selected_set(value), depth, live, prefix)
+      emit_children(out, node.children, selected_set(value), depth, live)
     else
-      emit_children(out, node.children, selected, depth, live, prefix, tag:lower() == "table")
+      emit_children(out, node.children, selected, depth, live, lower == "table")
     end
-    out[#out + 1] = "</" .. tag .. ">"
+    n = #out
+    n = n + 1; out[n] = "</"
+    n = n + 1; out[n] = tag
+    n = n + 1; out[n] = ">"
   elseif t == "table" and getmetatable(node) == nil then
-    emit_children(out, node, nil, depth, live, nil)
+    emit_children(out, node, nil, depth, live)
   elseif t == "table" and type(node.tree) == "function" then
-    emit(out, node:tree(), depth + 1, nil, live, key) -- a mounted view
+    emit(out, node:tree(), depth + 1, nil, live) -- a mounted view
   elseif node ~= nil and node ~= false and node ~= true then
     error("clank.render: cannot render a " .. t, 0)
   end
@@ -180,8 +235,14 @@ end
 -- the live attributes; keys start at the node ("0", or "0", "1", ... for a list).
 function M.render(node, options)
   local out = {}
-  local live = options and options.live and options or nil
-  emit(out, node, 0, nil, live, nil)
+  local live
+  if options and options.live then
+    live = { actions = options.actions, path = { 0 }, level = 0 }
+    if is_element(node) or (type(node) == "table" and type(node.tree) == "function") then
+      live.level = 1 -- a single top element is "0"; a list's elements are "0", "1", ...
+    end
+  end
+  emit(out, node, 0, nil, live)
   return concat(out)
 end
 
