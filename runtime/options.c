@@ -13,6 +13,7 @@ static const char usage[] =
     "  --host HOST        address to listen on (default 127.0.0.1)\n"
     "  --port N           port (default $PORT, else 8080; 0 picks a free port)\n"
     "  --no-watch         do not reload the app when its files change\n"
+    "  --quiet            no access log\n"
     "  --workers N        worker processes (default 1)\n"
     "  --log text|json    log format on stderr (default text)\n"
     "  --check            load the app, print its manifest, exit\n"
@@ -91,6 +92,8 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       return CLANK_OPTIONS_EXIT_OK;
     } else if (!strcmp(a, "--check")) {
       o->check = 1;
+    } else if (!strcmp(a, "--quiet")) {
+      o->quiet = 1;
     } else if (!strcmp(a, "--no-watch")) {
       o->watch = 0;
     } else if (!strcmp(a, "--host")) {

@@ -21,6 +21,7 @@ typedef struct clank_options_s {
   int port;
   int check;
   int watch;
+  int quiet; /* no access log */
   int workers;
   clank_log_format_t log_format;
   const char *app_path;

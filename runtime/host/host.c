@@ -135,6 +135,7 @@ int clank_host_main(const clank_options_t *o) {
     fprintf(stderr, "clank-run: --workers %d: multi-process serving is not built yet; "
                     "serving with one worker\n", o->workers);
   clank_log_init(&h->log, o->log_format, 2);
+  h->log.quiet = o->quiet;
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
   int code = 0;

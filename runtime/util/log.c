@@ -123,6 +123,7 @@ void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colou
 
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
                       int status, size_t bytes, uint64_t ns) {
+  if (log->quiet) return;
   clank_buf_t *b = &log->buf;
   int json = log->format == CLANK_LOG_JSON;
   if (json) clank_buf_appends(b, "{\"time\":\"");

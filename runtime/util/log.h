@@ -15,6 +15,7 @@ typedef struct clank_log_s {
   clank_buf_t buf;
   int fd;
   int colour;     /* text on a terminal, unless NO_COLOR */
+  int quiet;      /* no access log (--quiet) */
   char stamp[32]; /* the time of this loop iteration's lines, made once */
   size_t stamp_len;
 } clank_log_t;
