@@ -9,7 +9,7 @@
 #include "http/server.h"
 
 #define PIPELINE_BUFFER (64 * 1024) /* input buffered while a handler runs */
-#define READ_CHUNK (64 * 1024)
+#define READ_CHUNK CLANK_READ_CHUNK
 #define DRAIN_MAX (64 * 1024)          /* unread body discarded after an early answer */
 #define OUTPUT_HIGH (4 * 1024 * 1024) /* unsent output that stops reading */
 #define OUTPUT_LOW (256 * 1024)       /* and below which on_drain is told */
@@ -183,10 +183,14 @@ int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t 
   return 1;
 }
 
+/* Output buffers keep their memory between answers, up to this much. */
+#define OUTPUT_KEEP (16 * 1024)
+
 static void write_done(uv_write_t *req, int status) {
   clank_conn_t *c = req->data;
   c->writing = 0;
   clank_buf_reset(&c->wbuf);
+  if (c->wbuf.cap > OUTPUT_KEEP) clank_buf_free(&c->wbuf);
   if (status < 0) {
     clank_conn_close(c);
     return;
@@ -211,6 +215,7 @@ void clank_conn_flush(clank_conn_t *c) {
       return;
     }
     clank_buf_consume(&c->out, (size_t)n);
+    if (c->out.len == 0 && c->out.cap > OUTPUT_KEEP) clank_buf_free(&c->out);
   }
   if (c->out.len > 0) {
     /* The kernel took part of it: hand the rest to libuv, and let new output
@@ -530,9 +535,18 @@ static void process(clank_conn_t *c) {
   update_reading(c);
 }
 
+/* Reads land in the server's one read buffer when the connection has no
+   input pending (the usual case), so an idle connection holds no input
+   memory; what a read leaves unparsed is copied into the connection's own. */
 static void alloc_input(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   clank_conn_t *c = h->data;
+  clank_server_t *s = c->server;
+  if (c->in.len == 0 && s->read_buf) {
+    clank_buf_free(&c->in);
+    *buf = uv_buf_init(s->read_buf, READ_CHUNK);
+    return;
+  }
   if (clank_buf_reserve(&c->in, READ_CHUNK) != 0) {
     *buf = uv_buf_init(NULL, 0);
     return;
@@ -540,9 +554,17 @@ static void alloc_input(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
 }
 
+/* After a read into the shared buffer: what is left moves to memory of the
+   connection's own (none when nothing is). */
+static void own_input(clank_conn_t *c) {
+  clank_buf_t own = {0};
+  if (c->in.len > 0) clank_buf_append(&own, c->in.data, c->in.len);
+  c->in = own;
+}
+
 static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
-  (void)buf;
   clank_conn_t *c = stream->data;
+  int shared = buf->base != NULL && buf->base == c->server->read_buf;
   if (nread == UV_EOF) {
     c->eof = 1;
     uv_read_stop(stream);
@@ -568,16 +590,21 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
   }
   if (nread == 0) return;
   if (c->phase == CLANK_PHASE_UPGRADED) {
-    c->upgrade->on_data(c, c->in.data + c->in.len, (size_t)nread);
+    c->upgrade->on_data(c, buf->base, (size_t)nread);
     return;
   }
-  c->in.len += (size_t)nread;
+  if (shared)
+    c->in = (clank_buf_t){.data = buf->base, .len = (size_t)nread, .cap = READ_CHUNK};
+  else
+    c->in.len += (size_t)nread;
   if (c->phase == CLANK_PHASE_HANDLER) {
+    if (shared) own_input(c);
     update_reading(c);
     return;
   }
   if (c->phase == CLANK_PHASE_IDLE) disarm(c);
   process(c);
+  if (shared) own_input(c);
 }
 
 static void update_reading(clank_conn_t *c) {

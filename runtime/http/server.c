@@ -31,6 +31,7 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
                         int *bound_port, char *err, size_t errlen) {
   s->loop = loop;
   clank_server_init_parser_settings(&s->settings);
+  s->read_buf = malloc(CLANK_READ_CHUNK);
   struct sockaddr_storage addr;
   const char *name = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
   if (uv_ip4_addr(name, port, (struct sockaddr_in *)&addr) != 0 &&
@@ -88,6 +89,8 @@ void clank_server_free_all(clank_server_t *s) {
     c = next;
   }
   s->conns = NULL;
+  free(s->read_buf);
+  s->read_buf = NULL;
 }
 
 void clank_server_close_all(clank_server_t *s) {

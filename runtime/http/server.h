@@ -13,6 +13,8 @@
 #include "util/buf.h"
 #include "util/log.h"
 
+#define CLANK_READ_CHUNK (64 * 1024) /* one read */
+
 typedef struct clank_server_s clank_server_t;
 typedef struct clank_conn_s clank_conn_t;
 
@@ -114,6 +116,7 @@ struct clank_server_s {
   unsigned nconns;
   clank_conn_t *conns;
   llhttp_settings_t settings;
+  char *read_buf;   /* every connection reads here first (one loop, one read at a time) */
   clank_log_t *log; /* the access log */
   char date[40];
   uint64_t date_sec;
