@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Live views (issue 11): a live event's round trip (a WebSocket frame in, a 100-row list's
 # HTML out) beside an action call returning the same 100 rows, on the same server in the same
-# run; then 10,000 open live sessions: memory per session and the event round trip while they
-# are open. The server runs on core 0, the client (Node, ws) on core 1.
+# run; then 10,000 open live sessions (of a small view, then of the 100-row list): memory per
+# session and the event round trip while they are open. The server runs on core 0, the client (Node, ws) on core 1.
 #   bench/live.sh                              # about a minute
 #   BENCH_SECONDS=10 BENCH_SESSIONS=10000 bench/live.sh
 #   CLANK_RUN=build-bench/clank-run bench/live.sh
@@ -39,11 +39,14 @@ echo "== round trips ($connections connections, ${seconds}s each)"
 start ""
 client roundtrip "$seconds" "$connections" | tee /tmp/clank-live-roundtrip.json
 stop
-echo "== $sessions open sessions (pinged every 5 s)"
-# One worker's connection cap is 10,000: the measuring client's own connections need room.
-start "max_connections=$((sessions + 100)),ping_ms=5000"
-client scale "$sessions" "$seconds" | tee /tmp/clank-live-scale.json
-stop
+: > /tmp/clank-live-scale.json
+for view in /views/small /; do
+  echo "== $sessions open sessions of $view (pinged every 5 s)"
+  # One worker's connection cap is 10,000: the measuring client's own connections need room.
+  start "max_connections=$((sessions + 100)),ping_ms=5000"
+  client scale "$sessions" "$seconds" "$view" | tee -a /tmp/clank-live-scale.json
+  stop
+done
 
 node -e '
 const fs = require("fs");

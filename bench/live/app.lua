@@ -2,6 +2,7 @@
 -- the action tasks.list returning the same 100 tasks. An event re-renders the whole list and
 -- sends its HTML back; the action call validates, runs and encodes the list: the two round
 -- trips the benchmark compares (issue 11: an event costs no more than 2x an action call).
+-- The view "small" is what the many-sessions measure opens besides.
 local clank = require "clank"
 local s = clank.schema
 local signal = require "clank.signal"
@@ -41,4 +42,16 @@ local TaskList = clank.defineView {
   end,
 }
 
-return clank.app { name = "bench-live", actions = { list }, views = { TaskList } }
+-- A small view (a counter and a few controls), for the memory of many open sessions.
+local Small = clank.defineView {
+  name = "small", description = "A counter",
+  load = function() return { n = signal.signal(0) } end,
+  render = function(_, d)
+    return h.main(nil, h.h1(nil, "Counter"),
+      h.p({ agentId = "count" }, "Count: ", d.n.value),
+      h.button({ agentId = "inc", onClick = function() d.n.value = d.n.value + 1 end }, "Add one"),
+      h.input({ agentId = "note", name = "note", placeholder = "A note" }))
+  end,
+}
+
+return clank.app { name = "bench-live", actions = { list }, views = { TaskList, Small } }

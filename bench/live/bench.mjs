@@ -1,12 +1,12 @@
 // bench/live.sh's client: live-view events against action calls on the same server, then
 // many open live sessions. Prints one JSON object per measurement on stdout.
 //   node bench.mjs BASE_URL SERVER_PID roundtrip SECONDS CONNECTIONS
-//   node bench.mjs BASE_URL SERVER_PID scale SESSIONS SECONDS
+//   node bench.mjs BASE_URL SERVER_PID scale SESSIONS SECONDS VIEW_PATH
 import http from "node:http";
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 
-const [base, pidText, mode, a, b] = process.argv.slice(2);
+const [base, pidText, mode, a, b, viewPath] = process.argv.slice(2);
 const pid = Number(pidText);
 const url = new URL(base);
 
@@ -52,8 +52,8 @@ function request(method, path, body, headers = {}) {
 }
 
 // A live session: a page load for its token, then the WebSocket and its first html.
-async function openSession() {
-  const page = await request("GET", "/");
+async function openSession(path = "/") {
+  const page = await request("GET", path);
   const id = page.body.match(/data-clank-session="([^"]+)"/)[1];
   const ws = new WebSocket(`ws://${url.host}/__clank/sessions/${id}/live`, { origin: base.replace(/\/$/, "") });
   const session = { ws, v: 0, seq: 0, waiting: null, key: null };
@@ -132,13 +132,13 @@ if (mode === "roundtrip") {
   const batch = 200;
   for (let i = 0; i < count; i += batch) {
     const n = Math.min(batch, count - i);
-    sessions.push(...(await Promise.all(Array.from({ length: n }, openSession))));
+    sessions.push(...(await Promise.all(Array.from({ length: n }, () => openSession(viewPath)))));
   }
   await new Promise((r) => setTimeout(r, 2000));
   const rss1 = rssKiB();
   console.log(JSON.stringify(idle));
   console.log(JSON.stringify({
-    name: `${count} open live sessions`, sessions: count,
+    name: `${count} open live sessions of ${viewPath}`, sessions: count,
     rss_before_kib: rss0, rss_after_kib: rss1, per_session_kib: +((rss1 - rss0) / count).toFixed(1),
   }));
   console.log(JSON.stringify(await measure(`event round trip, ${count} sessions open (pinged)`, seconds,

@@ -296,6 +296,7 @@ const live = root => {
       delay = 250;
       status("open");
     } else if (m.t === "reload") {
+      if (m.v) v = m.v;
       patch(m.html);
     } else if (m.t === "css") {
       refreshCss();

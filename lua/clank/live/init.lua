@@ -168,6 +168,7 @@ function Live:sendHtml(s, seq)
   if send(s.conn, { t = "html", seq = seq, v = version(s), html = html }) then
     s.sentV = version(s)
   end
+  s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 
 -- A change after the last html sent: pushed with seq 0, at most every PUSH_MS.
