@@ -10,6 +10,7 @@
 #include "host/dispatch.h"
 #include "host/host.h"
 #include "host/live.h"
+#include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/json.h"
 
@@ -179,6 +180,7 @@ void clank_host_reload(void *ud) {
   free_contract(&after);
 
   h->gen = g; /* new requests go to the new generation from here on */
+  if (h->opts.watch) clank_static_watch(h, g);
   h->live_generations++;
   clank_live_move(h, old, g); /* before retiring: its sessions' handlers may still finish there */
   retire(h, old);

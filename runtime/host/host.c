@@ -3,6 +3,7 @@
 
 #include "host/dispatch.h"
 #include "host/live.h"
+#include "host/static.h"
 #include "lua/bridge.h"
 
 #include <openssl/rand.h>
@@ -51,6 +52,7 @@ static void teardown(clank_host_t *h) {
   if (h->gen) clank_sched_cancel_all(&h->gen->sched);
   for (clank_gen_t *g = h->retired; g; g = g->next_retired) clank_sched_cancel_all(&g->sched);
   clank_reloader_close(&h->reloader);
+  clank_static_unwatch(h);
   uv_walk(&h->loop, close_handle, NULL);
 }
 
@@ -123,6 +125,7 @@ static int load(clank_host_t *h) {
     return -1;
   }
   clank_reloader_loaded(&h->reloader);
+  if (h->opts.watch && !h->opts.check) clank_static_watch(h, h->gen);
   h->live_generations = 1;
   return 0;
 }

@@ -449,6 +449,15 @@ void clank_live_stop(clank_host_t *h) {
   }
 }
 
+void clank_live_css(clank_host_t *h) {
+  static const char css[] = "{\"t\":\"css\"}";
+  for (clank_live_t *live = h->lives; live; live = live->next) {
+    if (live->conn->closing || !wslay_event_get_write_enabled(live->ws)) continue;
+    struct wslay_event_msg msg = {WSLAY_TEXT_FRAME, (const uint8_t *)css, sizeof css - 1};
+    if (wslay_event_queue_msg(live->ws, &msg) == 0) pump(live);
+  }
+}
+
 void clank_live_tick(clank_host_t *h) {
   clank_gen_t *g = h->gen;
   if (g == NULL || g->live_ref == LUA_NOREF) return;

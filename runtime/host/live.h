@@ -26,6 +26,8 @@ void clank_live_closed(clank_live_t *live);
 void clank_live_move(struct clank_host_s *h, struct clank_gen_s *from, struct clank_gen_s *to);
 /* Stopping: every channel closes with 1012 (the client reconnects). */
 void clank_live_stop(struct clank_host_s *h);
+/* A served stylesheet changed: every live page re-fetches its stylesheets. */
+void clank_live_css(struct clank_host_s *h);
 /* Once a second: the current generation's live object ends idle sessions. */
 void clank_live_tick(struct clank_host_s *h);
 

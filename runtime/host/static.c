@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "host/host.h"
+#include "host/live.h"
 
 typedef struct static_req_s {
   uv_fs_t fs;
@@ -313,4 +314,47 @@ int clank_static_serve(clank_conn_t *c, const clank_static_t *s, const char *pat
     return 0;
   }
   return 1;
+}
+
+/* ---- stylesheets changed: live pages re-fetch them (SPEC §11 {"t":"css"}) ---- */
+
+typedef struct static_watch_s {
+  uv_fs_event_t event;
+  clank_host_t *host;
+  struct static_watch_s *next;
+} static_watch_t;
+
+static void watch_closed(uv_handle_t *handle) { free(handle->data); }
+
+static void css_changed(uv_fs_event_t *event, const char *file, int events, int status) {
+  (void)events;
+  static_watch_t *w = event->data;
+  size_t n = file ? strlen(file) : 0;
+  if (status == 0 && n > 4 && strcmp(file + n - 4, ".css") == 0) clank_live_css(w->host);
+}
+
+void clank_static_watch(clank_host_t *h, const clank_gen_t *g) {
+  clank_static_unwatch(h);
+  for (int i = 0; i < g->nstatics; i++) {
+    static_watch_t *w = calloc(1, sizeof *w);
+    if (w == NULL) return;
+    w->host = h;
+    uv_fs_event_init(&h->loop, &w->event);
+    w->event.data = w;
+    if (uv_fs_event_start(&w->event, css_changed, g->statics[i].root, 0) != 0) {
+      uv_close((uv_handle_t *)&w->event, watch_closed);
+      continue;
+    }
+    uv_unref((uv_handle_t *)&w->event);
+    w->next = h->static_watches;
+    h->static_watches = w;
+  }
+}
+
+void clank_static_unwatch(clank_host_t *h) {
+  while (h->static_watches) {
+    static_watch_t *w = h->static_watches;
+    h->static_watches = w->next;
+    if (!uv_is_closing((uv_handle_t *)&w->event)) uv_close((uv_handle_t *)&w->event, watch_closed);
+  }
 }

@@ -20,4 +20,11 @@ const clank_static_t *clank_static_match(const struct clank_gen_s *g, const char
    still coming (on_message returns it), 0 when it was written. */
 int clank_static_serve(clank_conn_t *c, const clank_static_t *s, const char *path, size_t n);
 
+/* Watches the current generation's static folders (replacing the watches
+   of the one before): a stylesheet written there tells live pages to
+   re-fetch their stylesheets. */
+struct clank_host_s;
+void clank_static_watch(struct clank_host_s *h, const struct clank_gen_s *g);
+void clank_static_unwatch(struct clank_host_s *h);
+
 #endif
