@@ -14,6 +14,7 @@ void clank_request_reset(clank_request_t *r) {
   r->method = HTTP_GET;
   r->http_major = 1;
   r->http_minor = 1;
+  r->id_len = 0;
 }
 
 void clank_request_free(clank_request_t *r) {

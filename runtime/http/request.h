@@ -27,6 +27,8 @@ typedef struct clank_request_s {
   int method; /* llhttp_method_t */
   int http_major, http_minor;
   uint64_t started_ns; /* uv_hrtime at the first byte */
+  char id[65];         /* x-request-id: the client's (1-64 of A-Za-z0-9._-) or one made up */
+  uint8_t id_len;      /* 0 until the answer's head is written */
 } clank_request_t;
 
 void clank_request_reset(clank_request_t *r);

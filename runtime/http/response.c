@@ -87,9 +87,33 @@ static int owned_header(const char *name, size_t n) {
          (n == 10 && strncasecmp(name, "connection", n) == 0);
 }
 
+/* x-request-id (SPEC §13): the client's when it is 1-64 of A-Za-z0-9._-,
+   else one made up: 16 hex digits, a random prefix per run plus a count. */
+static void request_id(clank_conn_t *c) {
+  clank_request_t *r = &c->req;
+  if (r->id_len) return;
+  const clank_header_t *h = r->nheaders ? clank_request_header(r, "x-request-id", 12, NULL) : NULL;
+  if (h && h->value_len >= 1 && h->value_len <= 64) {
+    const char *v = clank_header_value(r, h);
+    size_t i = 0;
+    while (i < h->value_len && ((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
+                                (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' || v[i] == '-'))
+      i++;
+    if (i == h->value_len) {
+      memcpy(r->id, v, i);
+      r->id_len = (uint8_t)i;
+      return;
+    }
+  }
+  static const char hex[] = "0123456789abcdef";
+  uint64_t n = c->server->id_prefix + c->server->id_next++;
+  for (int i = 15; i >= 0; i--, n >>= 4) r->id[i] = hex[n & 15];
+  r->id_len = 16;
+}
+
 void clank_conn_begin(clank_conn_t *c, int status) {
   clank_buf_t *out = &c->out;
-  const clank_request_t *r = &c->req;
+  clank_request_t *r = &c->req;
   int keep_alive = clank_conn_keep_alive(c);
   if (!keep_alive) c->close_after = 1;
   c->status = status;
@@ -100,6 +124,9 @@ void clank_conn_begin(clank_conn_t *c, int status) {
   clank_buf_appends(out, clank_status_reason(status));
   clank_buf_appends(out, "\r\ndate: ");
   clank_buf_appends(out, clank_server_date(c->server));
+  clank_buf_appends(out, "\r\nx-content-type-options: nosniff\r\nx-request-id: ");
+  request_id(c);
+  clank_buf_append(out, r->id, r->id_len);
   clank_buf_append(out, "\r\n", 2);
   if (!keep_alive)
     clank_buf_appends(out, "connection: close\r\n");

@@ -32,6 +32,7 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
   s->loop = loop;
   clank_server_init_parser_settings(&s->settings);
   s->read_buf = malloc(CLANK_READ_CHUNK);
+  uv_random(NULL, NULL, &s->id_prefix, sizeof s->id_prefix, 0, NULL);
   struct sockaddr_storage addr;
   const char *name = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
   if (uv_ip4_addr(name, port, (struct sockaddr_in *)&addr) != 0 &&

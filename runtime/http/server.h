@@ -120,6 +120,7 @@ struct clank_server_s {
   clank_log_t *log; /* the access log */
   char date[40];
   uint64_t date_sec;
+  uint64_t id_prefix, id_next; /* request ids made up: a random prefix and a count */
   int stopping;
   void (*on_drained)(clank_server_t *); /* stopping, and the last connection is gone */
 };
