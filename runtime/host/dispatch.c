@@ -346,6 +346,7 @@ static int on_head(clank_conn_t *c) {
   if (g->live_ref != LUA_NOREF) {
     const clank_route_t *live = live_path(g, r->method, path, path_len);
     if (live == &g->live_route && !clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
+    if (live == &g->live_http_route && !clank_live_origin(c, g)) return CLANK_HTTP_ANSWERED;
     if (live) {
       c->body_limit = (size_t)g->bridge_max_bytes;
       return hold(c, g, live);

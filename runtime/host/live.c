@@ -16,6 +16,7 @@
 #define SOCKET_MT "clank.LiveSocket"
 #define MAX_MESSAGE (1024 * 1024) /* a larger message closes with 1009 */
 #define MAX_OUTPUT (1024 * 1024)  /* unsent output past which a browser that does not read is dropped */
+#define LINGER_MS 2000            /* after our close frame, input is read and dropped this long */
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 struct clank_live_s {
@@ -102,7 +103,7 @@ static int origin_allowed(lua_State *L) {
   return 1;
 }
 
-int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
+int clank_live_origin(clank_conn_t *c, clank_gen_t *g) {
   const clank_request_t *r = &c->req;
   lua_State *L = g->L;
   lua_pushcfunction(L, origin_allowed);
@@ -116,10 +117,13 @@ int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
                   clank_error_text(L, -1));
   }
   lua_pop(L, 1);
-  if (!allowed) {
-    refuse(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
-    return 0;
-  }
+  if (!allowed) refuse(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
+  return allowed;
+}
+
+int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
+  const clank_request_t *r = &c->req;
+  if (!clank_live_origin(c, g)) return 0;
   if (r->method != HTTP_GET || !lists_token(r, header(r, "upgrade"), "websocket") ||
       !lists_token(r, header(r, "connection"), "upgrade")) {
     refuse(c, 426, "UPGRADE_REQUIRED", "The live channel is a WebSocket.",
@@ -281,10 +285,8 @@ static void pump(clank_live_t *live) {
     clank_conn_close(live->conn);
     return;
   }
-  if (!wslay_event_want_read(live->ws) && !wslay_event_want_write(live->ws)) {
-    live->conn->close_after = 1;
-    clank_conn_flush(live->conn);
-  }
+  if (!wslay_event_want_read(live->ws) && !wslay_event_want_write(live->ws))
+    clank_conn_linger(live->conn, LINGER_MS); /* the close frame reaches a peer still sending */
 }
 
 static clank_live_t *live_of(clank_conn_t *c) { return ((clank_conn_state_t *)c->data)->live; }
@@ -298,7 +300,7 @@ static void on_data(clank_conn_t *c, const char *data, size_t len) {
   live->feeding = 0;
   if (c->closing) return;
   if (rc != 0) {
-    clank_conn_close(c);
+    clank_conn_linger(c, LINGER_MS);
     return;
   }
   pump(live);

@@ -14,6 +14,9 @@ typedef struct clank_live_s clank_live_t;
    400 or 426 (not a WebSocket handshake) and returns 0, or returns 1 when
    the upgrade may go ahead. */
 int clank_live_check(clank_conn_t *c, struct clank_gen_s *g);
+/* The Origin rules of SPEC §5 for the live paths (pages aside): answers 403
+   and returns 0 when the request's Origin is refused. */
+int clank_live_origin(clank_conn_t *c, struct clank_gen_s *g);
 /* At the end of that request: answers 101, takes the connection and hands
    the session to the generation's live object. request_idx: the Lua request
    table on g's main stack. */

@@ -66,6 +66,7 @@ size_t clank_conn_pending(const clank_conn_t *c) { return c->out.len + c->wbuf.l
 
 static void file_end(clank_conn_t *c);
 static int file_reading(const clank_conn_t *c);
+static void shut_down(clank_conn_t *c);
 
 void clank_conn_close(clank_conn_t *c) {
   if (c->closing) return;
@@ -232,7 +233,29 @@ void clank_conn_flush(clank_conn_t *c) {
     }
     return;
   }
-  if (c->close_after && c->phase != CLANK_PHASE_HANDLER) clank_conn_close(c);
+  if (c->close_after && c->phase != CLANK_PHASE_HANDLER)
+    clank_conn_close(c);
+  else if (c->lingering && !c->shut)
+    shut_down(c);
+}
+
+static void shutdown_done(uv_shutdown_t *req, int status) {
+  clank_conn_t *c = req->data;
+  if (status < 0 && status != UV_ECANCELED) clank_conn_close(c);
+}
+
+/* All output written: the peer reads our end, we read (and drop) its rest. */
+static void shut_down(clank_conn_t *c) {
+  c->shut = 1;
+  c->shutdown.data = c;
+  if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_done) != 0) clank_conn_close(c);
+}
+
+void clank_conn_linger(clank_conn_t *c, uint64_t ms) {
+  if (c->closing || c->lingering) return;
+  c->lingering = 1;
+  arm(c, ms);
+  clank_conn_flush(c);
 }
 
 void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
@@ -570,8 +593,11 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     uv_read_stop(stream);
     c->reading = 0;
     if (c->phase == CLANK_PHASE_UPGRADED) {
-      if (c->upgrade->on_eof) c->upgrade->on_eof(c);
-      clank_conn_close(c);
+      if (!c->lingering && c->upgrade->on_eof) c->upgrade->on_eof(c);
+      if (c->out.len > 0 || c->writing)
+        c->close_after = 1; /* what we still owe it goes out first */
+      else
+        clank_conn_close(c);
       return;
     }
     if (c->phase == CLANK_PHASE_HANDLER) {
@@ -590,7 +616,7 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
   }
   if (nread == 0) return;
   if (c->phase == CLANK_PHASE_UPGRADED) {
-    c->upgrade->on_data(c, buf->base, (size_t)nread);
+    if (!c->lingering) c->upgrade->on_data(c, buf->base, (size_t)nread);
     return;
   }
   if (shared)
@@ -650,7 +676,10 @@ static void timer_fired(uv_timer_t *t) {
   case CLANK_PHASE_HANDLER:
     break;
   case CLANK_PHASE_UPGRADED:
-    if (c->upgrade->on_timeout) c->upgrade->on_timeout(c);
+    if (c->lingering)
+      clank_conn_close(c);
+    else if (c->upgrade->on_timeout)
+      c->upgrade->on_timeout(c);
     break;
   }
 }

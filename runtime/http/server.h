@@ -79,6 +79,7 @@ struct clank_conn_s {
   clank_buf_t out;  /* responses not yet handed to a write */
   clank_buf_t wbuf; /* the write in flight */
   uv_write_t wreq;
+  uv_shutdown_t shutdown;
   clank_request_t req;
   clank_phase_t phase;
   const clank_upgrade_handler_t *upgrade;
@@ -101,6 +102,8 @@ struct clank_conn_s {
   unsigned stop_parsing : 1;
   unsigned chunked : 1;     /* the answer streams in chunks */
   unsigned draining : 1;    /* over the output high mark: tell on_drain when below */
+  unsigned lingering : 1;   /* closing gracefully: input is dropped, output ends */
+  unsigned shut : 1;        /* the write side was shut down */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 
@@ -194,6 +197,11 @@ void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const
                         const char *header_lines);
 /* Raw bytes on an upgraded connection. */
 void clank_conn_write(clank_conn_t *c, const char *data, size_t len);
+/* Ends an upgraded connection gracefully: once its output is written the
+   write side is shut down, and input is read and dropped until the peer
+   closes or ms pass; then it closes. A close frame thus reaches a peer that
+   is still sending (closing at once would reset the connection). */
+void clank_conn_linger(clank_conn_t *c, uint64_t ms);
 /* Calls on_timeout after ms (0: no deadline). */
 void clank_conn_deadline(clank_conn_t *c, uint64_t ms);
 

@@ -447,6 +447,11 @@ function Live:receive(id, text, socket)
     return
   end
   if not s or conn.session ~= s or s.conn ~= conn then return end -- not attached (yet)
+  -- Judged when it arrives: an event from the DOM of the current version has its element
+  -- found now, in the tree that DOM shows, so events queued behind a handler that changes the
+  -- view still reach what the person clicked. Any other is stale.
+  local el
+  if m.v == version(s) then el = find_key(s.mounted:tree(), m.key) end
   local q = s.queue
   if m.type == "input" then
     -- queued input events for the same key collapse to the latest
@@ -459,7 +464,7 @@ function Live:receive(id, text, socket)
       end
     end
   end
-  q[#q + 1] = { event = m, conn = conn }
+  q[#q + 1] = { event = m, conn = conn, stale = m.v ~= version(s), el = el }
   self:drain(s)
 end
 
@@ -496,11 +501,11 @@ end
 function Live:event(s, job)
   local m, conn = job.event, job.conn
   if not conn.open or s.conn ~= conn then return end
-  if m.v ~= version(s) then
+  if job.stale then
     self:sendHtml(s, m.seq) -- stale: dropped, answered with the current html
     return
   end
-  local el = find_key(s.mounted:tree(), m.key)
+  local el = job.el
   local handler = el and el.props[HANDLERS[m.type]]
   if type(handler) ~= "function" then
     log("debug", "live view " .. s.name .. ": no " .. m.type .. " handler at key " .. m.key)
