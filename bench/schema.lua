@@ -201,7 +201,8 @@ local REPEAT = 7  -- slices per contender, alternated; the fastest counts
 local function slice(pool, f)
   local n = #pool
   collectgarbage()
-  local rounds, t0, elapsed = 0, clock(), 0
+  local rounds, t0 = 0, clock()
+  local elapsed
   repeat
     for i = 1, n do f(pool[i]) end
     rounds = rounds + 1

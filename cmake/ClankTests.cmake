@@ -48,3 +48,32 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/browser/node_modules)
     set_tests_properties(browser/${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
   endforeach()
 endif()
+
+# Style checks, each only where its tool is installed (vendor/deps.sh --test installs both).
+# luacheck reads .luacheckrc at the root; any warning fails the test.
+find_program(LUACHECK luacheck)
+if(LUACHECK)
+  add_test(NAME style/luacheck
+    COMMAND ${LUACHECK} --formatter plain --codes lua spec apps bench
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(style/luacheck PROPERTIES TIMEOUT 120)
+endif()
+
+# The C as .clang-format at the root lays it out (written for clang-format 14); nothing is
+# rewritten, a difference fails. Files generated into a build tree inside the source are skipped.
+find_program(CLANG_FORMAT NAMES clang-format clang-format-14)
+if(CLANG_FORMAT)
+  file(GLOB_RECURSE CLANK_C_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/runtime/*.c ${CMAKE_SOURCE_DIR}/runtime/*.h
+    ${CMAKE_SOURCE_DIR}/bench/bare/*.c ${CMAKE_SOURCE_DIR}/bench/bare/*.h)
+  foreach(source IN LISTS CLANK_C_SOURCES)
+    string(FIND "${source}" "${CMAKE_BINARY_DIR}/" at)
+    if(at EQUAL 0)
+      list(REMOVE_ITEM CLANK_C_SOURCES "${source}")
+    endif()
+  endforeach()
+  add_test(NAME style/clang-format
+    COMMAND ${CLANG_FORMAT} --dry-run --Werror ${CLANK_C_SOURCES}
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(style/clang-format PROPERTIES TIMEOUT 120)
+endif()

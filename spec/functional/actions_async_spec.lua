@@ -8,20 +8,10 @@ local function post(port, target, body)
   return assert(http.request(port, "POST", target, { ["Content-Type"] = "application/json" }, body))
 end
 
-local function assert_ok(res, output_json)
-  assert.are.equal(200, res.status, "body: " .. tostring(res.body))
-  assert.are.equal('{"ok":true,"output":' .. output_json .. "}", res.body)
-end
+local assert_ok = require("helpers.bridge").assert_ok
 
 describe("clank-run async actions", function()
-  local s
-  setup(function()
-    s = server.start(server.fixture("bridge_async"))
-  end)
-  teardown(function()
-    if s then s:stop() end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("bridge_async"))
 
   it("lets authorize wait", function()
     assert_ok(post(s.port, "/actions/wait.authorize", '{"allow":true}'), '{"allowed":true}')

@@ -1,6 +1,7 @@
 -- The agent bridge mounted in the real clank-run, over HTTP (SPEC §2, §5, §13).
 -- Every expected status, code, message, header and body is written from the SPEC.
 local server = require "helpers.server"
+local answers = require "helpers.bridge"
 local http = require "helpers.http"
 local socket = require "socket"
 
@@ -31,44 +32,10 @@ local MANIFEST = '{"actions":['
   .. ',"name":"whoami","sideEffects":"read"}'
   .. '],"description":"Fixture app for the bridge specs","name":"bridge","protocol":"clank-agent/1"}'
 
-local function sha256_hex(data)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-  local p = assert(io.popen("sha256sum '" .. path .. "'"))
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  return assert(out:match("^(%x+)"))
-end
+local ETAG = answers.etag(MANIFEST)
 
-local ETAG = '"' .. sha256_hex(MANIFEST):sub(1, 16) .. '"'
-
-local function failure_body(code, message, details_json)
-  return '{"error":{"code":"' .. code .. '",'
-    .. (details_json and ('"details":' .. details_json .. ",") or "")
-    .. '"message":"' .. message .. '"},"ok":false}'
-end
-
-local function assert_json_type(res)
-  local ct = res.headers["content-type"]
-  assert.is_string(ct, "no content-type")
-  assert.truthy(ct:lower():find("^application/json"), "content-type: " .. ct)
-end
-
-local function assert_failure(res, status, code, message, details_json)
-  assert.are.equal(status, res.status, "body: " .. tostring(res.body))
-  assert.are.equal(failure_body(code, message, details_json), res.body)
-  assert.are.equal("no-store", res.headers["cache-control"])
-  assert_json_type(res)
-end
-
-local function assert_ok(res, output_json)
-  assert.are.equal(200, res.status, "body: " .. tostring(res.body))
-  assert.are.equal('{"ok":true,"output":' .. output_json .. "}", res.body)
-  assert_json_type(res)
-end
+local failure_body, assert_json_type = answers.failure_body, answers.assert_json_type
+local assert_failure, assert_ok = answers.assert_failure, answers.assert_ok
 
 -- POST /actions/<name> with a JSON content type unless headers say otherwise
 -- (a false value leaves a header out).
@@ -81,14 +48,7 @@ local function post(port, target, body, headers)
 end
 
 describe("clank.bridge in clank-run", function()
-  local s
-  setup(function()
-    s = server.start(server.fixture("bridge"))
-  end)
-  teardown(function()
-    if s then s:stop() end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("bridge"))
 
   describe("the manifest", function()
     for _, path in ipairs({ "/manifest", "/.well-known/clank" }) do
@@ -565,14 +525,7 @@ describe("clank.bridge in clank-run, context(request)", function()
 end)
 
 describe("clank.bridge in clank-run with requireOrigin and exposeErrors", function()
-  local s
-  setup(function()
-    s = server.start(server.fixture("bridge_strict"))
-  end)
-  teardown(function()
-    if s then s:stop() end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("bridge_strict"))
 
   it("answers a request without origin with 403 ORIGIN_MISMATCH", function()
     local res = post(s.port, "/actions/echo", '{"text":"x"}')

@@ -3,18 +3,7 @@ local server = require "helpers.server"
 local http = require "helpers.http"
 
 describe("clank-run keep-alive", function()
-  local s
-
-  setup(function()
-    s = server.start(server.fixture("basic"))
-  end)
-
-  teardown(function()
-    if s then
-      assert.are.equal(0, s:stop())
-    end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("basic"))
 
   it("answers 100 requests one after another on one connection", function()
     local conn = assert(http.connect(s.port))

@@ -2,6 +2,7 @@
 -- redaction and §13 for the Host check). Expected statuses and bodies are written from the SPEC.
 local server = require "helpers.server"
 local http = require "helpers.http"
+local rpc = require "helpers.mcp"
 local json = require "clank.json"
 local socket = require "socket"
 local expected_tools = require "fixtures.apps.mcp.expected_tools"
@@ -15,30 +16,8 @@ local FORBIDDEN = '{"error":{"code":-32600,"message":"Cross-origin agent request
 --------------------------------------------------------------------------------
 -- Helpers
 
-local function rpc_error(id, code, message)
-  return '{"error":{"code":' .. code .. ',"message":"' .. message .. '"},"id":'
-    .. (id == nil and "null" or encode(id)) .. ',"jsonrpc":"2.0"}'
-end
-
-local function result_body(id, result_json)
-  return '{"id":' .. encode(id) .. ',"jsonrpc":"2.0","result":' .. result_json .. "}"
-end
-
-local function tool_result(text, is_error)
-  local content = '{"content":[{"text":' .. encode(text) .. ',"type":"text"}]'
-  if is_error then
-    return content .. ',"isError":true}'
-  end
-  return content .. ',"structuredContent":' .. text .. "}"
-end
-
-local function tool_error(code, message, details_json)
-  return tool_result('{"error":{"code":"' .. code .. '",'
-    .. (details_json and ('"details":' .. details_json .. ",") or "")
-    .. '"message":"' .. message .. '"}}', true)
-end
-
-local CONFIRM = tool_error("CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
+local rpc_error, result_body = rpc.rpc_error, rpc.result_body
+local tool_result, tool_error, CONFIRM = rpc.tool_result, rpc.tool_error, rpc.CONFIRM
 
 -- POSTs a message (a table, or raw text) with JSON content type unless headers say otherwise.
 local function post(port, message, headers)
@@ -51,11 +30,7 @@ local function post(port, message, headers)
 end
 
 local function initialize(port, version, capabilities)
-  local res = post(port, { jsonrpc = "2.0", id = 1, method = "initialize",
-    params = { protocolVersion = version or "2025-11-25", capabilities = capabilities or {},
-               clientInfo = { name = "spec", version = "0" } } })
-  assert.are.equal(200, res.status, res.body)
-  return res.headers["mcp-session-id"], res
+  return rpc.initialize(post, port, version, capabilities)
 end
 
 local function call(port, sid, method, params, id, headers)
@@ -125,16 +100,10 @@ end
 --------------------------------------------------------------------------------
 
 describe("/__clank/mcp (annotations mode)", function()
-  local s, port
+  local s = server.for_describe(server.fixture("mcp"), { args = { "--no-watch" } })
+  local port
   setup(function()
-    s = server.start(server.fixture("mcp"), { args = { "--no-watch" } })
     port = s.port
-  end)
-  teardown(function()
-    if s then
-      s:stop()
-    end
-    server.kill_all()
   end)
 
   describe("initialize", function()
@@ -380,16 +349,10 @@ describe("/__clank/mcp sessions across runs", function()
 end)
 
 describe("/__clank/mcp confirmation = refuse", function()
-  local s, sid
+  local s = server.for_describe(server.fixture("mcp_refuse"), { args = { "--no-watch" } })
+  local sid
   setup(function()
-    s = server.start(server.fixture("mcp_refuse"), { args = { "--no-watch" } })
     sid = initialize(s.port)
-  end)
-  teardown(function()
-    if s then
-      s:stop()
-    end
-    server.kill_all()
   end)
 
   it("refuses without x-clank-confirmation: confirmed and runs with it", function()
@@ -403,16 +366,7 @@ describe("/__clank/mcp confirmation = refuse", function()
 end)
 
 describe("/__clank/mcp confirmation = elicit", function()
-  local s
-  setup(function()
-    s = server.start(server.fixture("mcp_elicit"), { args = { "--no-watch" } })
-  end)
-  teardown(function()
-    if s then
-      s:stop()
-    end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("mcp_elicit"), { args = { "--no-watch" } })
 
   local function start_call(sid)
     return open_stream(s.port, { jsonrpc = "2.0", id = 12, method = "tools/call",

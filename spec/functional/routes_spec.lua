@@ -44,18 +44,7 @@ local function fixture_line(path, n)
 end
 
 describe("clank-run routes", function()
-  local s
-
-  setup(function()
-    s = server.start(server.fixture("basic"))
-  end)
-
-  teardown(function()
-    if s then
-      assert.are.equal(0, s:stop())
-    end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("basic"))
 
   local function inspect(method, target, headers, body)
     local res = assert(http.request(s.port, method, target, headers, body))
@@ -164,8 +153,8 @@ describe("clank-run routes", function()
 
     -- RFC 9110: a name is a token (§5.6.2), a value a field-value (§5.5): visible characters,
     -- SP and HTAB inside, none at either end, no other control character.
-    local function pct(s)
-      return (s:gsub("[^%w]", function(c) return string.format("%%%02X", c:byte()) end))
+    local function pct(str)
+      return (str:gsub("[^%w]", function(c) return string.format("%%%02X", c:byte()) end))
     end
     for _, case in ipairs({
       { "x-ok", "plain value", 200 },
@@ -346,9 +335,10 @@ describe("clank-run routes", function()
 
   describe("errors", function()
     it("has the fixtures' errors on the expected lines", function()
-      assert.truthy(fixture_line(server.fixture("basic"), BOOM_LINE):find('error("boom on purpose")', 1, true))
-      assert.truthy(fixture_line(server.fixture("basic"), LATE_BOOM_LINE):find('error("late boom on purpose")', 1, true))
-      assert.truthy(fixture_line(server.fixture("counting"), CONTEXT_BOOM_LINE):find('error("context failed on purpose")', 1, true))
+      local basic, counting = server.fixture("basic"), server.fixture("counting")
+      assert.truthy(fixture_line(basic, BOOM_LINE):find('error("boom on purpose")', 1, true))
+      assert.truthy(fixture_line(basic, LATE_BOOM_LINE):find('error("late boom on purpose")', 1, true))
+      assert.truthy(fixture_line(counting, CONTEXT_BOOM_LINE):find('error("context failed on purpose")', 1, true))
     end)
 
     it("answers a route that raises with 500, a generic body and a file:line log, and keeps serving", function()

@@ -5,18 +5,7 @@ local http = require "helpers.http"
 local vectors = require "functional.vectors"
 
 describe("clank-run request parsing", function()
-  local s
-
-  setup(function()
-    s = server.start(server.fixture("basic"))
-  end)
-
-  teardown(function()
-    if s then
-      assert.are.equal(0, s:stop())
-    end
-    server.kill_all()
-  end)
+  local s = server.for_describe(server.fixture("basic"))
 
   for _, v in ipairs(vectors) do
     local what = v.closes == true and " and closes the connection"

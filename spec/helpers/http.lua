@@ -197,10 +197,9 @@ function Conn:closed(timeout)
   self.sock:settimeout(timeout or http.timeout, "t")
   local data, err, partial = self.sock:receive(1)
   if data then
-    local more = ""
     self.sock:settimeout(0.05, "t")
     local rest, _, p = self.sock:receive(256)
-    more = rest or p or ""
+    local more = rest or p or ""
     return false, "received bytes: " .. string.format("%q", data .. more)
   end
   if partial and partial ~= "" then

@@ -193,14 +193,13 @@ end
 --------------------------------------------------------------------------------
 -- Spawning
 
-local function spawn(argv, env, nofile)
+-- Fills in `self` (a fresh table) as the running server.
+local function spawn(self, argv, env, nofile)
   local base = os.tmpname()
-  local self = {
-    out_path = base .. ".out",
-    err_path = base .. ".err",
-    status_path = base .. ".status",
-    base = base,
-  }
+  self.out_path = base .. ".out"
+  self.err_path = base .. ".err"
+  self.status_path = base .. ".status"
+  self.base = base
   local words = { "env" }
   for _, w in ipairs(env_words(env)) do
     words[#words + 1] = w
@@ -221,16 +220,13 @@ local function spawn(argv, env, nofile)
   local pid = self.pipe:read("l")
   self.pid = tonumber(pid)
   assert(self.pid, "could not spawn clank-run: " .. tostring(pid))
-  self = setmetatable(self, Server) -- after the popen handle, so __gc runs first
+  setmetatable(self, Server) -- after the popen handle, so __gc runs first
   live[self] = true
   return self
 end
 
--- Starts `$CLANK_RUN --port 0 [args] app` and waits for the start-up line.
--- opts.args: extra arguments before the app; opts.env: extra environment;
--- opts.port: a port number, or false to pass no --port at all;
--- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run.
-function server.start(app_path, opts)
+-- server.start into `self`; errors name the caller of server.start.
+local function start(self, app_path, opts)
   opts = opts or {}
   local argv = { clank_run() }
   if opts.port ~= false then
@@ -241,7 +237,7 @@ function server.start(app_path, opts)
     argv[#argv + 1] = a
   end
   argv[#argv + 1] = app_path
-  local self = spawn(argv, opts.env, opts.nofile)
+  spawn(self, argv, opts.env, opts.nofile)
 
   local deadline = socket.gettime() + (opts.start_timeout or server.start_timeout)
   while true do
@@ -253,7 +249,7 @@ function server.start(app_path, opts)
       if not port then
         self:kill()
         error("unexpected start-up line from clank-run: " .. string.format("%q", line)
-          .. "\nstderr:\n" .. self:stderr(), 2)
+          .. "\nstderr:\n" .. self:stderr(), 3)
       end
       self.port = tonumber(port)
       return self
@@ -261,15 +257,23 @@ function server.start(app_path, opts)
     local code = self:poll()
     if code then
       error("clank-run exited with status " .. code .. " before printing its start-up line"
-        .. "\nstdout:\n" .. out .. "\nstderr:\n" .. self:stderr(), 2)
+        .. "\nstdout:\n" .. out .. "\nstderr:\n" .. self:stderr(), 3)
     end
     if socket.gettime() >= deadline then
       self:kill()
       error("clank-run printed no start-up line within "
-        .. (opts.start_timeout or server.start_timeout) .. " s\nstderr:\n" .. self:stderr(), 2)
+        .. (opts.start_timeout or server.start_timeout) .. " s\nstderr:\n" .. self:stderr(), 3)
     end
     socket.sleep(0.01)
   end
+end
+
+-- Starts `$CLANK_RUN --port 0 [args] app` and waits for the start-up line.
+-- opts.args: extra arguments before the app; opts.env: extra environment;
+-- opts.port: a port number, or false to pass no --port at all;
+-- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run.
+function server.start(app_path, opts)
+  return start({}, app_path, opts)
 end
 
 -- Kills every server still running (use in after_each/teardown so a failed
@@ -278,6 +282,33 @@ function server.kill_all()
   for s in pairs(live) do
     s:kill()
   end
+end
+
+-- One clank-run for the describe block it is called in, as server.start(app_path, opts)
+-- starts it: started by the block's setup, stopped by its teardown (where it must exit 0),
+-- then whatever server is still running is killed. The server it returns is filled in
+-- once setup has run; a later setup of the block may use it.
+--
+--   describe("clank-run routes", function()
+--     local s = server.for_describe(server.fixture("basic"))
+--     it("...", function() ... s.port ... end)
+--   end)
+function server.for_describe(app_path, opts)
+  local busted = require "busted" -- the running busted's API (setup and teardown of this block)
+  local s = {}
+  busted.setup(function()
+    start(s, app_path, opts)
+  end)
+  busted.teardown(function()
+    if s.port then
+      local code = s:stop()
+      if code ~= 0 then
+        error("clank-run exited " .. code .. " after SIGTERM; stderr:\n" .. s:stderr(), 0)
+      end
+    end
+    server.kill_all()
+  end)
+  return s
 end
 
 -- Runs a short-lived clank-run: server.run({ "--version" }, { env = {...} })

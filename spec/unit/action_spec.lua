@@ -20,12 +20,7 @@ local function def(over)
   return d
 end
 
--- Runs f and returns the error it raised (fails the test when it does not raise).
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local raised = require("helpers.errors").raised
 
 local function assert_action_error(err, code, message, status)
   assert.is_true(clank.isActionError(err), "not an ActionError: " .. tostring(err))

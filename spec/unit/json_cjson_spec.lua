@@ -46,9 +46,11 @@ local documents = {
   '{"nested":{"deeper":{"deepest":[1,{"x":null}]}}}',
   '{"":""}', '{"key with spaces":"value with spaces"}', '{"\\u00e9":"\\u00e9"}',
   ' \t\r\n{ "a" : [ 1 , 2 ] , "b" : { } } \n',
-  '{"id":"123e4567-e89b-12d3-a456-426614174000","title":"Buy milk","done":false,"tags":["home","urgent"],"due":null,"priority":2,"score":0.75}',
+  '{"id":"123e4567-e89b-12d3-a456-426614174000","title":"Buy milk","done":false,'
+    .. '"tags":["home","urgent"],"due":null,"priority":2,"score":0.75}',
   '{"ok":true,"output":{"items":[{"id":1,"name":"one"},{"id":2,"name":"two"}],"total":2}}',
-  '{"ok":false,"error":{"code":"INVALID_INPUT","message":"title: Expected a string.","details":[{"path":["title"],"message":"Expected a string.","expected":"string"}]}}',
+  '{"ok":false,"error":{"code":"INVALID_INPUT","message":"title: Expected a string.",'
+    .. '"details":[{"path":["title"],"message":"Expected a string.","expected":"string"}]}}',
   '[-1e-7,1e21,1e-7,123e-20,-0.0,0.5,100,1e2]',
   "[" .. ("[1,"):rep(30) .. "1" .. ("]"):rep(30) .. "]",
 }

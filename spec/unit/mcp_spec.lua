@@ -6,6 +6,7 @@ local mcp = require "clank.mcp"
 local elicit = require "clank.mcp.elicit"
 local fixture = require "fixtures.apps.mcp.actions"
 local expected_tools = require "fixtures.apps.mcp.expected_tools"
+local rpc = require "helpers.mcp"
 
 local s = clank.schema
 local encode, decode = json.encode, json.decode
@@ -70,11 +71,7 @@ local function post(env, message, headers)
 end
 
 local function initialize(env, version, capabilities)
-  local res = post(env, { jsonrpc = "2.0", id = 1, method = "initialize",
-    params = { protocolVersion = version or "2025-11-25", capabilities = capabilities or {},
-               clientInfo = { name = "spec", version = "0" } } })
-  assert.are.equal(200, res.status, res.body)
-  return res.headers["mcp-session-id"], res
+  return rpc.initialize(post, env, version, capabilities)
 end
 
 local function call(env, sid, method, params, id, headers)
@@ -85,31 +82,8 @@ local function call(env, sid, method, params, id, headers)
   return post(env, { jsonrpc = "2.0", id = id or 7, method = method, params = params }, h)
 end
 
-local function rpc_error(id, code, message)
-  return '{"error":{"code":' .. code .. ',"message":"' .. message .. '"},"id":'
-    .. (id == nil and "null" or encode(id)) .. ',"jsonrpc":"2.0"}'
-end
-
-local function result_body(id, result_json)
-  return '{"id":' .. encode(id) .. ',"jsonrpc":"2.0","result":' .. result_json .. "}"
-end
-
--- A tool result holding one text block; text is the JSON inside it.
-local function tool_result(text, is_error)
-  local content = '{"content":[{"text":' .. encode(text) .. ',"type":"text"}]'
-  if is_error then
-    return content .. ',"isError":true}'
-  end
-  return content .. ',"structuredContent":' .. text .. "}"
-end
-
-local function tool_error(code, message, details_json)
-  return tool_result('{"error":{"code":"' .. code .. '",'
-    .. (details_json and ('"details":' .. details_json .. ",") or "")
-    .. '"message":"' .. message .. '"}}', true)
-end
-
-local CONFIRM = tool_error("CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
+local rpc_error, result_body = rpc.rpc_error, rpc.result_body
+local tool_result, tool_error, CONFIRM = rpc.tool_result, rpc.tool_error, rpc.CONFIRM
 
 -- A runtime task, so that clank.sleep and the elicitation wait work from a spec.
 local runner = clank.defineAction {

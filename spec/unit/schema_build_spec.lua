@@ -2,12 +2,7 @@
 local clank = require "clank"
 local s = clank.schema
 
--- The error raised by f(...), as a string.
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local raised = require("helpers.errors").raised_message -- the error raised by f(...), as a string
 
 describe("clank.schema builders", function()
   local cases = {
@@ -15,7 +10,8 @@ describe("clank.schema builders", function()
     { "string min fractional", s.string, { { min = 1.5 } }, "s.string: option 'min' must be a non-negative integer" },
     { "string min as a string", s.string, { { min = "1" } }, "s.string: option 'min' must be a non-negative integer" },
     { "string max negative", s.string, { { max = -2 } }, "s.string: option 'max' must be a non-negative integer" },
-    { "string min > max", s.string, { { min = 3, max = 2 } }, "s.string: option 'min' must not be greater than option 'max'" },
+    { "string min > max", s.string, { { min = 3, max = 2 } },
+      "s.string: option 'min' must not be greater than option 'max'" },
     { "string unknown option", s.string, { { minimum = 1 } }, "s.string: unknown option 'minimum'" },
     { "string positional option", s.string, { { 1 } }, "s.string: unknown option '1'" },
     { "string options not a table", s.string, { "x" }, "s.string: options must be a table" },
@@ -43,7 +39,8 @@ describe("clank.schema builders", function()
     { "number max infinite", s.number, { { max = math.huge } }, "s.number: option 'max' must be a finite number" },
     { "number min NaN", s.number, { { min = 0 / 0 } }, "s.number: option 'min' must be a finite number" },
     { "number integer not a boolean", s.number, { { integer = 1 } }, "s.number: option 'integer' must be a boolean" },
-    { "number min > max", s.number, { { min = 5, max = 1.5 } }, "s.number: option 'min' must not be greater than option 'max'" },
+    { "number min > max", s.number, { { min = 5, max = 1.5 } },
+      "s.number: option 'min' must not be greater than option 'max'" },
     { "number unknown option", s.number, { { int = true } }, "s.number: unknown option 'int'" },
     { "boolean unknown option", s.boolean, { { min = 1 } }, "s.boolean: unknown option 'min'" },
     { "unknown unknown option", s.unknown, { { strict = true } }, "s.unknown: unknown option 'strict'" },
@@ -60,13 +57,16 @@ describe("clank.schema builders", function()
     { "array of a non-schema", s.array, { "x" }, "s.array: item is not a schema" },
     { "array min > max", s.array, { s.string(), { min = 2, max = 1 } },
       "s.array: option 'min' must not be greater than option 'max'" },
-    { "array min negative", s.array, { s.string(), { min = -1 } }, "s.array: option 'min' must be a non-negative integer" },
+    { "array min negative", s.array, { s.string(), { min = -1 } },
+      "s.array: option 'min' must be a non-negative integer" },
     { "array unknown option", s.array, { s.string(), { items = 1 } }, "s.array: unknown option 'items'" },
     { "object shape not a table", s.object, { "x" }, "s.object: shape must be a table" },
-    { "object with a non-schema", s.object, { { a = s.string(), x = "string" } }, "s.object: property 'x' is not a schema" },
+    { "object with a non-schema", s.object, { { a = s.string(), x = "string" } },
+      "s.object: property 'x' is not a schema" },
     { "object with a plain table property", s.object, { { x = {} } }, "s.object: property 'x' is not a schema" },
     { "object with a numeric key", s.object, { { s.string() } }, "s.object: property keys must be strings (got 1)" },
-    { "object strict not a boolean", s.object, { {}, { strict = "no" } }, "s.object: option 'strict' must be a boolean" },
+    { "object strict not a boolean", s.object, { {}, { strict = "no" } },
+      "s.object: option 'strict' must be a boolean" },
     { "object unknown option", s.object, { {}, { additionalProperties = true } },
       "s.object: unknown option 'additionalProperties'" },
     { "optional of a non-schema", s.optional, { "x" }, "s.optional: inner is not a schema" },

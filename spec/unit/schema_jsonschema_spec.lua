@@ -8,7 +8,8 @@ local null = clank.null
 describe("clank.schema toJSONSchema", function()
   local cases = {
     { "a plain string", s.string(), { type = "string" } },
-    { "a string with every option", s.string { min = 1, max = 5, pattern = "^%d+$", format = "numeric", description = "d" },
+    { "a string with every option",
+      s.string { min = 1, max = 5, pattern = "^%d+$", format = "numeric", description = "d" },
       { type = "string", minLength = 1, maxLength = 5, pattern = "^[0-9]+$", format = "numeric", description = "d" } },
     { "a number", s.number(), { type = "number" } },
     { "an integer with bounds", s.number { integer = true, min = 0, max = 9.5, description = "n" },
@@ -18,12 +19,14 @@ describe("clank.schema toJSONSchema", function()
     { "a number literal", s.literal(3, { description = "three" }), { const = 3, description = "three" } },
     { "a boolean literal", s.literal(false), { const = false } },
     { "a null literal", s.literal(null), { const = null } },
-    { "an enum", s.enum({ "b", "a" }, { description = "e" }), { type = "string", enum = { "b", "a" }, description = "e" } },
+    { "an enum", s.enum({ "b", "a" }, { description = "e" }),
+      { type = "string", enum = { "b", "a" }, description = "e" } },
     { "unknown", s.unknown(), {} },
     { "unknown with a description", s.unknown { description = "u" }, { description = "u" } },
     { "an array", s.array(s.number(), { min = 1, max = 2, description = "a" }),
       { type = "array", items = { type = "number" }, minItems = 1, maxItems = 2, description = "a" } },
-    { "an empty object", s.object {}, { type = "object", properties = {}, required = {}, additionalProperties = false } },
+    { "an empty object", s.object {},
+      { type = "object", properties = {}, required = {}, additionalProperties = false } },
     { "a loose object", s.object({ a = s.optional(s.string()) }, { strict = false, description = "o" }),
       { type = "object", properties = { a = { type = "string" } }, required = {}, additionalProperties = true,
         description = "o" } },
@@ -182,12 +185,12 @@ describe("clank.schema pattern translation against a real ECMA-262 engine", func
       return
     end
     math.randomseed(20261130)
-    local atoms = { "a", "b", "%d", "%a", "%s", "%p", "%w", "%x", "%u", "%l", "%c", "%D", "%A", "%S", "%W", ".", "%.",
-      "%%", "%-", "[ab]", "[^ab]", "[%d_]", "[^%s]", "[a-c]", "[x%D]", "[^x%D]", "[%a%d]", "[]]", "[^]a]", "[a-]", "[%]]",
-      "[z-ab]", "-", "*", "?", "+", "{", "}", "|", "/", "\\", "^", "$", "\t", "1" }
+    local atoms = { "a", "b", "%d", "%a", "%s", "%p", "%w", "%x", "%u", "%l", "%c", "%D", "%A", "%S", "%W", ".",
+      "%.", "%%", "%-", "[ab]", "[^ab]", "[%d_]", "[^%s]", "[a-c]", "[x%D]", "[^x%D]", "[%a%d]", "[]]", "[^]a]", "[a-]",
+      "[%]]", "[z-ab]", "-", "*", "?", "+", "{", "}", "|", "/", "\\", "^", "$", "\t", "1" }
     local quants = { "", "", "", "*", "+", "?", "-" }
-    local chars = { "a", "b", "c", "x", "z", "1", "5", "_", " ", "\t", "\n", ".", "%", "-", "]", "^", "$", "*", "?", "{",
-      "|", "/", "\\", "A", "Z", "!", "~" }
+    local chars = { "a", "b", "c", "x", "z", "1", "5", "_", " ", "\t", "\n", ".", "%", "-", "]", "^", "$", "*", "?",
+      "{", "|", "/", "\\", "A", "Z", "!", "~" }
     local cases = {}
     while #cases < 300 do
       local t, open = {}, 0

@@ -270,7 +270,8 @@ describe("clank.schema union", function()
       { I({}, "Did not match any union member (Expected an object.; Must be at least 3.).", "union", 1) } },
     { "lists nested member issues without paths",
       s.union { s.object { a = s.string(), b = s.string() }, s.literal("x") }, {},
-      { I({}, 'Did not match any union member (Expected a string.; Expected a string.; Expected "x".).', "union", {}) } },
+      { I({}, 'Did not match any union member (Expected a string.; Expected a string.; Expected "x".).',
+          "union", {}) } },
     { "accepts nil when a member is optional", s.union { s.optional(s.string()), s.number() }, nil, nil },
   }
   it("takes the first member that parses", function()
@@ -424,7 +425,7 @@ describe("clank.schema resources", function()
       return n
     end
     do
-      local kept = {}
+      local kept = {} -- luacheck: ignore 241 (only written: it holds the schemas alive for count())
       for i = 1, 50 do kept[i] = s.string { pattern = "^marker-pattern(%d+)$" } end
       assert.equal(50, count())
     end

@@ -4,12 +4,7 @@
 local S = require "clank.signal"
 local signal, computed, effect, batch, untracked = S.signal, S.computed, S.effect, S.batch, S.untracked
 
--- Runs f and returns the error it raised (fails the test when it does not raise).
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local raised = require("helpers.errors").raised
 
 describe("clank.signal", function()
   describe("signal", function()

@@ -4,44 +4,10 @@ local source = os.getenv("CLANK_SOURCE_DIR") or "."
 package.path = source .. "/apps/tasks/?.lua;" .. package.path
 local store = require "store"
 
-local pg_url = os.getenv("CLANK_TEST_POSTGRES_URL")
-if pg_url == "" then
-  pg_url = nil
-end
+local storage = require "helpers.storage"
 
--- A user name no other test, run of this spec or other spec uses: the PostgreSQL table is shared.
-local run_id = string.format("%d-%d", os.time(), math.random(1, 1e9))
-local users = 0
-local function unique_user(name)
-  users = users + 1
-  return string.format("%s-%s-%d", name, run_id, users)
-end
-
-local function remove_db(path)
-  for _, suffix in ipairs({ "", "-wal", "-shm", "-journal" }) do
-    os.remove(path .. suffix)
-  end
-end
-
-local backends = {
-  {
-    name = "SQLite",
-    fresh = function()
-      local path = os.tmpname()
-      os.remove(path) -- let SQLite create it
-      path = path .. ".db"
-      return path, function() remove_db(path) end
-    end,
-  },
-  {
-    name = "PostgreSQL",
-    pending = not pg_url and "CLANK_TEST_POSTGRES_URL is not set (./dev test starts a cluster "
-      .. "and sets it)",
-    fresh = function()
-      return pg_url, function() end
-    end,
-  },
-}
+local pg_url = storage.postgres_url
+local unique_user, remove_db, backends = storage.unique_user, storage.remove_db, storage.backends
 
 describe("apps/tasks/store", function()
   it("tells PostgreSQL URLs from file paths", function()

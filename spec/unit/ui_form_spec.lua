@@ -3,11 +3,7 @@ local clank = require "clank"
 local signal = require "clank.signal"
 local s, h, json = clank.schema, clank.h, clank.json
 
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local raised = require("helpers.errors").raised_message
 
 local function CreateTask()
   return s.object {

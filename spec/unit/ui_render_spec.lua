@@ -3,11 +3,7 @@
 local clank = require "clank"
 local h, render, raw = clank.h, clank.render, clank.raw
 
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local raised = require("helpers.errors").raised_message
 
 describe("clank.h", function()
   it("builds the same element through h(tag) and h.tag", function()

@@ -3,11 +3,7 @@ local clank = require "clank"
 local signal = require "clank.signal"
 local h, s, json = clank.h, clank.schema, clank.json
 
-local function raised(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return err
-end
+local raised = require("helpers.errors").raised
 
 local Greeting = clank.defineView {
   name = "greeting",
