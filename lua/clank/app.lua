@@ -74,7 +74,8 @@ local function app(def)
     end
     out.allowedOrigins = origins
   end
-  if def.actionTimeout and not (def.actionTimeout > 0) then
+  -- not (x > 0), not x <= 0: NaN is refused too
+  if def.actionTimeout and not (def.actionTimeout > 0) then -- luacheck: ignore 581
     error("clank.app: actionTimeout must be a positive number of milliseconds", 2)
   end
   return setmetatable(out, App)
