@@ -168,11 +168,6 @@ static int bridge_path(const char *p, size_t n) {
          span_starts(p, n, "/actions/");
 }
 
-static int reserved_path(const clank_gen_t *g, const char *p, size_t n) {
-  return span_starts(p, n, "/__clank/") ||
-         (g->has_views && (span_is(p, n, "/") || span_starts(p, n, "/views/")));
-}
-
 static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx);
 
 /* ---- the runtime's own envelopes ---- */
@@ -353,7 +348,7 @@ static int on_head(clank_conn_t *c) {
     }
   }
   const clank_route_t *route = NULL;
-  if (!reserved_path(g, path, path_len)) {
+  if (!clank_bridge_reserved_path(path, path_len, g->has_views)) {
     route = clank_gen_route(g, r->method, path, path_len);
     if (route == NULL && r->method == HTTP_HEAD)
       route = clank_gen_route(g, HTTP_GET, path, path_len);

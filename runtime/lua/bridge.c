@@ -1020,16 +1020,19 @@ static int l_context(lua_State *L) {
   return context_k(L, LUA_OK, 0);
 }
 
+int clank_bridge_reserved_path(const char *p, size_t n, int has_views) {
+  return (n == 9 && memcmp(p, "/manifest", 9) == 0) ||
+         (n == 18 && memcmp(p, "/.well-known/clank", 18) == 0) || starts_with(p, n, "/actions/") ||
+         starts_with(p, n, "/__clank/") || starts_with(p, n, "/views/") ||
+         (has_views && n == 1 && p[0] == '/');
+}
+
 /* bridge.isReservedPath(path, hasViews) → whether the runtime answers path
    itself (the bridge, /__clank/, views), so no app route can live there. */
 static int l_is_reserved_path(lua_State *L) {
   size_t n;
   const char *p = luaL_checklstring(L, 1, &n);
-  int has_views = lua_toboolean(L, 2);
-  lua_pushboolean(L, (n == 9 && memcmp(p, "/manifest", 9) == 0) ||
-                         (n == 18 && memcmp(p, "/.well-known/clank", 18) == 0) ||
-                         starts_with(p, n, "/actions/") || starts_with(p, n, "/__clank/") ||
-                         starts_with(p, n, "/views/") || (has_views && n == 1 && p[0] == '/'));
+  lua_pushboolean(L, clank_bridge_reserved_path(p, n, lua_toboolean(L, 2)));
   return 1;
 }
 

@@ -29,6 +29,10 @@ void clank_bridge_push_runner(lua_State *L, int idx);
 /* The bridge's maxRequestBytes. */
 long long clank_bridge_max_bytes(lua_State *L, int idx);
 
+/* SPEC §2: the paths the runtime answers itself (the bridge, /__clank/,
+   views), where no app route can live. bridge.isReservedPath in Lua. */
+int clank_bridge_reserved_path(const char *p, size_t n, int has_views);
+
 int luaopen_clank_bridge(lua_State *L);
 
 #endif
