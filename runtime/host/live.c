@@ -27,6 +27,8 @@ struct clank_live_s {
   const char *in; /* bytes being fed to wslay */
   size_t in_len;
   int feeding;       /* inside wslay_event_recv: sends wait until it returns */
+  int sending;       /* inside wslay_event_send */
+  int dead;          /* its connection closed inside one of those: freed when it returns */
   char *id;          /* the session id: its token */
   char *request;     /* the upgrade request as canonical JSON, to mount it again after a reload */
   int socket_ref;    /* the LiveSocket userdata in gen's state */
@@ -240,7 +242,7 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
 static ssize_t ws_recv(wslay_event_context_ptr ws, uint8_t *buf, size_t len, int flags, void *ud) {
   (void)flags;
   clank_live_t *live = ud;
-  if (live->in_len == 0) {
+  if (live->in_len == 0 || live->dead) {
     wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
     return -1;
   }
@@ -261,6 +263,7 @@ static ssize_t ws_send(wslay_event_context_ptr ws, const uint8_t *data, size_t l
 
 static void ws_message(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg, void *ud) {
   clank_live_t *live = ud;
+  if (live->dead) return;
   live->heard = uv_now(live->conn->server->loop);
   if (arg->opcode == WSLAY_TEXT_FRAME) {
     lua_pushlstring(live->gen->L, (const char *)arg->msg, arg->msg_length);
@@ -279,9 +282,18 @@ static const struct wslay_event_callbacks ws_callbacks = {
 
 /* Sends what wslay queued; once both sides said close (or wslay gave up),
    the connection closes after its output. */
+static void free_live(clank_live_t *live);
+
 static void pump(clank_live_t *live) {
-  if (live->feeding || live->conn->closing) return;
-  if (wslay_event_send(live->ws) != 0) {
+  if (live->feeding || live->sending || live->conn->closing) return;
+  live->sending = 1;
+  int rc = wslay_event_send(live->ws);
+  live->sending = 0;
+  if (live->dead) { /* a write failed and closed the connection under wslay */
+    free_live(live);
+    return;
+  }
+  if (rc != 0) {
     clank_conn_close(live->conn);
     return;
   }
@@ -298,6 +310,10 @@ static void on_data(clank_conn_t *c, const char *data, size_t len) {
   live->feeding = 1;
   int rc = wslay_event_recv(live->ws);
   live->feeding = 0;
+  if (live->dead) { /* closed under wslay (by Lua, or a write that failed) */
+    free_live(live);
+    return;
+  }
   if (c->closing) return;
   if (rc != 0) {
     clank_conn_linger(c, LINGER_MS);
@@ -418,6 +434,13 @@ void clank_live_closed(clank_live_t *live) {
     h->lives = live->next;
   if (live->next) live->next->prev = live->prev;
   ((clank_conn_state_t *)live->conn->data)->live = NULL;
+  if (live->feeding || live->sending)
+    live->dead = 1; /* wslay is still using it: freed when it returns */
+  else
+    free_live(live);
+}
+
+static void free_live(clank_live_t *live) {
   wslay_event_context_free(live->ws);
   free(live->id);
   free(live->request);
