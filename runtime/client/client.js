@@ -337,6 +337,8 @@ const live = root => {
     const c = el && el.closest("[data-clank-confirm]");
     return c && root.contains(c) ? c : null;
   };
+  // Typing and choosing ask only on the control's own action, never its form's.
+  const own = el => has(el, "data-clank-confirm") ? el : null;
   const ask = c => {
     if (!c || c === confirmedEl) return true;
     if (!window.confirm(attr(c, "data-clank-confirm"))) return false;
@@ -366,7 +368,7 @@ const live = root => {
     cancelAnimationFrame(frame);
     frame = 0;
     pending.clear();
-    for (const el of els) send(el, "input", confirmOf(el));
+    for (const el of els) send(el, "input", own(el));
   };
 
   // The nearest element in the root whose data-clank-on names the event's type.
@@ -384,7 +386,7 @@ const live = root => {
     } else if (el) {
       if (type === "click" && tagOf(el) === "a") e.preventDefault();
       flush();
-      if (!send(el, type, confirmOf(el)) && type === "click") e.preventDefault();
+      if (!send(el, type, type === "click" ? confirmOf(el) : own(el)) && type === "click") e.preventDefault();
     }
   };
 
