@@ -99,16 +99,41 @@ describe("clank.live connections", function()
     assert.truthy(html_of(sock:last()):find('<output id="n">3</output>', 1, true))
   end)
 
-  it("drops an event with a stale v and answers with the current html", function()
+  it("runs an event sent from the DOM of v 1 before the answer that made v 2 arrived", function()
     local live = new_live()
     local sock = fake_socket()
     local id = session_id()
     live:connect(id, REQUEST, sock)
     live:receive(id, event(1, 1, "0.1", "click"), sock)
-    live:receive(id, event(2, 1, "0.1", "click"), sock) -- from the DOM of v 1
+    live:receive(id, event(2, 1, "0.1", "click"), sock) -- typed ahead: still the DOM of v 1
     local f = sock:last()
-    assert.are.same({ "html", 2, 2 }, { f.t, f.seq, f.v })
-    assert.truthy(html_of(f):find('<output id="n">1</output>', 1, true)) -- not run
+    assert.are.same({ "html", 2, 3 }, { f.t, f.seq, f.v })
+    assert.truthy(html_of(f):find('<output id="n">2</output>', 1, true))
+  end)
+
+  it("drops an event with a stale v (older than a DOM the browser used) and answers with the current html",
+    function()
+    local live = new_live()
+    local sock = fake_socket()
+    local id = session_id()
+    live:connect(id, REQUEST, sock)
+    live:receive(id, event(1, 1, "0.1", "click"), sock) -- makes v 2
+    live:receive(id, event(2, 2, "0.1", "click"), sock) -- from v 2: the browser has it; makes v 3
+    live:receive(id, event(3, 1, "0.1", "click"), sock) -- from v 1: stale
+    local f = sock:last()
+    assert.are.same({ "html", 3, 3 }, { f.t, f.seq, f.v })
+    assert.truthy(html_of(f):find('<output id="n">2</output>', 1, true)) -- not run
+  end)
+
+  it("drops an event whose v was never sent", function()
+    local live = new_live()
+    local sock = fake_socket()
+    local id = session_id()
+    live:connect(id, REQUEST, sock)
+    live:receive(id, event(1, 7, "0.1", "click"), sock)
+    local f = sock:last()
+    assert.are.same({ "html", 1, 1 }, { f.t, f.seq, f.v })
+    assert.truthy(html_of(f):find('<output id="n">0</output>', 1, true))
   end)
 
   it("ignores an event for a key without a handler", function()

@@ -35,11 +35,9 @@ local HANDLERS = { click = "onClick", input = "onInput", change = "onChange", su
 
 local M = {}
 
-local function log(level, msg)
-  local f = core.log
-  if type(f) == "function" and pcall(f, level, msg) then return end
-  if level ~= "debug" then io.stderr:write("clank: ", level, ": ", msg, "\n") end
-end
+local keep_tree
+
+local log = core.log
 M.log = log
 
 local function trace(err)
@@ -83,7 +81,7 @@ function M.new(opts)
     app = app, bridge = opts.bridge, secret = opts.secret,
     idleMs = limits.idleMs or 600000, maxIdle = limits.maxIdle or 1000,
     clock = opts.clock or os.time,
-    actionTimeout = app.actionTimeout or 30000,
+    actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
     count = 0, idleCount = 0, idleSeq = 0, nowMs = 0,
   }, Live)
@@ -171,14 +169,18 @@ function Live:sendHtml(s, seq)
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 
--- A change after the last html sent: pushed with seq 0, at most every PUSH_MS.
+-- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
+-- that did not wait has sent its own html by then), then at most every PUSH_MS.
 function Live:schedulePush(s)
   if s.pushScheduled or not s.conn then return end
   s.pushScheduled = true
   core.spawn(function()
-    core.sleep(PUSH_MS)
+    core.sleep(0)
+    while not s.ended and s.conn and s.ready and version(s) ~= s.sentV do
+      self:sendHtml(s, 0)
+      core.sleep(PUSH_MS)
+    end
     s.pushScheduled = false
-    if not s.ended and s.conn and s.ready and version(s) ~= s.sentV then self:sendHtml(s, 0) end
   end)
 end
 
@@ -237,6 +239,21 @@ end
 
 -- Mounts a session for (view, props) under id (in a task: load may wait). The session is
 -- registered at once (others wait for it to be ready), idle until a connection attaches.
+-- The trees of the versions the browser may still show: an event names an element by its
+-- position in the DOM it came from (its v), which can be a version or two behind while the
+-- answers to earlier events are on their way (typing fast). Kept from the newest v the
+-- browser sent on (it has that DOM, so none older can come), at most MAX_TREES.
+local MAX_TREES = 8
+
+keep_tree = function(s, tree, v)
+  s.trees = s.trees or {}
+  s.trees[v] = tree
+  local oldest = math.max(s.ackV or 0, v - MAX_TREES + 1)
+  for k in pairs(s.trees) do
+    if k < oldest then s.trees[k] = nil end
+  end
+end
+
 function Live:mount(id, view, props, request)
   local s = { id = id, view = view, name = view.viewManifest.name, props = props, queue = {},
     ready = false, idle = false }
@@ -248,7 +265,10 @@ function Live:mount(id, view, props, request)
     if view.load then data = view.load(props, self:context(request)) end
     s.mounted = view_mod.mount(view, props, {
       data = data,
-      onRender = function() self:schedulePush(s) end,
+      onRender = function(tree, v)
+        keep_tree(s, tree, v)
+        self:schedulePush(s)
+      end,
       onError = function(e)
         log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
         send(s.conn, { t = "error", message = "The view failed to render." })
@@ -264,6 +284,7 @@ function Live:mount(id, view, props, request)
     s.mounted:dispose()
     return nil, "unknown"
   end
+  keep_tree(s, s.mounted:tree(), version(s))
   s.ready = true
   self:drain(s)
   return s
@@ -450,8 +471,12 @@ function Live:receive(id, text, socket)
   -- Judged when it arrives: an event from the DOM of the current version has its element
   -- found now, in the tree that DOM shows, so events queued behind a handler that changes the
   -- view still reach what the person clicked. Any other is stale.
-  local el
-  if m.v == version(s) then el = find_key(s.mounted:tree(), m.key) end
+  local tree = s.trees and s.trees[m.v]
+  local el = tree and find_key(tree, m.key)
+  if tree and m.v > (s.ackV or 0) then
+    s.ackV = m.v
+    for k in pairs(s.trees) do if k < m.v then s.trees[k] = nil end end
+  end
   local q = s.queue
   if m.type == "input" then
     -- queued input events for the same key collapse to the latest
@@ -464,7 +489,7 @@ function Live:receive(id, text, socket)
       end
     end
   end
-  q[#q + 1] = { event = m, conn = conn, stale = m.v ~= version(s), el = el }
+  q[#q + 1] = { event = m, conn = conn, stale = tree == nil, el = el }
   self:drain(s)
 end
 
