@@ -96,6 +96,7 @@ static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
 /* The log sink the generations' C modules and Lua code write through. */
 static void log_sink(void *ud, const char *level, const char *msg) {
   clank_host_t *h = ud;
+  if (strcmp(level, "debug") == 0 && !h->log.debug) return;
   clank_log_msg(&h->log, level, "%s", msg);
 }
 
@@ -139,6 +140,7 @@ int clank_host_main(const clank_options_t *o) {
                     "serving with one worker\n", o->workers);
   clank_log_init(&h->log, o->log_format, 2);
   h->log.quiet = o->quiet;
+  h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
   int code = 0;

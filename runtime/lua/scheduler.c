@@ -62,6 +62,8 @@ int clank_in_task(lua_State *L) { return lua_isyieldable(L) && clank_task_of(L) 
 
 static void default_log(void *ud, const char *level, const char *msg) {
   (void)ud;
+  const char *debug = getenv("CLANK_DEBUG");
+  if (strcmp(level, "debug") == 0 && (debug == NULL || *debug == '\0')) return;
   fprintf(stderr, "clank %s: %s\n", level, msg);
 }
 

@@ -16,6 +16,7 @@ typedef struct clank_log_s {
   int fd;
   int colour;     /* text on a terminal, unless NO_COLOR */
   int quiet;      /* no access log (--quiet) */
+  int debug;      /* debug lines too ($CLANK_DEBUG) */
   char stamp[32]; /* the time of this loop iteration's lines, made once */
   size_t stamp_len;
 } clank_log_t;
