@@ -104,13 +104,59 @@ describe("clank.createForm", function()
       { "an id with spaces", { id = "a b", schema = s.object {} }, "id must be" },
       { "an unknown field in `fields`", { id = "f", schema = s.object {}, fields = { "x" } }, "unknown field x" },
       { "an unknown initial value", { id = "f", schema = s.object {}, initial = { x = 1 } }, "unknown field x" },
-      { "an unknown option", { id = "f", schema = s.object {}, onSubmit = print }, "unknown option onSubmit" },
+      { "an unknown option", { id = "f", schema = s.object {}, onSave = print }, "unknown option onSave" },
+      { "a submitLabel that is not a string", { id = "f", schema = s.object {}, submitLabel = 1 },
+        "submitLabel must be a string" },
+      { "an onSubmit that is not a function", { id = "f", schema = s.object {}, onSubmit = "x" },
+        "onSubmit must be a function" },
     }
     for _, case in ipairs(misuse) do
       it("refuses " .. case[1], function()
         assert.matches("clank.createForm: .*" .. case[3], raised(clank.createForm, case[2]))
       end)
     end
+  end)
+
+  describe("submit button and submit handler", function()
+    local function submit_button(el)
+      for _, c in ipairs(el.children) do
+        if type(c) == "table" and c.tag == "button" then return c end
+      end
+    end
+
+    it("labels the submit button Submit, and Saving… while pending, unless told otherwise", function()
+      local f = clank.createForm { id = "f", schema = s.object { a = s.string() } }
+      assert.are.same({ "Submit" }, submit_button(f:render()).children)
+      f.pending.value = true
+      assert.are.same({ "Saving\u{2026}" }, submit_button(f:render()).children)
+      local g = clank.createForm { id = "g", schema = s.object { a = s.string() }, submitLabel = "Add task",
+        pendingLabel = "Adding\u{2026}" }
+      assert.are.same({ "Add task" }, submit_button(g:render()).children)
+      g.pending.value = true
+      assert.are.same({ "Adding\u{2026}" }, submit_button(g:render()).children)
+    end)
+
+    it("runs onSubmit(form, event, ctx) instead of submit() when given", function()
+      local seen
+      local f = clank.createForm { id = "f", schema = s.object { a = s.string() },
+        onSubmit = function(form, ev, ctx) seen = { form, ev, ctx } end }
+      local ev, ctx = { type = "submit" }, { user = "u" }
+      f:render().props.onSubmit(ev, ctx)
+      assert.are.equal(f, seen[1])
+      assert.are.equal(ev, seen[2])
+      assert.are.equal(ctx, seen[3])
+    end)
+
+    it("resets every field to its initial value and clears the errors", function()
+      local f = clank.createForm { id = "f", schema = s.object { a = s.string { min = 2 }, b = s.optional(s.string()) },
+        initial = { a = "x" } }
+      f:set("b", "typed")
+      assert.is_false((f:validate()))
+      f:reset()
+      assert.are.equal("x", f:get("a"))
+      assert.is_nil(f:get("b"))
+      assert.is_nil(f.fields.a.error.value)
+    end)
   end)
 
   describe("values and validation", function()

@@ -9,7 +9,8 @@ local type, pairs, ipairs, error, tostring, tonumber, setmetatable, concat, pcal
 
 local M = {}
 
-local OPTIONS = { id = true, schema = true, action = true, initial = true, fields = true }
+local OPTIONS = { id = true, schema = true, action = true, initial = true, fields = true,
+  submitLabel = true, pendingLabel = true, onSubmit = true }
 
 local Form = { __name = "clank.Form" }
 Form.__index = Form
@@ -124,6 +125,19 @@ function Form:submit()
   return output
 end
 
+-- reset() → every field back to its initial value, no errors.
+function Form:reset()
+  signals().batch(function()
+    for name, f in pairs(self.fields) do
+      local v = self.initial[name]
+      if v == nil then v = default(f.info) end
+      f.value.value = v
+      f.error.value = nil
+    end
+    self.formError.value = nil
+  end)
+end
+
 function Form:render()
   return form_view.render(self)
 end
@@ -144,10 +158,21 @@ function M.createForm(opts)
   for k in pairs(opts.initial or {}) do
     if not known[k] then error("clank.createForm: initial value for unknown field " .. tostring(k), 2) end
   end
+  for _, k in ipairs({ "submitLabel", "pendingLabel" }) do
+    if opts[k] ~= nil and type(opts[k]) ~= "string" then error("clank.createForm: " .. k .. " must be a string", 2) end
+  end
+  if opts.onSubmit ~= nil and type(opts.onSubmit) ~= "function" then
+    error("clank.createForm: onSubmit must be a function", 2)
+  end
   local signal = signals()
+  local initial = {}
+  for k, v in pairs(opts.initial or {}) do initial[k] = v end
   local self = setmetatable({
     id = id, manifest = manifest, schema = opts.schema, order = order, fields = {},
-    formError = signal.signal(nil),
+    formError = signal.signal(nil), initial = initial,
+    -- the submit button's words, and what a submit event does (default: submit())
+    submitLabel = opts.submitLabel or "Submit", pendingLabel = opts.pendingLabel or "Saving\u{2026}",
+    onSubmit = opts.onSubmit,
   }, Form)
   for name, info in pairs(known) do
     local v = opts.initial and opts.initial[name]

@@ -84,12 +84,15 @@ function M.render(form)
     ["aria-busy"] = pending or nil,
     -- the action it runs: a live page asks before submitting when it needs confirmation
     agentAction = form.action,
-    onSubmit = function() form:submit() end,
+    onSubmit = function(ev, ctx)
+      if form.onSubmit then return form.onSubmit(form, ev, ctx) end
+      form:submit()
+    end,
   },
     fields,
     form_error and h.p({ id = form.id .. "-error", class = "clank-error", role = "alert" }, form_error),
     h.button({ type = "submit", agentId = submit_id, disabled = pending or nil,
-      ["aria-busy"] = pending or nil }, pending and "Saving\u{2026}" or "Submit"))
+      ["aria-busy"] = pending or nil }, pending and form.pendingLabel or form.submitLabel))
 end
 
 return M
