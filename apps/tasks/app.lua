@@ -1,4 +1,5 @@
--- The seed's task tracker: four actions over SQLite (a file next to this one) or PostgreSQL.
+-- The seed's task tracker: four actions over SQLite (a file next to this one) or PostgreSQL, and
+-- a live view of them at / (its stylesheet: public/app.css, served at /assets).
 --   CLANK_TASKS_DB    a file path, or a postgres:// / postgresql:// URL (default: tasks.db here)
 --   CLANK_TASKS_USER  whose tasks the requests see (default: "local")
 local clank = require "clank"
@@ -183,67 +184,229 @@ local archiveTask = clank.defineAction {
   end,
 }
 
---------------------------------------------------------------------------------
--- The page: the user's tasks and how to call the actions
 
-local function task_line(t)
-  local notes = {}
-  if t.priority then
-    notes[#notes + 1] = t.priority
+--------------------------------------------------------------------------------
+-- The page: a live view (SPEC §11) of the user's tasks, with a form to add one and buttons to
+-- complete and archive them. Its state lives in the view session (made by load); the list is
+-- read again after every click and submit, so changes made elsewhere (another tab, an agent
+-- through the bridge) show on this page's next event.
+
+local h = clank.h
+local signal = clank.signal
+
+-- The message of a runner's or an action's error, fit to show.
+local function message_of(err)
+  if clank.isActionError(err) then
+    return err.message
   end
-  if t.estimate then
-    notes[#notes + 1] = "estimate " .. clank.json.formatNumber(t.estimate)
+  return "The action failed."
+end
+
+local function present(v)
+  return v ~= nil and v ~= null
+end
+
+local function plural(n, one, many)
+  return format("%d %s", n, n == 1 and one or many)
+end
+
+local function task_meta(t)
+  local items = {}
+  if present(t.priority) then
+    items[#items + 1] = h.span({ class = "badge priority-" .. t.priority }, t.priority .. " priority")
+  end
+  if present(t.estimate) then
+    items[#items + 1] = h.span({ class = "estimate" }, "Estimate " .. clank.json.formatNumber(t.estimate))
   end
   for _, tag in ipairs(t.tags) do
-    notes[#notes + 1] = "#" .. tag
+    items[#items + 1] = h.span({ class = "tag" }, "#" .. tag)
   end
-  local line = format("  [%s] %-6s %s", t.completed and "x" or " ", t.id, t.title)
-  if #notes > 0 then
-    line = line .. "  (" .. concat(notes, ", ") .. ")"
+  if #items == 0 then
+    return nil
   end
-  return line
+  return h.div({ class = "task-meta" }, items)
 end
 
-local function index(request, ctx)
-  local tasks = call("list", ctx.user, false)
-  local base = "http://" .. (request.headers.host or "127.0.0.1:8080")
-  local json = "-H 'content-type: application/json'"
-  local confirmed = json .. " -H 'x-clank-confirmation: confirmed'"
-  local lines = { format("Tasks of %s (%d, archived ones not shown):", ctx.user, #tasks), "" }
-  for _, t in ipairs(tasks) do
-    lines[#lines + 1] = task_line(t)
+local function describe_task(t)
+  local parts = { t.completed and "done" or "open" }
+  if present(t.priority) then
+    parts[#parts + 1] = t.priority .. " priority"
   end
-  if #tasks == 0 then
-    lines[#lines + 1] = "  (none yet)"
+  if present(t.estimate) then
+    parts[#parts + 1] = "estimate " .. clank.json.formatNumber(t.estimate)
   end
-  local post = "  curl -s -X POST " .. base .. "/actions/"
-  for _, l in ipairs({
-    "",
-    "Agents and scripts use the actions (POST a JSON body; write and destructive actions need",
-    "the x-clank-confirmation header, sent only after a person agreed):",
-    "",
-    "  curl -s " .. base .. "/manifest",
-    post .. "tasks.list " .. json .. " -d '{\"includeArchived\":true}'",
-    post .. "tasks.create " .. confirmed .. " \\",
-    "    -d '{\"title\":\"Ship docs\",\"priority\":\"high\",\"estimate\":2,\"tags\":[\"docs\"]}'",
-    post .. "tasks.complete " .. confirmed .. " -d '{\"id\":\"1\"}'",
-    post .. "tasks.archive " .. confirmed .. " -d '{\"id\":\"1\"}'",
-    "",
-  }) do
-    lines[#lines + 1] = l
+  if #t.tags > 0 then
+    parts[#parts + 1] = "tags " .. concat(t.tags, ", ")
   end
-  return { status = 200, body = concat(lines, "\n") }
+  return concat(parts, "; ")
 end
+
+local function task_row(d, t)
+  local busy = d.busy.value
+  local completing = busy and busy.id == t.id and busy.kind == "complete"
+  local archiving = busy and busy.id == t.id and busy.kind == "archive"
+  return h.li({
+    class = t.completed and "task done" or "task",
+    agentId = "task-" .. t.id,
+    agentLabel = t.title,
+    agentDescription = describe_task(t),
+  },
+    h.span({ class = "check", ["aria-hidden"] = "true" }, t.completed and "\u{2713}" or ""),
+    h.div({ class = "task-main" },
+      h.span({ class = "task-title" }, t.title),
+      task_meta(t)),
+    h.div({ class = "task-actions" },
+      t.completed and h.span({ class = "status" }, "Done") or h.button({
+        type = "button",
+        class = "button secondary",
+        agentId = "complete-" .. t.id,
+        agentLabel = "Complete \u{201c}" .. t.title .. "\u{201d}",
+        agentAction = completeTask,
+        intent = "complete-task",
+        disabled = busy and true or nil,
+        ["aria-busy"] = completing or nil,
+        onClick = function(_, ctx) d.act("complete", t, ctx) end,
+      }, completing and "Completing\u{2026}" or "Complete"),
+      h.button({
+        type = "button",
+        class = "button danger",
+        agentId = "archive-" .. t.id,
+        agentLabel = "Archive \u{201c}" .. t.title .. "\u{201d}",
+        agentAction = archiveTask,
+        intent = "destructive-control",
+        disabled = busy and true or nil,
+        ["aria-busy"] = archiving or nil,
+        onClick = function(_, ctx) d.act("archive", t, ctx) end,
+      }, archiving and "Archiving\u{2026}" or "Archive")))
+end
+
+local TaskList = clank.defineView {
+  name = "tasks",
+  description = "Your tasks: add, complete and archive them.",
+  -- Per view session: the list as last read, the add form, a runner per row action.
+  load = function(_, load_ctx)
+    local d
+    d = {
+      tasks = signal.signal(array()),
+      listError = signal.signal(nil),
+      actionError = signal.signal(nil),
+      busy = signal.signal(nil), -- { id, kind } while a row's action runs
+      added = signal.signal(nil), -- the title of the task just added
+      form = clank.createForm {
+        id = "new-task",
+        schema = CreateTask,
+        action = createTask,
+        fields = { "title", "priority", "estimate", "tags" },
+        initial = { title = "" }, -- an untouched title is empty, not missing
+        submitLabel = "Add task",
+        pendingLabel = "Adding\u{2026}",
+        onSubmit = function(_, _, ctx) d.submit(ctx) end,
+      },
+      complete = clank.actionRunner(completeTask),
+      archive = clank.actionRunner(archiveTask),
+    }
+
+    -- Reads the list again (tasks.list, as an agent would).
+    function d.refresh(ctx)
+      local ok, out = pcall(listTasks, {}, ctx)
+      signal.batch(function()
+        if ok then
+          d.tasks.value = out.tasks
+          d.listError.value = nil
+        else
+          d.listError.value = "Could not load your tasks: " .. message_of(out)
+        end
+      end)
+    end
+
+    -- Completes or archives one task through its runner, then reads the list again.
+    function d.act(kind, t, ctx)
+      local runner = d[kind]
+      signal.batch(function()
+        d.actionError.value = nil
+        d.added.value = nil
+        d.busy.value = { id = t.id, kind = kind }
+      end)
+      local out = runner:run({ id = t.id })
+      signal.batch(function()
+        d.busy.value = nil
+        if out == nil then
+          d.actionError.value = format("Could not %s \u{201c}%s\u{201d}: %s", kind, t.title,
+            message_of(runner.error.value))
+        end
+      end)
+      d.refresh(ctx)
+    end
+
+    function d.submit(ctx)
+      d.actionError.value = nil
+      d.added.value = nil
+      local title = d.form:get("title")
+      if d.form:submit() ~= nil then
+        signal.batch(function()
+          d.form:reset()
+          d.added.value = title
+        end)
+      end
+      d.refresh(ctx)
+    end
+
+    d.refresh(load_ctx)
+    return d
+  end,
+  render = function(_, d)
+    local tasks = d.tasks.value
+    local done = 0
+    for _, t in ipairs(tasks) do
+      if t.completed then
+        done = done + 1
+      end
+    end
+    local rows = {}
+    for i, t in ipairs(tasks) do
+      rows[i] = task_row(d, t)
+    end
+    local list_error, action_error, added = d.listError.value, d.actionError.value, d.added.value
+    return h.main({ class = "app" },
+      h.header({ class = "app-header" },
+        h.h1(nil, "Tasks"),
+        h.p({ class = "summary", agentId = "summary" },
+          #tasks == 0 and "Nothing to do yet."
+            or plural(#tasks - done, "open task", "open tasks") .. " \u{b7} " .. done .. " done")),
+      h.section({ class = "card", ["aria-labelledby"] = "add-heading" },
+        h.h2({ id = "add-heading" }, "Add a task"),
+        d.form:render(),
+        added and h.p({ class = "notice", role = "status" },
+          "Added \u{201c}" .. added .. "\u{201d}.")),
+      h.section({ class = "card", ["aria-labelledby"] = "list-heading" },
+        h.div({ class = "card-header" },
+          h.h2({ id = "list-heading" }, "Your tasks"),
+          h.button({
+            type = "button",
+            class = "button ghost",
+            agentId = "refresh",
+            agentLabel = "Refresh the list",
+            onClick = function(_, ctx) d.refresh(ctx) end,
+          }, "Refresh")),
+        list_error and h.p({ class = "alert", role = "alert", agentId = "list-error" }, list_error),
+        action_error and h.p({ class = "alert", role = "alert", agentId = "action-error" },
+          action_error),
+        #rows > 0 and h.ul({ class = "tasks", agentId = "task-list", agentLabel = "Tasks" }, rows)
+          or (not list_error and h.p({ class = "empty", agentId = "empty" },
+            "No tasks yet. Add your first one above."))))
+  end,
+}
 
 return clank.app {
   name = "tasks",
   description = "Task tracker",
   version = "1.0.0",
   actions = { createTask, listTasks, completeTask, archiveTask },
+  views = { TaskList },
   context = function(request) -- luacheck: no unused args
     return { user = os.getenv("CLANK_TASKS_USER") or "local" }
   end,
-  routes = {
-    ["GET /"] = index,
-  },
+  -- public/ next to this file, also when another app file loads this one (spec/fixtures/apps/mcp_tasks)
+  static = { ["/assets"] = here:sub(1, 1) == "/" and here .. "/public" or "public" },
+  page = { stylesheets = { "/assets/app.css" } },
 }

@@ -3,28 +3,13 @@
 -- Expected values are written from the SPEC by hand; cjson decodes independently.
 local server = require "helpers.server"
 local http = require "helpers.http"
+local storage = require "helpers.storage"
 local cjson = require "cjson"
 
 local APP = server.source_dir() .. "/apps/tasks/app.lua"
 
-local pg_url = os.getenv("CLANK_TEST_POSTGRES_URL")
-if pg_url == "" then
-  pg_url = nil
-end
-
-local run_id = string.format("%d-%d", os.time(), math.random(1, 1e9))
-local users = 0
 -- A user no other run or spec uses, so runs never see each other's tasks in a shared database.
-local function unique_user()
-  users = users + 1
-  return string.format("spec-%s-%d", run_id, users)
-end
-
-local function remove_db(path)
-  for _, suffix in ipairs({ "", "-wal", "-shm", "-journal" }) do
-    os.remove(path .. suffix)
-  end
-end
+local unique_user = storage.unique_user
 
 --------------------------------------------------------------------------------
 -- HTTP helpers
@@ -82,25 +67,7 @@ end
 --------------------------------------------------------------------------------
 -- The suite, once per database
 
-local backends = {
-  {
-    name = "SQLite",
-    fresh = function()
-      local path = os.tmpname()
-      os.remove(path)
-      path = path .. ".db"
-      return path, function() remove_db(path) end
-    end,
-  },
-  {
-    name = "PostgreSQL",
-    pending = not pg_url and "CLANK_TEST_POSTGRES_URL is not set (./dev test starts a "
-      .. "throwaway cluster and sets it)",
-    fresh = function()
-      return pg_url, function() end
-    end,
-  },
-}
+local backends = storage.backends
 
 local CREATE_SCHEMA = {
   type = "object",
@@ -180,16 +147,18 @@ for _, backend in ipairs(backends) do
       end)
     end
 
-    test("serves a plain-text page with the user's tasks and curl examples", function()
-      local id = create(s.port, "Shown on the page")
+    test("serves its task list as a live page (SPEC §11) with the user's tasks and its stylesheet", function()
+      create(s.port, "Shown on the page")
       local res = assert(http.get(s.port, "/"))
       assert.are.equal(200, res.status)
-      assert.are.equal("text/plain; charset=utf-8", res.headers["content-type"])
-      assert.truthy(res.body:find("Tasks of " .. user, 1, true), res.body)
-      assert.truthy(res.body:find("[ ] " .. id, 1, true), res.body)
+      assert.are.equal("text/html; charset=utf-8", res.headers["content-type"])
+      assert.truthy(res.body:find("^<!doctype html>"), res.body)
+      assert.truthy(res.body:find("data-clank-session=\"", 1, true), res.body)
       assert.truthy(res.body:find("Shown on the page", 1, true), res.body)
-      assert.truthy(res.body:find("/actions/tasks.create", 1, true), res.body)
-      assert.truthy(res.body:find("x-clank-confirmation: confirmed", 1, true), res.body)
+      assert.truthy(res.body:find('<link rel="stylesheet" href="/assets/app.css">', 1, true), res.body)
+      local css = assert(http.get(s.port, "/assets/app.css"))
+      assert.are.equal(200, css.status)
+      assert.are.equal("text/css; charset=utf-8", css.headers["content-type"])
     end)
 
     test("describes the four actions in the manifest", function()
