@@ -9,6 +9,7 @@ static const luaL_Reg clank_modules[] = {
   {"clank.action", luaopen_clank_action},
   {"clank.runner", luaopen_clank_runner},
   {"clank.bridge", luaopen_clank_bridge},
+  {"clank.render_core", luaopen_clank_render_core},
   {NULL, NULL}
 };
 

@@ -10,6 +10,7 @@ int luaopen_clank_schema(lua_State *L);
 int luaopen_clank_action(lua_State *L);
 int luaopen_clank_runner(lua_State *L);
 int luaopen_clank_bridge(lua_State *L);
+int luaopen_clank_render_core(lua_State *L);
 
 /* Registers every C module in package.preload, so `require` finds them
    inside clank-run without searching the file system. */
