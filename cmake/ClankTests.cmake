@@ -3,18 +3,25 @@
 find_program(LUA_INTERPRETER lua5.4 REQUIRED)
 find_program(BUSTED busted REQUIRED)
 
-set(CLANK_TEST_ENV
-  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/?.lua\;\;"
-  "LUA_CPATH=${CMAKE_BINARY_DIR}/?.so\;\;"
+# What every test that starts clank-run needs; the sanitizer build adds its options.
+set(CLANK_RUN_ENV
   "CLANK_RUN=$<TARGET_FILE:clank-run>"
   "CLANK_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 if(CLANK_SANITIZE)
-  list(APPEND CLANK_TEST_ENV
-    "LD_PRELOAD=${CLANK_ASAN_RUNTIME}"
+  list(APPEND CLANK_RUN_ENV
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:suppressions=${CMAKE_SOURCE_DIR}/spec/asan.supp"
     "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/spec/lsan.supp:print_suppressions=0"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
     "CLANK_SANITIZED=1")
+endif()
+# busted specs also load clank.so into plain lua5.4, which then needs the ASan runtime preloaded
+# (clank-run has it linked in; Chromium must not get it).
+set(CLANK_TEST_ENV
+  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/?.lua\;\;"
+  "LUA_CPATH=${CMAKE_BINARY_DIR}/?.so\;\;"
+  ${CLANK_RUN_ENV})
+if(CLANK_SANITIZE)
+  list(APPEND CLANK_TEST_ENV "LD_PRELOAD=${CLANK_ASAN_RUNTIME}")
 endif()
 
 file(GLOB_RECURSE CLANK_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
@@ -33,7 +40,7 @@ find_program(NODE node)
 if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
   add_test(NAME mcp/sdk COMMAND ${NODE} --test spec/mcp/tasks.test.mjs
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
+  set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
 endif()
 
 # Live views against the real clank-run (spec/browser: node --test files driving
@@ -45,7 +52,7 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/browser/node_modules)
     get_filename_component(name ${spec} NAME_WE)
     add_test(NAME browser/${name} COMMAND ${NODE} --test --test-reporter=spec ${spec}
       WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-    set_tests_properties(browser/${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
+    set_tests_properties(browser/${name} PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
   endforeach()
 endif()
 

@@ -225,7 +225,8 @@ describe('page loads keep no state (SPEC §11)', () => {
     const before = server.rssKiB();
     await loads(400);
     const grown = server.rssKiB() - before;
-    assert.ok(grown < 2048, `RSS grew by ${grown} KiB over 400 page loads`);
+    // ASan keeps freed memory in quarantine: its RSS says nothing about what the server keeps
+    if (!process.env.CLANK_SANITIZED) assert.ok(grown < 2048, `RSS grew by ${grown} KiB over 400 page loads`);
 
     const [again, resumed] = await connect(server, id);
     assert.equal(countIn(resumed.html), 1, 'the idle session was not evicted by page loads');
