@@ -7,11 +7,8 @@
 int main(int argc, char **argv) {
   clank_options_t opts;
   switch (clank_options_parse(&opts, argc, argv)) {
-  case CLANK_OPTIONS_EXIT_OK:
-    return 0;
-  case CLANK_OPTIONS_USAGE:
-    return 2;
-  default:
-    return clank_host_main(&opts);
+    case CLANK_OPTIONS_EXIT_OK: return 0;
+    case CLANK_OPTIONS_USAGE: return 2;
+    default: return clank_host_main(&opts);
   }
 }

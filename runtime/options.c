@@ -47,16 +47,26 @@ static void parse_test_limits(clank_limits_t *l, const char *spec) {
     long v;
     if (!eq || parse_int(eq + 1, 0, 1L << 30, &v) != 0) continue;
     *eq = '\0';
-    if (!strcmp(item, "header_ms")) l->http.header_ms = (uint64_t)v;
-    else if (!strcmp(item, "body_ms")) l->http.body_ms = (uint64_t)v;
-    else if (!strcmp(item, "idle_ms")) l->http.idle_ms = (uint64_t)v;
-    else if (!strcmp(item, "drain_ms")) l->http.drain_ms = (uint64_t)v;
-    else if (!strcmp(item, "max_connections")) l->http.max_connections = (unsigned)v;
-    else if (!strcmp(item, "stop_ms")) l->stop_ms = (uint64_t)v;
-    else if (!strcmp(item, "live_idle_ms")) l->live_idle_ms = (uint64_t)v;
-    else if (!strcmp(item, "live_max_idle")) l->live_max_idle = (unsigned)v;
-    else if (!strcmp(item, "ping_ms")) l->ping_ms = (uint64_t)v;
-    else if (!strcmp(item, "silence_ms")) l->silence_ms = (uint64_t)v;
+    if (!strcmp(item, "header_ms"))
+      l->http.header_ms = (uint64_t)v;
+    else if (!strcmp(item, "body_ms"))
+      l->http.body_ms = (uint64_t)v;
+    else if (!strcmp(item, "idle_ms"))
+      l->http.idle_ms = (uint64_t)v;
+    else if (!strcmp(item, "drain_ms"))
+      l->http.drain_ms = (uint64_t)v;
+    else if (!strcmp(item, "max_connections"))
+      l->http.max_connections = (unsigned)v;
+    else if (!strcmp(item, "stop_ms"))
+      l->stop_ms = (uint64_t)v;
+    else if (!strcmp(item, "live_idle_ms"))
+      l->live_idle_ms = (uint64_t)v;
+    else if (!strcmp(item, "live_max_idle"))
+      l->live_max_idle = (unsigned)v;
+    else if (!strcmp(item, "ping_ms"))
+      l->ping_ms = (uint64_t)v;
+    else if (!strcmp(item, "silence_ms"))
+      l->silence_ms = (uint64_t)v;
   }
 }
 
@@ -67,10 +77,16 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       .watch = 1,
       .workers = 1,
       .log_format = CLANK_LOG_TEXT,
-      .limits = {.http = {.header_ms = 10000, .body_ms = 30000, .idle_ms = 60000,
-                          .drain_ms = 2000, .max_connections = 10000},
-                 .stop_ms = 10000, .live_idle_ms = 600000, .live_max_idle = 1000,
-                 .ping_ms = 30000, .silence_ms = 60000},
+      .limits = {.http = {.header_ms = 10000,
+                          .body_ms = 30000,
+                          .idle_ms = 60000,
+                          .drain_ms = 2000,
+                          .max_connections = 10000},
+                 .stop_ms = 10000,
+                 .live_idle_ms = 600000,
+                 .live_max_idle = 1000,
+                 .ping_ms = 30000,
+                 .silence_ms = 60000},
   };
   long v;
   const char *env_port = getenv("PORT");
@@ -110,9 +126,12 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       o->workers = (int)v;
       i++;
     } else if (!strcmp(a, "--log")) {
-      if (next && !strcmp(next, "text")) o->log_format = CLANK_LOG_TEXT;
-      else if (next && !strcmp(next, "json")) o->log_format = CLANK_LOG_JSON;
-      else return bad_usage("--log needs text or json, got %s", next ? next : "nothing");
+      if (next && !strcmp(next, "text"))
+        o->log_format = CLANK_LOG_TEXT;
+      else if (next && !strcmp(next, "json"))
+        o->log_format = CLANK_LOG_JSON;
+      else
+        return bad_usage("--log needs text or json, got %s", next ? next : "nothing");
       i++;
     } else if (a[0] == '-' && a[1] != '\0') {
       return bad_usage("unknown option %s", a);

@@ -9,11 +9,11 @@
 
 typedef struct clank_limits_s {
   clank_http_limits_t http;
-  uint64_t stop_ms;        /* graceful stop */
-  uint64_t live_idle_ms;   /* an idle view session ends (SPEC §11) */
-  unsigned live_max_idle;  /* idle view sessions kept per worker */
-  uint64_t ping_ms;        /* live connections are pinged this often */
-  uint64_t silence_ms;     /* and dropped when silent this long */
+  uint64_t stop_ms;       /* graceful stop */
+  uint64_t live_idle_ms;  /* an idle view session ends (SPEC §11) */
+  unsigned live_max_idle; /* idle view sessions kept per worker */
+  uint64_t ping_ms;       /* live connections are pinged this often */
+  uint64_t silence_ms;    /* and dropped when silent this long */
 } clank_limits_t;
 
 typedef struct clank_options_s {

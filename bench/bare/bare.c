@@ -26,15 +26,17 @@
 /* Answers handed to the kernel in one writev. */
 #define BATCH 64
 
-static const char hello_response[] = "HTTP/1.1 200 OK\r\n"
-                                  "content-type: text/plain; charset=utf-8\r\n"
-                                  "content-length: 14\r\n"
-                                  "\r\n"
-                                  "Hello, world!\n";
-static const char bad_request_response[] = "HTTP/1.1 400 Bad Request\r\n"
-                                           "content-length: 0\r\n"
-                                           "connection: close\r\n"
-                                           "\r\n";
+static const char hello_response[] =
+    "HTTP/1.1 200 OK\r\n"
+    "content-type: text/plain; charset=utf-8\r\n"
+    "content-length: 14\r\n"
+    "\r\n"
+    "Hello, world!\n";
+static const char bad_request_response[] =
+    "HTTP/1.1 400 Bad Request\r\n"
+    "content-length: 0\r\n"
+    "connection: close\r\n"
+    "\r\n";
 
 typedef struct {
   uv_loop_t *loop;
@@ -70,8 +72,7 @@ typedef struct {
 static void on_conn_closed(uv_handle_t *handle) { free(handle); }
 
 static void conn_close(conn_t *c) {
-  if (!uv_is_closing((uv_handle_t *)&c->tcp))
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+  if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
 /* Stops reading and closes once every answer has been written. */
@@ -79,8 +80,7 @@ static void conn_finish(conn_t *c) {
   c->closing = 1;
   uv_read_stop((uv_stream_t *)&c->tcp);
   c->reading = 0;
-  if (c->writes == 0)
-    conn_close(c);
+  if (c->writes == 0) conn_close(c);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -114,8 +114,7 @@ static void on_write(uv_write_t *req, int status) {
 static void conn_send(conn_t *c, const uv_buf_t *bufs, unsigned nbufs) {
   uv_stream_t *stream = (uv_stream_t *)&c->tcp;
   size_t total = 0, sent = 0;
-  for (unsigned i = 0; i < nbufs; i++)
-    total += bufs[i].len;
+  for (unsigned i = 0; i < nbufs; i++) total += bufs[i].len;
   /* With writes queued, uv_try_write would overtake them; libuv refuses. */
   int n = uv_try_write(stream, bufs, nbufs);
   if (n >= 0)
@@ -124,8 +123,7 @@ static void conn_send(conn_t *c, const uv_buf_t *bufs, unsigned nbufs) {
     conn_close(c);
     return;
   }
-  if (sent == total)
-    return;
+  if (sent == total) return;
 
   write_t *w = malloc(sizeof *w + (total - sent));
   if (w == NULL) {
@@ -174,8 +172,7 @@ static void conn_answer(conn_t *c) {
 static int on_message_complete(llhttp_t *parser) {
   conn_t *c = parser->data;
   c->answers++;
-  if (!llhttp_should_keep_alive(parser))
-    c->last = 1;
+  if (!llhttp_should_keep_alive(parser)) c->last = 1;
   return HPE_OK;
 }
 
@@ -197,16 +194,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   }
   llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
   conn_answer(c);
-  if (uv_is_closing((uv_handle_t *)&c->tcp))
-    return;
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   /* An upgrade request was answered like any other; the connection ends. */
   if (c->last || err == HPE_PAUSED_UPGRADE) {
     conn_finish(c);
   } else if (err != HPE_OK) {
     uv_buf_t bad = uv_buf_init((char *)bad_request_response, sizeof bad_request_response - 1);
     conn_send(c, &bad, 1);
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-      conn_finish(c);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp)) conn_finish(c);
   }
 }
 
@@ -214,11 +209,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 static void on_connection(uv_stream_t *listener, int status) {
   server_t *server = listener->data;
-  if (status < 0)
-    return;
+  if (status < 0) return;
   conn_t *c = calloc(1, sizeof *c);
-  if (c == NULL)
-    return;
+  if (c == NULL) return;
   c->server = server;
   if (uv_tcp_init(server->loop, &c->tcp) != 0) {
     free(c);
@@ -236,8 +229,7 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void close_any(uv_handle_t *handle, void *arg) {
   server_t *server = arg;
-  if (uv_is_closing(handle))
-    return;
+  if (uv_is_closing(handle)) return;
   /* Every TCP handle but the listener is a connection, freed when closed. */
   if (handle->type == UV_TCP && handle != (uv_handle_t *)&server->listener)
     uv_close(handle, on_conn_closed);
@@ -259,13 +251,11 @@ static int parse_options(int argc, char **argv, options_t *o) {
   o->port = 0;
   o->response_file = NULL;
   for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc)
-      return -1;
+    if (i + 1 >= argc) return -1;
     if (strcmp(argv[i], "--port") == 0) {
       char *end;
       long port = strtol(argv[i + 1], &end, 10);
-      if (*argv[i + 1] == '\0' || *end != '\0' || port < 0 || port > 65535)
-        return -1;
+      if (*argv[i + 1] == '\0' || *end != '\0' || port < 0 || port > 65535) return -1;
       o->port = (int)port;
     } else if (strcmp(argv[i], "--response") == 0) {
       o->response_file = argv[i + 1];
@@ -280,8 +270,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
  * failure, an empty file or one too large to be one writev entry. */
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return NULL;
+  if (f == NULL) return NULL;
   char *data = NULL;
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && size < (long)UINT32_MAX &&
@@ -311,8 +300,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   server_t *server = malloc(sizeof *server);
-  if (server == NULL)
-    return fail("malloc", UV_ENOMEM);
+  if (server == NULL) return fail("malloc", UV_ENOMEM);
   char *file_response = NULL;
   server->response = hello_response;
   server->response_len = sizeof hello_response - 1;
@@ -352,7 +340,8 @@ int main(int argc, char **argv) {
   uv_signal_start(&server->sigint, on_signal, SIGINT);
   uv_signal_start(&server->sigterm, on_signal, SIGTERM);
 
-  printf("bare: serving at http://127.0.0.1:%d/\n", ntohs(((struct sockaddr_in *)&bound)->sin_port));
+  printf("bare: serving at http://127.0.0.1:%d/\n",
+         ntohs(((struct sockaddr_in *)&bound)->sin_port));
   fflush(stdout);
 
   uv_run(server->loop, UV_RUN_DEFAULT);

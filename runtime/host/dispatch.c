@@ -110,7 +110,6 @@ void clank_dispatch_forget(clank_gen_t *g) {
   g->nspare = 0;
 }
 
-
 /* ---- the header block ---- */
 
 static int span_is(const char *p, size_t n, const char *s) {
@@ -175,10 +174,10 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
 /* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
 static void answer_failure(clank_conn_t *c, int status, const char *code, const char *message) {
   char body[256];
-  int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
-                   code, message);
-  clank_conn_answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n", body,
-                    (size_t)n);
+  int n = snprintf(body, sizeof body,
+                   "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}", code, message);
+  clank_conn_answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n",
+                    body, (size_t)n);
 }
 
 /* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */
@@ -282,7 +281,8 @@ static void release_gen(clank_conn_t *c) {
    surface endpoints and the live channel. */
 static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p, size_t n) {
   int get = method == HTTP_GET || method == HTTP_HEAD;
-  if (get && (span_is(p, n, "/") || (span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
+  if (get &&
+      (span_is(p, n, "/") || (span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
     return &g->page_route;
   if (span_starts(p, n, "/__clank/sessions/") && n > 23 && span_is(p + n - 5, 5, "/live") &&
       !memchr(p + 18, '/', n - 23))
@@ -452,26 +452,26 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
 static int route_step(lua_State *co, int status, lua_KContext step) {
   (void)status;
   switch (step) {
-  case 0:
-    if (!lua_isnil(co, 3)) {
-      lua_pushvalue(co, 3);
+    case 0:
+      if (!lua_isnil(co, 3)) {
+        lua_pushvalue(co, 3);
+        lua_pushvalue(co, 2);
+        lua_callk(co, 1, 1, 1, route_step);
+      } else {
+        lua_newtable(co);
+      }
+      /* fallthrough */
+    case 1:
+      lua_pushvalue(co, 1);
       lua_pushvalue(co, 2);
-      lua_callk(co, 1, 1, 1, route_step);
-    } else {
-      lua_newtable(co);
+      lua_pushvalue(co, 4);
+      lua_callk(co, 2, 1, 2, route_step);
+      /* fallthrough */
+    default: {
+      exchange_t *x = exchange_of(co);
+      write_response(co, x->conn, x->gen, 5);
+      return 0;
     }
-    /* fallthrough */
-  case 1:
-    lua_pushvalue(co, 1);
-    lua_pushvalue(co, 2);
-    lua_pushvalue(co, 4);
-    lua_callk(co, 2, 1, 2, route_step);
-    /* fallthrough */
-  default: {
-    exchange_t *x = exchange_of(co);
-    write_response(co, x->conn, x->gen, 5);
-    return 0;
-  }
   }
 }
 
@@ -623,7 +623,8 @@ static int on_message(clank_conn_t *c) {
   if (route == &g->static_route) {
     clank_target_t t;
     clank_request_target(&c->req, &t);
-    int waits = clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
+    int waits =
+        clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
     g->inflight--;
     clank_host_gen_idle(h, g);
     return waits;

@@ -15,11 +15,11 @@ typedef struct exchange_s {
   clank_host_t *host;
   clank_gen_t *gen;
   int co_ref;
-  unsigned serial;   /* bumped on every use, so a kept writer can tell */
-  int waited;        /* it went asynchronous: its end resumes the connection */
-  int abandoned;     /* the connection went away */
-  int streaming;     /* the answer's head went out, its body streams */
-  int stream_closed; /* the last chunk went out */
+  unsigned serial;         /* bumped on every use, so a kept writer can tell */
+  int waited;              /* it went asynchronous: its end resumes the connection */
+  int abandoned;           /* the connection went away */
+  int streaming;           /* the answer's head went out, its body streams */
+  int stream_closed;       /* the last chunk went out */
   struct exchange_s *next; /* in the generation's spares */
 } exchange_t;
 

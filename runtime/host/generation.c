@@ -54,7 +54,8 @@ static void find_lua_dir(char *out, size_t n) {
       }
     }
   }
-  snprintf(out, n, "%s", has_lua_side(CLANK_SOURCE_LUA_DIR) ? CLANK_SOURCE_LUA_DIR : "/usr/share/clank/lua");
+  snprintf(out, n, "%s",
+           has_lua_side(CLANK_SOURCE_LUA_DIR) ? CLANK_SOURCE_LUA_DIR : "/usr/share/clank/lua");
 }
 
 /* print(...) in an app: one line through the logger (SPEC §13), so stdout
@@ -83,8 +84,8 @@ static void set_paths(lua_State *L, const char *app_path, char app_dir[PATH_MAX]
   if (slash) *slash = '\0';
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
-  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir,
-                  app_dir, app_dir, lua_tostring(L, -1));
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s/?.lua;%s/?/init.lua;%s", lua_dir, lua_dir, app_dir,
+                  app_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "path");
   lua_pop(L, 1);
   lua_getfield(L, -1, "cpath");
@@ -97,8 +98,8 @@ static const struct {
   const char *name;
   int method;
 } route_methods[] = {
-  {"GET", HTTP_GET}, {"HEAD", HTTP_HEAD}, {"POST", HTTP_POST}, {"PUT", HTTP_PUT},
-  {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
+    {"GET", HTTP_GET},       {"HEAD", HTTP_HEAD},   {"POST", HTTP_POST},       {"PUT", HTTP_PUT},
+    {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
 };
 
 static void read_routes(clank_gen_t *g, lua_State *L) {
@@ -194,8 +195,8 @@ static int make_bridge(lua_State *L) {
       lua_settable(L, 3);
     }
   }
-  static const char *const copied[] = {"name", "description", "views", "allowedOrigins",
-                                       "actionTimeout", NULL};
+  static const char *const copied[] = {"name",           "description",   "views",
+                                       "allowedOrigins", "actionTimeout", NULL};
   for (int i = 0; copied[i]; i++) {
     lua_getfield(L, 1, copied[i]);
     lua_setfield(L, 3, copied[i]);
@@ -255,7 +256,8 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   if (lua_getfield(L, -1, "views") == LUA_TTABLE) g->has_views = luaL_len(L, -1) > 0;
   lua_pop(L, 1);
   lua_getfield(L, -1, "actionTimeout");
-  g->action_timeout_ms = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
+  g->action_timeout_ms =
+      lua_isnumber(L, -1) ? lua_tonumber(L, -1) : CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_pop(L, 1);
   read_allowed_hosts(g, L);
 }
@@ -331,7 +333,8 @@ static void describe_load_error(const char *app_path, const char *msg, char *err
        `return clank.app {...}` tail call, which leaves no caller line): the
        app file at least. */
     const char *colon = strchr(msg, ':');
-    int placed = colon && colon > msg && colon[1] >= '0' && colon[1] <= '9' && !memchr(msg, '\n', (size_t)(colon - msg));
+    int placed = colon && colon > msg && colon[1] >= '0' && colon[1] <= '9' &&
+                 !memchr(msg, '\n', (size_t)(colon - msg));
     int line = placed ? 0 : app_call_line(app_path);
     if (placed)
       snprintf(err, errlen, "%s", msg);
@@ -344,8 +347,9 @@ static void describe_load_error(const char *app_path, const char *msg, char *err
   inner += 4;
   const char *end = strchr(inner, '\n');
   size_t name_len = strcspn(msg + sizeof wrapped - 1, "'");
-  snprintf(err, errlen, "%.*s (loading module '%.*s')%s", (int)(end ? (size_t)(end - inner) : strlen(inner)),
-           inner, (int)name_len, msg + sizeof wrapped - 1, end ? end : "");
+  snprintf(err, errlen, "%.*s (loading module '%.*s')%s",
+           (int)(end ? (size_t)(end - inner) : strlen(inner)), inner, (int)name_len,
+           msg + sizeof wrapped - 1, end ? end : "");
 }
 
 /* [app, bridge ...] → g->live_ref: require("clank.live").new{ app, bridge,

@@ -27,10 +27,10 @@ typedef struct clank_gen_s {
   char **allowed_hosts; /* host[:port] of allowedOrigins, lower-case */
   int nallowed_hosts;
   int has_views;
-  int bridge_ref;            /* the app's agent bridge (SPEC §2, §5) */
+  int bridge_ref; /* the app's agent bridge (SPEC §2, §5) */
   long long bridge_max_bytes;
-  clank_route_t bridge_route; /* the pseudo-route requests for the bridge take */
-  clank_route_t mcp_route;    /* and those for /__clank/mcp (SPEC §6) */
+  clank_route_t bridge_route;    /* the pseudo-route requests for the bridge take */
+  clank_route_t mcp_route;       /* and those for /__clank/mcp (SPEC §6) */
   clank_route_t page_route;      /* GET / and /views/:name (SPEC §11) */
   clank_route_t live_http_route; /* /__clank/views/... and /__clank/sessions/... surfaces */
   clank_route_t live_route;      /* /__clank/sessions/:id/live, the WebSocket */
@@ -38,10 +38,10 @@ typedef struct clank_gen_s {
   clank_route_t static_route;    /* app.static (SPEC §15) */
   struct clank_static_s *statics;
   int nstatics;
-  int mcp_env_ref;            /* the env table clank.mcp.handle gets */
-  double action_timeout_ms;   /* app.actionTimeout: how long a retired generation may linger */
-  int retired;                /* a reload replaced it: it closes once idle */
-  uint64_t retire_deadline;   /* loop time after which its requests are dropped */
+  int mcp_env_ref;          /* the env table clank.mcp.handle gets */
+  double action_timeout_ms; /* app.actionTimeout: how long a retired generation may linger */
+  int retired;              /* a reload replaced it: it closes once idle */
+  uint64_t retire_deadline; /* loop time after which its requests are dropped */
   struct clank_gen_s *next_retired;
   int inflight;
   void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
@@ -62,9 +62,9 @@ typedef struct clank_gen_opts_s {
      at load and later, for hot reload to watch. */
   void (*on_file)(void *ud, const char *path);
   void *ud;
-  uint64_t live_idle_ms; /* view sessions (SPEC §11): idle ones end after this */
-  unsigned live_max_idle;  /* and at most this many are kept */
-  clank_log_fn log; /* the host's log sink, for C and Lua alike */
+  uint64_t live_idle_ms;  /* view sessions (SPEC §11): idle ones end after this */
+  unsigned live_max_idle; /* and at most this many are kept */
+  clank_log_fn log;       /* the host's log sink, for C and Lua alike */
   void *log_ud;
 } clank_gen_opts_t;
 

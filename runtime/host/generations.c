@@ -67,7 +67,8 @@ static int find(const contract_t *c, const char *name) {
   return -1;
 }
 
-static void list_names(clank_buf_t *out, const contract_t *in, const contract_t *other, int changed) {
+static void list_names(clank_buf_t *out, const contract_t *in, const contract_t *other,
+                       int changed) {
   size_t start = out->len;
   for (int i = 0; i < in->n; i++) {
     int j = find(other, in->names[i]);
@@ -101,7 +102,8 @@ static void reap(uv_timer_t *t) {
     int overdue = g->inflight > 0 && now >= g->retire_deadline;
     if (overdue) {
       clank_log_msg(&h->log, "warn",
-                    "a retired generation still had %d request(s) after its bound: dropped", g->inflight);
+                    "a retired generation still had %d request(s) after its bound: dropped",
+                    g->inflight);
       clank_dispatch_drop(&h->server, g);
     }
     if (g->inflight <= 0 || overdue)
@@ -138,7 +140,8 @@ void clank_host_close_retired(clank_host_t *h) {
 
 static void log_failure(clank_host_t *h, const char *err) {
   /* The error's first line names file:line; the traceback follows. */
-  clank_log_msg_colour(&h->log, "error", "\x1b[1;31m", "reload failed, the running app stays: %s", err);
+  clank_log_msg_colour(&h->log, "error", "\x1b[1;31m", "reload failed, the running app stays: %s",
+                       err);
 }
 
 void clank_host_reload(void *ud) {

@@ -136,8 +136,10 @@ int clank_host_main(const clank_options_t *o) {
   if (h == NULL) return 1;
   h->opts = *o;
   if (o->workers > 1)
-    fprintf(stderr, "clank-run: --workers %d: multi-process serving is not built yet; "
-                    "serving with one worker\n", o->workers);
+    fprintf(stderr,
+            "clank-run: --workers %d: multi-process serving is not built yet; "
+            "serving with one worker\n",
+            o->workers);
   clank_log_init(&h->log, o->log_format, 2);
   h->log.quiet = o->quiet;
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';

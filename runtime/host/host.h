@@ -24,7 +24,7 @@ typedef struct clank_host_s {
   clank_gen_t *retired; /* replaced generations finishing their requests */
   uv_timer_t reap;
   unsigned live_generations;
-  struct clank_live_s *lives; /* open live channels (SPEC §11) */
+  struct clank_live_s *lives;            /* open live channels (SPEC §11) */
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
   uv_timer_t live_tick;
   int stop_requests;

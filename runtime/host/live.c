@@ -15,8 +15,9 @@
 
 #define SOCKET_MT "clank.LiveSocket"
 #define MAX_MESSAGE (1024 * 1024) /* a larger message closes with 1009 */
-#define MAX_OUTPUT (1024 * 1024)  /* unsent output past which a browser that does not read is dropped */
-#define LINGER_MS 2000            /* after our close frame, input is read and dropped this long */
+#define MAX_OUTPUT \
+  (1024 * 1024)        /* unsent output past which a browser that does not read is dropped */
+#define LINGER_MS 2000 /* after our close frame, input is read and dropped this long */
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 struct clank_live_s {
@@ -26,13 +27,13 @@ struct clank_live_s {
   wslay_event_context_ptr ws;
   const char *in; /* bytes being fed to wslay */
   size_t in_len;
-  int feeding;       /* inside wslay_event_recv: sends wait until it returns */
-  int sending;       /* inside wslay_event_send */
-  int dead;          /* its connection closed inside one of those: freed when it returns */
-  char *id;          /* the session id: its token */
-  char *request;     /* the upgrade request as canonical JSON, to mount it again after a reload */
-  int socket_ref;    /* the LiveSocket userdata in gen's state */
-  uint64_t heard;    /* loop time of the peer's last frame */
+  int feeding;    /* inside wslay_event_recv: sends wait until it returns */
+  int sending;    /* inside wslay_event_send */
+  int dead;       /* its connection closed inside one of those: freed when it returns */
+  char *id;       /* the session id: its token */
+  char *request;  /* the upgrade request as canonical JSON, to mount it again after a reload */
+  int socket_ref; /* the LiveSocket userdata in gen's state */
+  uint64_t heard; /* loop time of the peer's last frame */
   clank_live_t *prev, *next;
 };
 
@@ -69,8 +70,8 @@ static int key_ok(const clank_request_t *r, const clank_header_t *h) {
   if (h == NULL || h->value_len != 24) return 0;
   const char *v = clank_header_value(r, h);
   for (int i = 0; i < 22; i++)
-    if (!((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
-          v[i] == '+' || v[i] == '/'))
+    if (!((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
+          (v[i] >= '0' && v[i] <= '9') || v[i] == '+' || v[i] == '/'))
       return 0;
   return v[22] == '=' && v[23] == '=';
 }
@@ -78,8 +79,8 @@ static int key_ok(const clank_request_t *r, const clank_header_t *h) {
 static void refuse(clank_conn_t *c, int status, const char *code, const char *message,
                    const char *extra) {
   char body[256];
-  int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
-                   code, message);
+  int n = snprintf(body, sizeof body,
+                   "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}", code, message);
   clank_conn_begin(c, status);
   clank_conn_header_raw(c, "content-type: application/json\r\ncache-control: no-store\r\n");
   if (extra) clank_conn_header_raw(c, extra);
@@ -115,8 +116,8 @@ int clank_live_origin(clank_conn_t *c, clank_gen_t *g) {
   if (clank_pcall(L, 2, 1) == LUA_OK) {
     allowed = lua_toboolean(L, -1);
   } else {
-    clank_log_msg(&((clank_host_t *)c->server->data)->log, "error", "live: the origin check failed: %s",
-                  clank_error_text(L, -1));
+    clank_log_msg(&((clank_host_t *)c->server->data)->log, "error",
+                  "live: the origin check failed: %s", clank_error_text(L, -1));
   }
   lua_pop(L, 1);
   if (!allowed) refuse(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
@@ -133,8 +134,10 @@ int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
     return 0;
   }
   const clank_header_t *version = header(r, "sec-websocket-version");
-  if (version == NULL || version->value_len != 2 || memcmp(clank_header_value(r, version), "13", 2) != 0) {
-    refuse(c, 426, "UPGRADE_REQUIRED", "WebSocket version 13 is required.", "sec-websocket-version: 13\r\n");
+  if (version == NULL || version->value_len != 2 ||
+      memcmp(clank_header_value(r, version), "13", 2) != 0) {
+    refuse(c, 426, "UPGRADE_REQUIRED", "WebSocket version 13 is required.",
+           "sec-websocket-version: 13\r\n");
     return 0;
   }
   if (!key_ok(r, header(r, "sec-websocket-key"))) {
@@ -232,7 +235,8 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
   lua_insert(L, base + 3);
   lua_rawgeti(L, LUA_REGISTRYINDEX, live->socket_ref);
   if (clank_pcall(L, nargs + 3, 0) != LUA_OK) {
-    clank_log_msg(&live->host->log, "error", "live: %s failed: %s", method, clank_error_text(L, -1));
+    clank_log_msg(&live->host->log, "error", "live: %s failed: %s", method,
+                  clank_error_text(L, -1));
     lua_pop(L, 1);
   }
 }
@@ -253,7 +257,8 @@ static ssize_t ws_recv(wslay_event_context_ptr ws, uint8_t *buf, size_t len, int
   return (ssize_t)n;
 }
 
-static ssize_t ws_send(wslay_event_context_ptr ws, const uint8_t *data, size_t len, int flags, void *ud) {
+static ssize_t ws_send(wslay_event_context_ptr ws, const uint8_t *data, size_t len, int flags,
+                       void *ud) {
   (void)ws;
   (void)flags;
   clank_live_t *live = ud;
@@ -261,7 +266,8 @@ static ssize_t ws_send(wslay_event_context_ptr ws, const uint8_t *data, size_t l
   return (ssize_t)len;
 }
 
-static void ws_message(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg, void *ud) {
+static void ws_message(wslay_event_context_ptr ws, const struct wslay_event_on_msg_recv_arg *arg,
+                       void *ud) {
   clank_live_t *live = ud;
   if (live->dead) return;
   live->heard = uv_now(live->conn->server->loop);
@@ -378,14 +384,15 @@ static int encode_request(lua_State *L) {
   return 0;
 }
 
-void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *id, size_t id_len,
-                       int request_idx) {
+void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *id,
+                       size_t id_len, int request_idx) {
   const clank_request_t *r = &c->req;
   const clank_header_t *key = header(r, "sec-websocket-key");
   char accept_in[64], digest[EVP_MAX_MD_SIZE], lines[96];
   unsigned char accept[32];
   unsigned dlen = 0;
-  snprintf(accept_in, sizeof accept_in, "%.*s" WS_GUID, (int)key->value_len, clank_header_value(r, key));
+  snprintf(accept_in, sizeof accept_in, "%.*s" WS_GUID, (int)key->value_len,
+           clank_header_value(r, key));
   EVP_Digest(accept_in, strlen(accept_in), (unsigned char *)digest, &dlen, EVP_sha1(), NULL);
   EVP_EncodeBlock(accept, (const unsigned char *)digest, (int)dlen);
   snprintf(lines, sizeof lines, "sec-websocket-accept: %s\r\n", accept);

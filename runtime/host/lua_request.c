@@ -21,8 +21,10 @@ static void push_form_decoded(lua_State *L, const char *s, size_t n) {
     char c = s[i];
     if (c == '+') {
       luaL_addchar(&b, ' ');
-    } else if (c == '%' && i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 && hexval((unsigned char)s[i + 2]) >= 0) {
-      luaL_addchar(&b, (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2])));
+    } else if (c == '%' && i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
+               hexval((unsigned char)s[i + 2]) >= 0) {
+      luaL_addchar(&b,
+                   (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2])));
       i += 2;
     } else {
       luaL_addchar(&b, c);

@@ -102,7 +102,8 @@ static int decode_rest(const char *p, size_t n, char *out, size_t cap) {
 const clank_static_t *clank_static_match(const clank_gen_t *g, const char *path, size_t n) {
   for (int i = 0; i < g->nstatics; i++) {
     const clank_static_t *s = &g->statics[i];
-    if (n > s->prefix_len && memcmp(path, s->prefix, s->prefix_len) == 0 && path[s->prefix_len] == '/')
+    if (n > s->prefix_len && memcmp(path, s->prefix, s->prefix_len) == 0 &&
+        path[s->prefix_len] == '/')
       return s;
   }
   return NULL;
@@ -214,15 +215,17 @@ static void stated(uv_fs_t *req) {
   uint64_t size = st.st_size;
   char etag[64], modified[40], lines[256];
   snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)size,
-           (unsigned long long)st.st_mtim.tv_sec * 1000000000ull + (unsigned long long)st.st_mtim.tv_nsec);
+           (unsigned long long)st.st_mtim.tv_sec * 1000000000ull +
+               (unsigned long long)st.st_mtim.tv_nsec);
   http_date((time_t)st.st_mtim.tv_sec, modified, sizeof modified);
-  snprintf(lines, sizeof lines, "etag: %s\r\nlast-modified: %s\r\ncache-control: no-cache\r\n", etag,
-           modified);
+  snprintf(lines, sizeof lines, "etag: %s\r\nlast-modified: %s\r\ncache-control: no-cache\r\n",
+           etag, modified);
 
   const clank_header_t *inm = clank_request_header(r, "if-none-match", 13, NULL);
   const clank_header_t *ims = clank_request_header(r, "if-modified-since", 17, NULL);
-  int fresh = inm ? etag_matches(clank_header_value(r, inm), inm->value_len, etag)
-                  : ims && parse_http_date(clank_header_value(r, ims), ims->value_len) >= st.st_mtim.tv_sec;
+  int fresh =
+      inm ? etag_matches(clank_header_value(r, inm), inm->value_len, etag)
+          : ims && parse_http_date(clank_header_value(r, ims), ims->value_len) >= st.st_mtim.tv_sec;
   if (fresh) {
     clank_conn_begin(c, 304);
     clank_conn_header_raw(c, lines);
@@ -238,7 +241,8 @@ static void stated(uv_fs_t *req) {
                    : 0;
   if (ranged < 0) {
     char body_lines[80];
-    snprintf(body_lines, sizeof body_lines, "content-range: bytes */%llu\r\n", (unsigned long long)size);
+    snprintf(body_lines, sizeof body_lines, "content-range: bytes */%llu\r\n",
+             (unsigned long long)size);
     clank_conn_begin(c, 416);
     clank_conn_header_raw(c, body_lines);
     clank_conn_header_raw(c, "content-type: text/plain; charset=utf-8\r\n");

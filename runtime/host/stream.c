@@ -46,17 +46,15 @@ static int writer_close(lua_State *L) {
 }
 
 static const luaL_Reg writer_methods[] = {
-  {"write", writer_write},
-  {"close", writer_close},
-  {NULL, NULL}
-};
+    {"write", writer_write}, {"close", writer_close}, {NULL, NULL}};
 
 int clank_stream_begin(lua_State *L) {
   lua_settop(L, 2);
   lua_Integer status = luaL_checkinteger(L, 1);
   luaL_argcheck(L, status >= 200 && status <= 599, 1, "status must be from 200 to 599");
   exchange_t *x = exchange_of(L);
-  if (x == NULL || x->streaming) return luaL_error(L, "stream: only once, from the request's own handler");
+  if (x == NULL || x->streaming)
+    return luaL_error(L, "stream: only once, from the request's own handler");
   clank_conn_t *c = x->conn;
   writer_t *w = lua_newuserdatauv(L, sizeof *w, 0);
   w->x = x;

@@ -10,7 +10,7 @@
 
 #define PIPELINE_BUFFER (64 * 1024) /* input buffered while a handler runs */
 #define READ_CHUNK CLANK_READ_CHUNK
-#define DRAIN_MAX (64 * 1024)          /* unread body discarded after an early answer */
+#define DRAIN_MAX (64 * 1024)         /* unread body discarded after an early answer */
 #define OUTPUT_HIGH (4 * 1024 * 1024) /* unsent output that stops reading */
 #define OUTPUT_LOW (256 * 1024)       /* and below which on_drain is told */
 
@@ -266,7 +266,8 @@ void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
 }
 
 int clank_conn_keep_alive(clank_conn_t *c) {
-  return !c->close_after && !c->undrainable && !c->server->stopping && !c->eof && llhttp_should_keep_alive(&c->parser);
+  return !c->close_after && !c->undrainable && !c->server->stopping && !c->eof &&
+         llhttp_should_keep_alive(&c->parser);
 }
 
 /* Answers and stops parsing this connection: what follows cannot be framed. */
@@ -311,7 +312,8 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
   clank_conn_t *c = conn_of(p);
   clank_request_t *r = &c->req;
   r->method = p->method;
-  size_t line = strlen(llhttp_method_name(p->method)) + 1 + r->url_len + len + sizeof " HTTP/1.1" - 1;
+  size_t line =
+      strlen(llhttp_method_name(p->method)) + 1 + r->url_len + len + sizeof " HTTP/1.1" - 1;
   if (line > CLANK_MAX_REQUEST_LINE) return refuse(c, 414, "URI too long.");
   clank_buf_append(&r->head, at, len);
   r->url_len += (uint32_t)len;
@@ -377,8 +379,8 @@ static int host_syntax_ok(const char *v, size_t n) {
   if (n > 0 && v[0] == '[') {
     while (i < n && v[i] != ']') {
       char ch = v[i];
-      if (i > 0 && !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F') ||
-                     ch == ':' || ch == '.'))
+      if (i > 0 && !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+                     (ch >= 'A' && ch <= 'F') || ch == ':' || ch == '.'))
         return 0;
       i++;
     }
@@ -412,8 +414,7 @@ static int on_headers_complete(llhttp_t *p) {
   r->method = p->method;
   r->http_major = p->http_major;
   r->http_minor = p->http_minor;
-  if (p->http_major != 1 || p->http_minor > 1)
-    return refuse(c, 505, "HTTP version not supported.");
+  if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 505, "HTTP version not supported.");
   int http11 = p->http_minor == 1;
 
   int n;
@@ -427,7 +428,8 @@ static int on_headers_complete(llhttp_t *p) {
     if (n > 1 || !header_is(r, te, "chunked")) return refuse(c, 501, "Not implemented.");
   }
   const clank_header_t *expect = http11 ? clank_request_header(r, "expect", 6, &n) : NULL;
-  if (expect && !header_is(r, expect, "100-continue")) clank_conn_text(c, 417, "Expectation failed.");
+  if (expect && !header_is(r, expect, "100-continue"))
+    clank_conn_text(c, 417, "Expectation failed.");
 
   int has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
   /* An early answer keeps the connection only if the unread body is small. */
@@ -442,8 +444,10 @@ static int on_headers_complete(llhttp_t *p) {
       return refuse(c, 413, "Payload too large.");
     if (expect && has_body) clank_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
     c->phase = CLANK_PHASE_BODY;
-    if (has_body) arm(c, c->server->limits.body_ms);
-    else disarm(c);
+    if (has_body)
+      arm(c, c->server->limits.body_ms);
+    else
+      disarm(c);
   } else {
     if (c->undrainable) {
       c->close_after = 1;
@@ -451,8 +455,10 @@ static int on_headers_complete(llhttp_t *p) {
       return HPE_PAUSED;
     }
     c->phase = CLANK_PHASE_DRAIN;
-    if (has_body) arm(c, c->server->limits.drain_ms);
-    else disarm(c);
+    if (has_body)
+      arm(c, c->server->limits.drain_ms);
+    else
+      disarm(c);
   }
   return 0;
 }
@@ -482,7 +488,7 @@ static int on_message_complete(llhttp_t *p) {
     if (!clank_conn_keep_alive(c)) c->close_after = 1;
     c->phase = CLANK_PHASE_HANDLER;
     if (c->server->handler->on_message(c)) return HPE_PAUSED; /* the answer is coming */
-    if (c->phase == CLANK_PHASE_UPGRADED) return HPE_PAUSED;   /* the rest is not HTTP */
+    if (c->phase == CLANK_PHASE_UPGRADED) return HPE_PAUSED;  /* the rest is not HTTP */
   }
   c->phase = CLANK_PHASE_IDLE;
   if (c->close_after) {
@@ -664,23 +670,22 @@ static void timer_fired(uv_timer_t *t) {
   }
   c->deadline = 0;
   switch (c->phase) {
-  case CLANK_PHASE_HEAD:
-  case CLANK_PHASE_BODY:
-    refuse(c, 408, "Request timeout.");
-    clank_conn_flush(c);
-    break;
-  case CLANK_PHASE_IDLE:
-  case CLANK_PHASE_DRAIN:
-    clank_conn_close(c); /* silently: nothing is owed */
-    break;
-  case CLANK_PHASE_HANDLER:
-    break;
-  case CLANK_PHASE_UPGRADED:
-    if (c->lingering)
-      clank_conn_close(c);
-    else if (c->upgrade->on_timeout)
-      c->upgrade->on_timeout(c);
-    break;
+    case CLANK_PHASE_HEAD:
+    case CLANK_PHASE_BODY:
+      refuse(c, 408, "Request timeout.");
+      clank_conn_flush(c);
+      break;
+    case CLANK_PHASE_IDLE:
+    case CLANK_PHASE_DRAIN:
+      clank_conn_close(c); /* silently: nothing is owed */
+      break;
+    case CLANK_PHASE_HANDLER: break;
+    case CLANK_PHASE_UPGRADED:
+      if (c->lingering)
+        clank_conn_close(c);
+      else if (c->upgrade->on_timeout)
+        c->upgrade->on_timeout(c);
+      break;
   }
 }
 

@@ -8,47 +8,46 @@
 
 #include "http/server.h"
 
-
 const char *clank_status_reason(int status) {
   switch (status) {
-  case 100: return "Continue";
-  case 101: return "Switching Protocols";
-  case 200: return "OK";
-  case 201: return "Created";
-  case 202: return "Accepted";
-  case 204: return "No Content";
-  case 206: return "Partial Content";
-  case 301: return "Moved Permanently";
-  case 302: return "Found";
-  case 303: return "See Other";
-  case 304: return "Not Modified";
-  case 307: return "Temporary Redirect";
-  case 308: return "Permanent Redirect";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 403: return "Forbidden";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 409: return "Conflict";
-  case 410: return "Gone";
-  case 413: return "Content Too Large";
-  case 414: return "URI Too Long";
-  case 415: return "Unsupported Media Type";
-  case 416: return "Range Not Satisfiable";
-  case 417: return "Expectation Failed";
-  case 422: return "Unprocessable Content";
-  case 426: return "Upgrade Required";
-  case 428: return "Precondition Required";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 501: return "Not Implemented";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  case 505: return "HTTP Version Not Supported";
-  default: return "Unknown";
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 426: return "Upgrade Required";
+    case 428: return "Precondition Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
   }
 }
 
@@ -96,8 +95,9 @@ static void request_id(clank_conn_t *c) {
   if (h && h->value_len >= 1 && h->value_len <= 64) {
     const char *v = clank_header_value(r, h);
     size_t i = 0;
-    while (i < h->value_len && ((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
-                                (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' || v[i] == '-'))
+    while (i < h->value_len &&
+           ((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
+            (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' || v[i] == '-'))
       i++;
     if (i == h->value_len) {
       memcpy(r->id, v, i);
@@ -147,7 +147,9 @@ int clank_conn_header(clank_conn_t *c, const char *name, size_t name_len, const 
   return 0;
 }
 
-void clank_conn_header_raw(clank_conn_t *c, const char *lines) { clank_buf_appends(&c->out, lines); }
+void clank_conn_header_raw(clank_conn_t *c, const char *lines) {
+  clank_buf_appends(&c->out, lines);
+}
 
 void clank_conn_cancel(clank_conn_t *c) { c->out.len = c->head_mark; }
 
@@ -215,8 +217,10 @@ void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len) {
 
 void clank_conn_stream_end(clank_conn_t *c) {
   if (c->closing) return;
-  if (c->chunked) clank_buf_appends(&c->out, "0\r\n\r\n");
-  else c->close_after = 1;
+  if (c->chunked)
+    clank_buf_appends(&c->out, "0\r\n\r\n");
+  else
+    c->close_after = 1;
   clank_conn_flush(c);
 }
 

@@ -100,10 +100,10 @@ struct clank_conn_s {
   unsigned answered : 1;    /* the current request has had its answer */
   unsigned undrainable : 1; /* its unread body is too large to discard */
   unsigned stop_parsing : 1;
-  unsigned chunked : 1;     /* the answer streams in chunks */
-  unsigned draining : 1;    /* over the output high mark: tell on_drain when below */
-  unsigned lingering : 1;   /* closing gracefully: input is dropped, output ends */
-  unsigned shut : 1;        /* the write side was shut down */
+  unsigned chunked : 1;           /* the answer streams in chunks */
+  unsigned draining : 1;          /* over the output high mark: tell on_drain when below */
+  unsigned lingering : 1;         /* closing gracefully: input is dropped, output ends */
+  unsigned shut : 1;              /* the write side was shut down */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 

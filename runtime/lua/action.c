@@ -139,8 +139,9 @@ static void push_json_schema(lua_State *L, int schema_idx) {
   lua_call(L, 1, 1);
 }
 
-static const char *const action_fields[] = {"name", "description", "input", "output", "sideEffects",
-                                            "confirmation", "authorize", "handler", NULL};
+static const char *const action_fields[] = {"name",      "description", "input",
+                                            "output",    "sideEffects", "confirmation",
+                                            "authorize", "handler",     NULL};
 
 static int l_define_action(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -161,8 +162,9 @@ static int l_define_action(lua_State *L) {
   lua_getfield(L, 1, "name");
   const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
   if (!name || !valid_name(name, n))
-    return luaL_error(L, "clank.defineAction: 'name' must match ^[A-Za-z][A-Za-z0-9_.-]*$ "
-                         "and be at most 128 bytes");
+    return luaL_error(L,
+                      "clank.defineAction: 'name' must match ^[A-Za-z][A-Za-z0-9_.-]*$ "
+                      "and be at most 128 bytes");
   lua_setfield(L, 3, "name");
   lua_getfield(L, 1, "description");
   if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) == 0)
@@ -195,7 +197,8 @@ static int l_define_action(lua_State *L) {
   a->has_authorize = !lua_isnil(L, -1);
   lua_setfield(L, 3, "authorize");
   lua_getfield(L, 1, "handler");
-  if (!lua_isfunction(L, -1)) return luaL_error(L, "clank.defineAction: 'handler' must be a function");
+  if (!lua_isfunction(L, -1))
+    return luaL_error(L, "clank.defineAction: 'handler' must be a function");
   lua_setfield(L, 3, "handler");
 
   /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation } */
@@ -240,37 +243,37 @@ static int fail_action(lua_State *L, const char *why) {
 static int pipeline_k(lua_State *L, int status, lua_KContext step) {
   clank_action_t *a = lua_touserdata(L, 1);
   switch (step) {
-  case STEP_START:
-    if (!clank_schema_validate(L, a->input, 2)) return lua_error(L); /* the input's ValidationError */
-    if (a->has_authorize) {
+    case STEP_START:
+      if (!clank_schema_validate(L, a->input, 2))
+        return lua_error(L); /* the input's ValidationError */
+      if (a->has_authorize) {
+        lua_getiuservalue(L, 1, 1);
+        lua_getfield(L, -1, "authorize");
+        lua_remove(L, -2);
+        lua_pushvalue(L, 2);
+        lua_pushvalue(L, 3);
+        lua_callk(L, 2, 1, STEP_AUTHORIZED, pipeline_k);
+      } else {
+        lua_pushboolean(L, 1);
+      }
+      /* fallthrough */
+    case STEP_AUTHORIZED:
+      if (!lua_toboolean(L, -1)) {
+        clank_action_error_push(L, "FORBIDDEN", "Action is not authorized.", 403);
+        return lua_error(L);
+      }
+      lua_pop(L, 1);
+      /* 4: the one message handler: the error stays as it is, its traceback
+         is kept for the log (clank_error_text) */
+      lua_pushcfunction(L, clank_traceback_handler);
       lua_getiuservalue(L, 1, 1);
-      lua_getfield(L, -1, "authorize");
+      lua_getfield(L, -1, "handler");
       lua_remove(L, -2);
       lua_pushvalue(L, 2);
       lua_pushvalue(L, 3);
-      lua_callk(L, 2, 1, STEP_AUTHORIZED, pipeline_k);
-    } else {
-      lua_pushboolean(L, 1);
-    }
-    /* fallthrough */
-  case STEP_AUTHORIZED:
-    if (!lua_toboolean(L, -1)) {
-      clank_action_error_push(L, "FORBIDDEN", "Action is not authorized.", 403);
-      return lua_error(L);
-    }
-    lua_pop(L, 1);
-    /* 4: the one message handler: the error stays as it is, its traceback
-       is kept for the log (clank_error_text) */
-    lua_pushcfunction(L, clank_traceback_handler);
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "handler");
-    lua_remove(L, -2);
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, 3);
-    status = lua_pcallk(L, 2, 1, 4, STEP_HANDLED, pipeline_k);
-    /* fallthrough */
-  default:
-    break;
+      status = lua_pcallk(L, 2, 1, 4, STEP_HANDLED, pipeline_k);
+      /* fallthrough */
+    default: break;
   }
   /* STEP_HANDLED: the handler's result, or its error, is on top. */
   if (status != LUA_OK && status != LUA_YIELD) {
@@ -278,8 +281,8 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
       /* A handler's own ValidationError is a server fault, not bad input. */
       lua_getfield(L, -1, "issues");
       clank_schema_push_message(L, lua_gettop(L), 0);
-      return fail_action(L, lua_pushfstring(L, "the handler raised a ValidationError: %s",
-                                            lua_tostring(L, -1)));
+      return fail_action(
+          L, lua_pushfstring(L, "the handler raised a ValidationError: %s", lua_tostring(L, -1)));
     }
     return lua_error(L);
   }
@@ -339,19 +342,15 @@ static int action_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg action_meta[] = {
-  {"__index", action_index},
-  {"__call", action_call},
-  {"__tostring", action_tostring},
-  {NULL, NULL}
-};
+static const luaL_Reg action_meta[] = {{"__index", action_index},
+                                       {"__call", action_call},
+                                       {"__tostring", action_tostring},
+                                       {NULL, NULL}};
 
-static const luaL_Reg action_funcs[] = {
-  {"defineAction", l_define_action},
-  {"ActionError", l_action_error},
-  {"isActionError", l_is_action_error},
-  {NULL, NULL}
-};
+static const luaL_Reg action_funcs[] = {{"defineAction", l_define_action},
+                                        {"ActionError", l_action_error},
+                                        {"isActionError", l_is_action_error},
+                                        {NULL, NULL}};
 
 int luaopen_clank_action(lua_State *L) {
   luaL_newmetatable(L, CLANK_ACTION_MT);

@@ -30,9 +30,11 @@ typedef struct bridge_s {
 #define UV_ACTIONS "actions"   /* name → action */
 #define UV_MANIFEST "manifest" /* canonical JSON */
 #define UV_ETAG "etag"
-#define UV_ORIGINS "origins"   /* origin → true */
+#define UV_ORIGINS "origins" /* origin → true */
 
-static bridge_t *check_bridge(lua_State *L, int idx) { return luaL_checkudata(L, idx, CLANK_BRIDGE_MT); }
+static bridge_t *check_bridge(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, CLANK_BRIDGE_MT);
+}
 
 static void push_uv_field(lua_State *L, int idx, const char *field) {
   lua_getiuservalue(L, idx, 1);
@@ -89,7 +91,9 @@ static int push_decoded_name(lua_State *L, const char *s, size_t n) {
     }
   }
   for (size_t i = 0; i < k && ok;) {
-    size_t len = (unsigned char)out[i] < 0x80 ? 1 : clank_json_utf8_char((const unsigned char *)out + i, k - i);
+    size_t len = (unsigned char)out[i] < 0x80
+                     ? 1
+                     : clank_json_utf8_char((const unsigned char *)out + i, k - i);
     if (len == 0) ok = 0;
     i += len;
   }
@@ -206,7 +210,8 @@ static int json_media_type(const char *v, size_t n) {
   size_t tn = end - start;
   if (tn == 16 && strncasecmp(t, "application/json", 16) == 0) return 1;
   const char *slash = memchr(t, '/', tn);
-  return slash && slash > t && (size_t)(t + tn - slash) > 5 && strncasecmp(t + tn - 5, "+json", 5) == 0;
+  return slash && slash > t && (size_t)(t + tn - slash) > 5 &&
+         strncasecmp(t + tn - 5, "+json", 5) == 0;
 }
 
 static int valid_utf8(const char *s, size_t n) {
@@ -270,12 +275,14 @@ static void read_origin(lua_State *L, int req, int allowed, origin_t *o) {
 static int origin_refused(lua_State *L, int req, const origin_t *o, int require_origin) {
   size_t n;
   const char *sfs = header(L, req, "sec-fetch-site", &n);
-  return (sfs && n == 10 && memcmp(sfs, "cross-site", 10) == 0) || (o->value && !o->own && !o->allowed) ||
-         (!o->value && require_origin);
+  return (sfs && n == 10 && memcmp(sfs, "cross-site", 10) == 0) ||
+         (o->value && !o->own && !o->allowed) || (!o->value && require_origin);
 }
 
 /* The origin answers name in access-control-allow-origin: an allowed foreign one. */
-static const char *cors_origin(const origin_t *o) { return o->allowed && !o->own ? o->value : NULL; }
+static const char *cors_origin(const origin_t *o) {
+  return o->allowed && !o->own ? o->value : NULL;
+}
 
 /* The bridge's reading of the origin of [bridge (1), request (2)]; sets CORS for every answer. */
 static void bridge_origin(lua_State *L, answer_t *a, origin_t *o) {
@@ -377,7 +384,8 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
   /* 4. the name */
   const char *raw = at + 9;
   if (!push_decoded_name(L, raw, (size_t)(path + plen - raw)))
-    return push_failure(L, b, a, 400, "INVALID_PATH", "The action path is not valid URL encoding.", 0);
+    return push_failure(L, b, a, 400, "INVALID_PATH", "The action path is not valid URL encoding.",
+                        0);
 
   /* 5. the action */
   push_uv_field(L, 1, UV_ACTIONS);
@@ -636,28 +644,27 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
   bridge_t *b = check_bridge(L, 1);
   answer_t a = {0};
   switch (step) {
-  case STEP_CHECK:
-    if (check_request(L, PHASE_FULL, &a)) return 1;
-    if (lua_isfunction(L, 3)) {
-      lua_pushvalue(L, 3);
-      lua_pushvalue(L, 2);
-      lua_callk(L, 1, 1, STEP_CONTEXT, handle_k);
-    } else {
-      lua_pushvalue(L, 3);
+    case STEP_CHECK:
+      if (check_request(L, PHASE_FULL, &a)) return 1;
+      if (lua_isfunction(L, 3)) {
+        lua_pushvalue(L, 3);
+        lua_pushvalue(L, 2);
+        lua_callk(L, 1, 1, STEP_CONTEXT, handle_k);
+      } else {
+        lua_pushvalue(L, 3);
+      }
+      /* fallthrough */
+    case STEP_CONTEXT: {
+      lua_settop(L, 6);
+      push_ctx(L, 6, 2); /* 7: ctx = { <context fields>..., request, signal } */
+      give_signal(L, 7); /* 8 */
+      lua_pushcfunction(L, clank_action_pipeline);
+      lua_pushvalue(L, 4);
+      lua_pushvalue(L, 5);
+      lua_pushvalue(L, 7);
+      return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
     }
-    /* fallthrough */
-  case STEP_CONTEXT: {
-    lua_settop(L, 6);
-    push_ctx(L, 6, 2); /* 7: ctx = { <context fields>..., request, signal } */
-    give_signal(L, 7); /* 8 */
-    lua_pushcfunction(L, clank_action_pipeline);
-    lua_pushvalue(L, 4);
-    lua_pushvalue(L, 5);
-    lua_pushvalue(L, 7);
-    return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
-  }
-  default:
-    break;
+    default: break;
   }
   /* STEP_RAN: [..., true, output] or [..., false, error] or [..., nil, "timeout"] */
   origin_t o;
@@ -780,9 +787,9 @@ static int push_actions_by_name(lua_State *L, int list) {
   return 1;
 }
 
-static const char *const bridge_options[] = {"name", "description", "views", "allowedOrigins",
-                                             "requireOrigin", "maxRequestBytes", "exposeErrors",
-                                             "actionTimeout", NULL};
+static const char *const bridge_options[] = {"name",           "description",   "views",
+                                             "allowedOrigins", "requireOrigin", "maxRequestBytes",
+                                             "exposeErrors",   "actionTimeout", NULL};
 
 static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->max_bytes = 65536;
@@ -802,12 +809,14 @@ static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   if (lua_getfield(L, opts, "maxRequestBytes") != LUA_TNIL) {
     int isint;
     lua_Integer v = lua_tointegerx(L, -1, &isint);
-    if (!isint || v < 1) luaL_error(L, "clank.createAgentBridge: 'maxRequestBytes' must be a positive integer");
+    if (!isint || v < 1)
+      luaL_error(L, "clank.createAgentBridge: 'maxRequestBytes' must be a positive integer");
     b->max_bytes = v;
   }
   if (lua_getfield(L, opts, "actionTimeout") != LUA_TNIL) {
     lua_Number v = lua_tonumber(L, -1);
-    if (!(v > 0)) luaL_error(L, "clank.createAgentBridge: 'actionTimeout' must be a positive number of ms");
+    if (!(v > 0))
+      luaL_error(L, "clank.createAgentBridge: 'actionTimeout' must be a positive number of ms");
     b->timeout_ms = v;
   }
   lua_getfield(L, opts, "requireOrigin");
@@ -928,7 +937,8 @@ static int l_invoke(lua_State *L) {
   }
   clank_action_t *a = clank_action_test(L, -1);
   if (a && clank_action_requires_confirmation(a) && clank_bound_request_unconfirmed(L)) {
-    clank_action_error_push(L, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.", 428);
+    clank_action_error_push(L, "CONFIRMATION_REQUIRED",
+                            "This action requires explicit confirmation.", 428);
     return lua_error(L);
   }
   lua_pushcfunction(L, clank_action_pipeline);
@@ -1053,22 +1063,16 @@ static int l_gc(lua_State *L) {
 }
 
 static const luaL_Reg bridge_methods[] = {
-  {"manifest", l_manifest},
-  {"invoke", l_invoke},
-  {"handle", l_handle},
-  {NULL, NULL}
-};
+    {"manifest", l_manifest}, {"invoke", l_invoke}, {"handle", l_handle}, {NULL, NULL}};
 
-static const luaL_Reg bridge_funcs[] = {
-  {"createAgentBridge", l_create},
-  {"isJsonMediaType", l_is_json_media_type},
-  {"checkOrigin", l_check_origin},
-  {"errorEnvelope", l_error_envelope},
-  {"context", l_context},
-  {"isReservedPath", l_is_reserved_path},
-  {"actionsByName", l_actions_by_name},
-  {NULL, NULL}
-};
+static const luaL_Reg bridge_funcs[] = {{"createAgentBridge", l_create},
+                                        {"isJsonMediaType", l_is_json_media_type},
+                                        {"checkOrigin", l_check_origin},
+                                        {"errorEnvelope", l_error_envelope},
+                                        {"context", l_context},
+                                        {"isReservedPath", l_is_reserved_path},
+                                        {"actionsByName", l_actions_by_name},
+                                        {NULL, NULL}};
 
 int luaopen_clank_bridge(lua_State *L) {
   luaL_newmetatable(L, CLANK_BRIDGE_MT);

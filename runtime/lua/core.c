@@ -13,7 +13,9 @@
 #include "client/client_js.h"
 
 static int sleep_done(lua_State *L, int status, lua_KContext ctx) {
-  (void)L; (void)status; (void)ctx;
+  (void)L;
+  (void)status;
+  (void)ctx;
   return 0;
 }
 
@@ -111,18 +113,16 @@ static int core_array(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg core_funcs[] = {
-  {"sleep", core_sleep},
-  {"timeout", core_timeout},
-  {"spawn", core_spawn},
-  {"sha256", core_sha256},
-  {"hmacSHA256", core_hmac_sha256},
-  {"randomBytes", core_random_bytes},
-  {"array", core_array},
-  {"clientScript", core_client_script},
-  {"log", core_log},
-  {NULL, NULL}
-};
+static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
+                                      {"timeout", core_timeout},
+                                      {"spawn", core_spawn},
+                                      {"sha256", core_sha256},
+                                      {"hmacSHA256", core_hmac_sha256},
+                                      {"randomBytes", core_random_bytes},
+                                      {"array", core_array},
+                                      {"clientScript", core_client_script},
+                                      {"log", core_log},
+                                      {NULL, NULL}};
 
 int luaopen_clank_core(lua_State *L) {
   luaL_newlib(L, core_funcs);

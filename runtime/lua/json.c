@@ -68,15 +68,13 @@ static int json_formatNumber(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg json_funcs[] = {
-  {"decode", json_decode},
-  {"encode", json_encode},
-  {"array", json_array},
-  {"isArray", json_isArray},
-  {"formatNumber", json_formatNumber},
-  {"null", NULL},
-  {NULL, NULL}
-};
+static const luaL_Reg json_funcs[] = {{"decode", json_decode},
+                                      {"encode", json_encode},
+                                      {"array", json_array},
+                                      {"isArray", json_isArray},
+                                      {"formatNumber", json_formatNumber},
+                                      {"null", NULL},
+                                      {NULL, NULL}};
 
 int luaopen_clank_json(lua_State *L) {
   luaL_newlib(L, json_funcs);

@@ -42,15 +42,20 @@ size_t clank_json_utf8_char(const unsigned char *p, size_t n) {
   size_t len;
   if (c < 0x80) return 1;
   if (c < 0xC2) return 0; /* continuation byte, or overlong 2-byte lead */
-  if (c < 0xE0) len = 2;
+  if (c < 0xE0)
+    len = 2;
   else if (c < 0xF0) {
     len = 3;
-    if (c == 0xE0) lo = 0xA0;      /* overlong */
-    else if (c == 0xED) hi = 0x9F; /* UTF-16 surrogates (CESU-8) */
+    if (c == 0xE0)
+      lo = 0xA0; /* overlong */
+    else if (c == 0xED)
+      hi = 0x9F; /* UTF-16 surrogates (CESU-8) */
   } else if (c < 0xF5) {
     len = 4;
-    if (c == 0xF0) lo = 0x90;      /* overlong */
-    else if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    if (c == 0xF0)
+      lo = 0x90; /* overlong */
+    else if (c == 0xF4)
+      hi = 0x8F; /* above U+10FFFF */
   } else
     return 0;
   if (n < len || p[1] < lo || p[1] > hi) return 0;
@@ -64,9 +69,12 @@ static int hex4(const char *p, const char *end, unsigned *u) {
   *u = 0;
   for (int i = 0; i < 4; i++) {
     unsigned c = (unsigned char)p[i], v;
-    if (c >= '0' && c <= '9') v = c - '0';
-    else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') v = (c | 0x20) - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v = c - '0';
+    else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+      v = (c | 0x20) - 'a' + 10;
+    else
+      return -1;
     *u = *u << 4 | v;
   }
   return 0;
@@ -172,9 +180,7 @@ static int parse_string(dec_t *d) {
   return 0;
 }
 
-static int isdigit_(const char *p, const char *end) {
-  return p < end && *p >= '0' && *p <= '9';
-}
+static int isdigit_(const char *p, const char *end) { return p < end && *p >= '0' && *p <= '9'; }
 
 /* Checks the RFC 8259 grammar, then lets Lua convert: integers that fit in
    64 bits stay integers, the rest become floats (lua_stringtonumber also

@@ -40,8 +40,7 @@ static int is_ident(const char *s, size_t n) {
   if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (!(c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')))
-      return 0;
+    if (!(c == '_' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))) return 0;
   }
   return 1;
 }
@@ -93,8 +92,9 @@ static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int 
     if (c >= 0x80) {
       size_t k = clank_json_utf8_char(p, (size_t)(end - p));
       if (k == 0)
-        encode_error(e, at, iskey ? "cannot encode a key that is not valid UTF-8"
-                                  : "cannot encode a string that is not valid UTF-8");
+        encode_error(e, at,
+                     iskey ? "cannot encode a key that is not valid UTF-8"
+                           : "cannot encode a string that is not valid UTF-8");
       p += k;
       continue;
     }

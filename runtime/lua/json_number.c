@@ -48,7 +48,8 @@ static double read_back(const char *digits, int k, int e) {
   }
   char rev[8];
   int n = 0;
-  do rev[n++] = (char)('0' + x % 10); while ((x /= 10) > 0);
+  do rev[n++] = (char)('0' + x % 10);
+  while ((x /= 10) > 0);
   while (n > 0) *o++ = rev[--n];
   *o = '\0';
   return strtod(s, NULL);

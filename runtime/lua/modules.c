@@ -2,16 +2,14 @@
 
 #include <lauxlib.h>
 
-static const luaL_Reg clank_modules[] = {
-  {"clank.core", luaopen_clank_core},
-  {"clank.json", luaopen_clank_json},
-  {"clank.schema", luaopen_clank_schema},
-  {"clank.action", luaopen_clank_action},
-  {"clank.runner", luaopen_clank_runner},
-  {"clank.bridge", luaopen_clank_bridge},
-  {"clank.render_core", luaopen_clank_render_core},
-  {NULL, NULL}
-};
+static const luaL_Reg clank_modules[] = {{"clank.core", luaopen_clank_core},
+                                         {"clank.json", luaopen_clank_json},
+                                         {"clank.schema", luaopen_clank_schema},
+                                         {"clank.action", luaopen_clank_action},
+                                         {"clank.runner", luaopen_clank_runner},
+                                         {"clank.bridge", luaopen_clank_bridge},
+                                         {"clank.render_core", luaopen_clank_render_core},
+                                         {NULL, NULL}};
 
 void clank_preload_modules(lua_State *L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);

@@ -163,48 +163,50 @@ enum { STEP_START, STEP_CONTEXT, STEP_RAN };
 static int run_k(lua_State *L, int status, lua_KContext step) {
   runner_t *r = lua_touserdata(L, 1);
   switch (step) {
-  case STEP_START: {
-    lua_pushinteger(L, ++r->revision); /* 4 */
-    int base = begin_commit(L, 1);
-    push_signal(L, 1, "pending");
-    lua_pushboolean(L, 1);
-    push_signal(L, 1, "error");
-    lua_pushnil(L);
-    commit(L, base);
-    if (!lua_isnil(L, 3)) {
-      lua_pushvalue(L, 3);
-    } else {
-      lua_getiuservalue(L, 1, UV_PRIVATE);
-      lua_getfield(L, -1, "context");
+    case STEP_START: {
+      lua_pushinteger(L, ++r->revision); /* 4 */
+      int base = begin_commit(L, 1);
+      push_signal(L, 1, "pending");
+      lua_pushboolean(L, 1);
+      push_signal(L, 1, "error");
+      lua_pushnil(L);
+      commit(L, base);
+      if (!lua_isnil(L, 3)) {
+        lua_pushvalue(L, 3);
+      } else {
+        lua_getiuservalue(L, 1, UV_PRIVATE);
+        lua_getfield(L, -1, "context");
+        lua_remove(L, -2);
+        if (lua_isfunction(L, -1)) status = lua_pcallk(L, 0, 1, 0, STEP_CONTEXT, run_k);
+      }
+    }
+      /* fallthrough */
+    case STEP_CONTEXT:
+      if (status != LUA_OK && status != LUA_YIELD) break; /* the context failed: its error on top */
+      lua_settop(L, 5);
+      push_request(L); /* 6 */
+      if (lua_isnil(L, 5)) {
+        if (lua_isnil(L, 6))
+          lua_newtable(L);
+        else
+          lua_pushvalue(L, 6);
+        lua_replace(L, 5);
+      }
+      if (unconfirmed(L, 1, 5, 6)) {
+        clank_action_error_push(L, "CONFIRMATION_REQUIRED",
+                                "This action requires explicit confirmation.", 428);
+        status = LUA_ERRRUN;
+        break;
+      }
+      lua_settop(L, 5);
+      lua_getiuservalue(L, 1, UV_PUBLIC);
+      lua_getfield(L, -1, "action");
       lua_remove(L, -2);
-      if (lua_isfunction(L, -1)) status = lua_pcallk(L, 0, 1, 0, STEP_CONTEXT, run_k);
-    }
-  }
-    /* fallthrough */
-  case STEP_CONTEXT:
-    if (status != LUA_OK && status != LUA_YIELD) break; /* the context failed: its error on top */
-    lua_settop(L, 5);
-    push_request(L); /* 6 */
-    if (lua_isnil(L, 5)) {
-      if (lua_isnil(L, 6)) lua_newtable(L);
-      else lua_pushvalue(L, 6);
-      lua_replace(L, 5);
-    }
-    if (unconfirmed(L, 1, 5, 6)) {
-      clank_action_error_push(L, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.", 428);
-      status = LUA_ERRRUN;
-      break;
-    }
-    lua_settop(L, 5);
-    lua_getiuservalue(L, 1, UV_PUBLIC);
-    lua_getfield(L, -1, "action");
-    lua_remove(L, -2);
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, 5);
-    status = lua_pcallk(L, 2, 1, 0, STEP_RAN, run_k);
-    /* fallthrough */
-  default:
-    break;
+      lua_pushvalue(L, 2);
+      lua_pushvalue(L, 5);
+      status = lua_pcallk(L, 2, 1, 0, STEP_RAN, run_k);
+      /* fallthrough */
+    default: break;
   }
   /* The action's output, or the error (of the action or the context), is on top. */
   int value = lua_gettop(L);
@@ -301,7 +303,8 @@ static int l_action_runner(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     for (lua_pushnil(L); lua_next(L, 2); lua_pop(L, 1))
       if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "context") != 0)
-        return luaL_error(L, "clank.actionRunner: unknown option '%s'", luaL_tolstring(L, -2, NULL));
+        return luaL_error(L, "clank.actionRunner: unknown option '%s'",
+                          luaL_tolstring(L, -2, NULL));
     lua_getfield(L, 2, "context");
     if (!lua_isnil(L, -1) && !lua_istable(L, -1) && !lua_isfunction(L, -1))
       return luaL_error(L, "clank.actionRunner: 'context' must be a table or a function");
@@ -355,17 +358,12 @@ static int l_action_runner(lua_State *L) {
 }
 
 static const luaL_Reg runner_meta[] = {
-  {"__index", runner_index},
-  {"__tostring", runner_tostring},
-  {NULL, NULL}
-};
+    {"__index", runner_index}, {"__tostring", runner_tostring}, {NULL, NULL}};
 
-static const luaL_Reg runner_funcs[] = {
-  {"actionRunner", l_action_runner},
-  {"bindRequest", l_bind_request},
-  {"currentRequest", l_current_request},
-  {NULL, NULL}
-};
+static const luaL_Reg runner_funcs[] = {{"actionRunner", l_action_runner},
+                                        {"bindRequest", l_bind_request},
+                                        {"currentRequest", l_current_request},
+                                        {NULL, NULL}};
 
 int luaopen_clank_runner(lua_State *L) {
   luaL_newmetatable(L, RUNNER_MT);

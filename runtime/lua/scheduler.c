@@ -374,8 +374,8 @@ static void log_task_error(lua_State *co, const char *what) {
 /* ---- a child task joined with a time limit ---- */
 
 struct join_s {
-  owned_t owned;          /* the child */
-  clank_task_t *parent;   /* NULL once the parent stopped waiting */
+  owned_t owned;        /* the child */
+  clank_task_t *parent; /* NULL once the parent stopped waiting */
   clank_wait_t *timer;
 };
 

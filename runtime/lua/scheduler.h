@@ -31,8 +31,8 @@ struct clank_wait_s {
   uv_timer_t timer;
   clank_task_t *task;
   void (*fire)(clank_wait_t *w);
-  lua_State *L; /* the main thread, for fire */
-  int ref;      /* a registry ref fire needs, released with the wait */
+  lua_State *L;                    /* the main thread, for fire */
+  int ref;                         /* a registry ref fire needs, released with the wait */
   void (*retire)(clank_wait_t *w); /* on reload, instead of waiting on (clank.timeout) */
   clank_sched_t *sched;
   clank_wait_t *prev, *next;

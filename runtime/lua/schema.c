@@ -199,7 +199,7 @@ static int schema_gc(lua_State *L) {
 }
 
 static int schema_tostring(lua_State *L) {
-  static const char *const kinds[] = {"string", "number", "boolean", "literal",  "enum",    "unknown",
+  static const char *const kinds[] = {"string", "number", "boolean",  "literal",  "enum", "unknown",
                                       "array",  "object", "optional", "nullable", "union"};
   const clank_schema_node_t *n = clank_schema_tonode(L, 1);
   lua_pushfstring(L, "clank.Schema (%s): %p", kinds[n->kind], (const void *)n);
@@ -216,18 +216,13 @@ static int s_is_validation_error(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg schema_methods[] = {
-  {"parse", schema_parse},
-  {"safeParse", schema_safe_parse},
-  {"toJSONSchema", schema_to_json_schema},
-  {NULL, NULL}
-};
+static const luaL_Reg schema_methods[] = {{"parse", schema_parse},
+                                          {"safeParse", schema_safe_parse},
+                                          {"toJSONSchema", schema_to_json_schema},
+                                          {NULL, NULL}};
 
 static const luaL_Reg schema_funcs[] = {
-  {"isSchema", s_is_schema},
-  {"isValidationError", s_is_validation_error},
-  {NULL, NULL}
-};
+    {"isSchema", s_is_schema}, {"isValidationError", s_is_validation_error}, {NULL, NULL}};
 
 int luaopen_clank_schema(lua_State *L) {
   luaL_newlib(L, schema_funcs);
@@ -289,8 +284,8 @@ const clank_schema_node_t *clank_schema_node_items(const clank_schema_node_t *n)
   return n && n->kind == CLANK_SK_ARRAY ? n->inner : NULL;
 }
 
-const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n,
-                                                      const char *key, size_t len) {
+const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n, const char *key,
+                                                      size_t len) {
   n = unwrap(n);
   if (!n || n->kind != CLANK_SK_OBJECT) return NULL;
   ptrdiff_t i = clank_schema_find_prop(n, key, len);

@@ -15,8 +15,8 @@ int clank_schema_node_is_array(const clank_schema_node_t *n);
 /* The item schema of an array node, else NULL. */
 const clank_schema_node_t *clank_schema_node_items(const clank_schema_node_t *n);
 /* The schema of property `key` of an object node, else NULL. */
-const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n,
-                                                      const char *key, size_t len);
+const clank_schema_node_t *clank_schema_node_property(const clank_schema_node_t *n, const char *key,
+                                                      size_t len);
 
 /* Validates the value at idx against n, as schema:parse does: returns 1 when
    it is valid (nothing allocated, nothing pushed), else 0 with a

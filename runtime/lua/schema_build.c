@@ -201,12 +201,8 @@ static void add_json(lua_State *L, luaL_Buffer *b, int idx) {
         clank_json_format_number(lua_tonumber(L, idx), num);
       luaL_addstring(b, num);
       break;
-    case LUA_TBOOLEAN:
-      luaL_addstring(b, lua_toboolean(L, idx) ? "true" : "false");
-      break;
-    default:
-      luaL_addstring(b, "null");
-      break;
+    case LUA_TBOOLEAN: luaL_addstring(b, lua_toboolean(L, idx) ? "true" : "false"); break;
+    default: luaL_addstring(b, "null"); break;
   }
 }
 
@@ -335,12 +331,12 @@ static int b_enum(lua_State *L) {
   int seen = lua_gettop(L);
   luaL_Buffer jb;
   for (lua_Integer i = 1; i <= n; i++) {
-    if (lua_rawgeti(L, 1, i) != LUA_TSTRING)
-      berror(L, "%s: value %d must be a string", b, (int)i);
+    if (lua_rawgeti(L, 1, i) != LUA_TSTRING) berror(L, "%s: value %d must be a string", b, (int)i);
     if (clank_schema_utf8_len(lua_tostring(L, -1), lua_rawlen(L, -1)) < 0)
       berror(L, "%s: value %d must be valid UTF-8", b, (int)i);
     lua_pushvalue(L, -1);
-    if (lua_rawget(L, seen) != LUA_TNIL) berror(L, "%s: duplicate value '%s'", b, lua_tostring(L, -2));
+    if (lua_rawget(L, seen) != LUA_TNIL)
+      berror(L, "%s: duplicate value '%s'", b, lua_tostring(L, -2));
     lua_pop(L, 1);
     keep(L, uv, -1); /* uv[i]: options below may run code that changes the list */
     lua_pushboolean(L, 1);
@@ -484,10 +480,9 @@ static int b_union(lua_State *L) {
 }
 
 static const luaL_Reg builders[] = {
-  {"string", b_string},   {"number", b_number},     {"boolean", b_boolean},
-  {"literal", b_literal}, {"enum", b_enum},         {"unknown", b_unknown},
-  {"array", b_array},     {"object", b_object},     {"optional", b_optional},
-  {"nullable", b_nullable}, {"union", b_union},     {NULL, NULL}
-};
+    {"string", b_string},     {"number", b_number}, {"boolean", b_boolean},
+    {"literal", b_literal},   {"enum", b_enum},     {"unknown", b_unknown},
+    {"array", b_array},       {"object", b_object}, {"optional", b_optional},
+    {"nullable", b_nullable}, {"union", b_union},   {NULL, NULL}};
 
 void clank_schema_open_builders(lua_State *L) { luaL_setfuncs(L, builders, 0); }

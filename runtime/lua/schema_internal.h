@@ -27,9 +27,9 @@ LUA_API int(lua_checkstack)(lua_State *L, int n) CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_type)(lua_State *L, int idx) CLANK_SCHEMA_NOPLT;
 LUA_API lua_Number(lua_tonumberx)(lua_State *L, int idx, int *isnum) CLANK_SCHEMA_NOPLT;
 LUA_API lua_Integer(lua_tointegerx)(lua_State *L, int idx, int *isnum) CLANK_SCHEMA_NOPLT;
-LUA_API const char *(lua_tolstring)(lua_State *L, int idx, size_t *len) CLANK_SCHEMA_NOPLT;
+LUA_API const char *(lua_tolstring)(lua_State *L, int idx, size_t *len)CLANK_SCHEMA_NOPLT;
 LUA_API lua_Unsigned(lua_rawlen)(lua_State *L, int idx) CLANK_SCHEMA_NOPLT;
-LUA_API void *(lua_touserdata)(lua_State *L, int idx) CLANK_SCHEMA_NOPLT;
+LUA_API void *(lua_touserdata)(lua_State *L, int idx)CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_rawequal)(lua_State *L, int idx1, int idx2) CLANK_SCHEMA_NOPLT;
 LUA_API void(lua_pushnil)(lua_State *L) CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_rawgeti)(lua_State *L, int idx, lua_Integer n) CLANK_SCHEMA_NOPLT;
@@ -84,27 +84,27 @@ typedef struct clank_schema_prop_s {
 
 struct clank_schema_node_s {
   int kind;
-  int height;                 /* nesting of the schema itself, bounded at build */
-  int slots;                  /* Lua stack slots a walk of this schema may use */
-  unsigned char strict;       /* object */
-  unsigned char integer;      /* number */
+  int height;            /* nesting of the schema itself, bounded at build */
+  int slots;             /* Lua stack slots a walk of this schema may use */
+  unsigned char strict;  /* object */
+  unsigned char integer; /* number */
   unsigned char has_min, has_max;
-  unsigned char nil_ok;       /* validating nil gives no issue */
-  unsigned char optional_key; /* leaves `required` when it is an object property */
-  clank_schema_num_t min, max;  /* lengths (string, array) or bounds (number) */
+  unsigned char nil_ok;        /* validating nil gives no issue */
+  unsigned char optional_key;  /* leaves `required` when it is an object property */
+  clank_schema_num_t min, max; /* lengths (string, array) or bounds (number) */
   clank_schema_str_t description, format;
-  clank_schema_str_t pattern;   /* the Lua pattern as given */
-  clank_schema_str_t regex;     /* its ECMA-262 translation */
-  int find_ref;                 /* registry ref: pattern without captures, for string.find */
-  int lit_type;                 /* literal: LUA_TSTRING, LUA_TNUMBER, LUA_TBOOLEAN, CLANK_SK_LITNULL */
+  clank_schema_str_t pattern; /* the Lua pattern as given */
+  clank_schema_str_t regex;   /* its ECMA-262 translation */
+  int find_ref;               /* registry ref: pattern without captures, for string.find */
+  int lit_type; /* literal: LUA_TSTRING, LUA_TNUMBER, LUA_TBOOLEAN, CLANK_SK_LITNULL */
   int lit_bool;
   clank_schema_num_t lit_num;
   clank_schema_str_t lit_str;
-  clank_schema_str_t json;      /* literal: the value as JSON; enum: "a, b, c" */
-  const clank_schema_node_t *inner; /* array item; optional and nullable inner */
-  size_t n;                         /* count of props, members or values */
-  size_t nrequired;                 /* object: props whose schema refuses nil */
-  clank_schema_prop_t *props;       /* object, sorted by key bytes */
+  clank_schema_str_t json;             /* literal: the value as JSON; enum: "a, b, c" */
+  const clank_schema_node_t *inner;    /* array item; optional and nullable inner */
+  size_t n;                            /* count of props, members or values */
+  size_t nrequired;                    /* object: props whose schema refuses nil */
+  clank_schema_prop_t *props;          /* object, sorted by key bytes */
   const clank_schema_node_t **members; /* union, in order */
   clank_schema_str_t *values;          /* enum, in order */
 };

@@ -66,7 +66,10 @@ void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n) {
       lua_createtable(L, 0, 2);
       switch (n->lit_type) {
         case LUA_TSTRING: lua_pushlstring(L, n->lit_str.s, n->lit_str.len); break;
-        case LUA_TNUMBER: set_num(L, "const", 1, &n->lit_num); lua_pushnil(L); break;
+        case LUA_TNUMBER:
+          set_num(L, "const", 1, &n->lit_num);
+          lua_pushnil(L);
+          break;
         case LUA_TBOOLEAN: lua_pushboolean(L, n->lit_bool); break;
         default: clank_push_null(L); break;
       }
@@ -86,9 +89,7 @@ void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n) {
       clank_mark_array(L, -1);
       lua_setfield(L, -2, "enum");
       break;
-    case CLANK_SK_UNKNOWN:
-      lua_createtable(L, 0, 1);
-      break;
+    case CLANK_SK_UNKNOWN: lua_createtable(L, 0, 1); break;
     case CLANK_SK_ARRAY:
       lua_createtable(L, 0, 5);
       set_type(L, "array");
@@ -120,15 +121,9 @@ void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n) {
       lua_setfield(L, -2, "additionalProperties");
       break;
     }
-    case CLANK_SK_OPTIONAL:
-      clank_schema_push_jsonschema(L, n->inner);
-      return;
-    case CLANK_SK_NULLABLE:
-      push_anyof(L, &n->inner, 1, 1);
-      return;
-    default:
-      push_anyof(L, n->members, n->n, 0);
-      break;
+    case CLANK_SK_OPTIONAL: clank_schema_push_jsonschema(L, n->inner); return;
+    case CLANK_SK_NULLABLE: push_anyof(L, &n->inner, 1, 1); return;
+    default: push_anyof(L, n->members, n->n, 0); break;
   }
   set_string(L, "description", &n->description);
 }

@@ -127,12 +127,14 @@ COLD static void add_issue(vctx_t *c, const char *expected, size_t elen, int rec
 /* Reports a problem: returns 0 at once when only checking. */
 static int report(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg);
 
-static inline int fail(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg) {
+static inline int fail(vctx_t *c, const char *expected, int recv, const char *fmt,
+                       const char *arg) {
   if (!c->issues) return 0;
   return report(c, expected, recv, fmt, arg);
 }
 
-COLD static int report(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg) {
+COLD static int report(vctx_t *c, const char *expected, int recv, const char *fmt,
+                       const char *arg) {
   if (arg)
     lua_pushfstring(c->L, fmt, arg);
   else
@@ -221,8 +223,7 @@ static int same_string(lua_State *L, int idx, const clank_schema_str_t *s) {
 
 static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
   switch (n->lit_type) {
-    case LUA_TSTRING:
-      return lua_type(L, idx) == LUA_TSTRING && same_string(L, idx, &n->lit_str);
+    case LUA_TSTRING: return lua_type(L, idx) == LUA_TSTRING && same_string(L, idx, &n->lit_str);
     case LUA_TNUMBER: {
       clank_schema_num_t v;
       if (lua_type(L, idx) != LUA_TNUMBER) return 0;
@@ -233,8 +234,7 @@ static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
     }
     case LUA_TBOOLEAN:
       return lua_type(L, idx) == LUA_TBOOLEAN && lua_toboolean(L, idx) == n->lit_bool;
-    default:
-      return clank_is_null(L, idx);
+    default: return clank_is_null(L, idx);
   }
 }
 
@@ -287,7 +287,8 @@ static int as_array(vctx_t *c, int idx, int t, lua_Integer *len) {
   return 1 + mt;
 }
 
-NOINLINE static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
+NOINLINE static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                int depth) {
   lua_State *L = c->L;
   char buf[32];
   lua_Integer len;
@@ -360,7 +361,8 @@ static int is_object(vctx_t *c, int idx, int t) {
 }
 
 /* Checking: one pass over the table in its own order. */
-NOINLINE static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
+NOINLINE static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                      int depth) {
   lua_State *L = c->L;
   size_t required = 0;
   if (t != LUA_TTABLE || marked(c, idx)) return 0;
@@ -452,7 +454,8 @@ COLD static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx,
    The walker
    ====================================================================== */
 
-NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
+NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                int depth) {
   lua_State *L = c->L;
   int issues = c->issues, count = c->count;
   c->issues = 0; /* first, quietly: the first member that parses wins */
@@ -500,31 +503,25 @@ NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx
 static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
   lua_State *L = c->L;
   switch (n->kind) {
-    case CLANK_SK_STRING:
-      return check_string(c, n, idx, t);
-    case CLANK_SK_NUMBER:
-      return check_number(c, n, idx, t);
+    case CLANK_SK_STRING: return check_string(c, n, idx, t);
+    case CLANK_SK_NUMBER: return check_number(c, n, idx, t);
     case CLANK_SK_BOOLEAN:
       if (t == LUA_TBOOLEAN) return 1;
       return fail(c, "boolean", idx, "Expected a boolean.", NULL);
     case CLANK_SK_LITERAL:
       if (literal_equal(L, n, idx)) return 1;
       return fail_str(c, n->json.s, idx, "Expected ", &n->json); /* JSON holds no NUL */
-    case CLANK_SK_ENUM:
-      return check_enum(c, n, idx, t);
-    case CLANK_SK_UNKNOWN:
-      return 1;
-    case CLANK_SK_ARRAY:
-      return check_array(c, n, idx, t, depth);
+    case CLANK_SK_ENUM: return check_enum(c, n, idx, t);
+    case CLANK_SK_UNKNOWN: return 1;
+    case CLANK_SK_ARRAY: return check_array(c, n, idx, t, depth);
     case CLANK_SK_OBJECT:
       if (!c->issues) return check_object_fast(c, n, idx, t, depth);
       return collect_object(c, n, idx, t, depth);
-    case CLANK_SK_OPTIONAL:
-      return t == LUA_TNIL || validate(c, n->inner, idx, t, depth);
+    case CLANK_SK_OPTIONAL: return t == LUA_TNIL || validate(c, n->inner, idx, t, depth);
     case CLANK_SK_NULLABLE:
-      return (t == LUA_TLIGHTUSERDATA && clank_is_null(L, idx)) || validate(c, n->inner, idx, t, depth);
-    default:
-      return check_union(c, n, idx, t, depth);
+      return (t == LUA_TLIGHTUSERDATA && clank_is_null(L, idx)) ||
+             validate(c, n->inner, idx, t, depth);
+    default: return check_union(c, n, idx, t, depth);
   }
 }
 

@@ -15,8 +15,7 @@ typedef struct clank_buf_s {
 /* Makes room for n more bytes; returns 0, or -1 when memory runs out. */
 int clank_buf_reserve(clank_buf_t *b, size_t n);
 int clank_buf_append_slow(clank_buf_t *b, const void *p, size_t n);
-int clank_buf_appendf(clank_buf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int clank_buf_appendf(clank_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drops the first n bytes, keeping the rest at the front. */
 void clank_buf_consume(clank_buf_t *b, size_t n);
 /* Decimal digits, hand-rolled: printf is too slow for the request path. */

@@ -31,7 +31,6 @@ static void append_time(clank_log_t *log) {
   clank_buf_append(&log->buf, log->stamp, log->stamp_len);
 }
 
-
 /* Milliseconds with three decimals, from nanoseconds. */
 static void append_ms(clank_buf_t *b, uint64_t ns) {
   uint64_t us = ns / 1000;
@@ -114,7 +113,8 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
   va_end(ap);
 }
 
-void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt, ...) {
+void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt,
+                          ...) {
   va_list ap;
   va_start(ap, fmt);
   log_line(log, level, colour, fmt, ap);

@@ -26,8 +26,8 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd);
 void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The same, coloured with the ANSI sequence `colour` when the log is a terminal. */
-void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt,
+                          ...) __attribute__((format(printf, 4, 5)));
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
                       int status, size_t bytes, uint64_t ns);
 void clank_log_flush(clank_log_t *log);
