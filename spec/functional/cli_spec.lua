@@ -272,4 +272,42 @@ describe("clank-run command line", function()
       assert.truthy(failed.msg:find("app.lua:%d+: spawned boom on purpose"), failed.msg)
     end)
   end)
+
+  describe("its Lua side", function()
+    local function tempdir()
+      local dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir -p '" .. dir .. "'"))
+      return dir
+    end
+
+    it("takes $CLANK_LUA_DIR over every other place", function()
+      local empty = tempdir()
+      -- the specs' own LUA_PATH would find lua/ too: only Lua's defaults here
+      local plain = { LUA_PATH = ";;", LUA_CPATH = ";;" }
+      local code, _, stderr = server.run({ "--check", basic },
+        { env = { CLANK_LUA_DIR = empty, LUA_PATH = plain.LUA_PATH, LUA_CPATH = plain.LUA_CPATH } })
+      assert.are.equal(1, code)
+      assert.truthy(stderr:find("module 'clank' not found", 1, true), stderr)
+      assert.truthy(stderr:find(empty .. "/clank/init.lua", 1, true), stderr)
+      os.execute("rm -rf '" .. empty .. "'")
+      local copy = tempdir()
+      assert(os.execute("cp -r '" .. server.source_dir() .. "/lua/.' '" .. copy .. "'"))
+      code = server.run({ "--check", basic },
+        { env = { CLANK_LUA_DIR = copy, LUA_PATH = plain.LUA_PATH, LUA_CPATH = plain.LUA_CPATH } })
+      assert.are.equal(0, code)
+      os.execute("rm -rf '" .. copy .. "'")
+    end)
+
+    it("is found by a binary outside the build tree (an out-of-tree build)", function()
+      local dir = tempdir()
+      local binary = dir .. "/clank-run"
+      assert(os.execute("cp '" .. os.getenv("CLANK_RUN") .. "' '" .. binary .. "'"))
+      local code, stdout, stderr = server.run({ "--check", basic },
+        { binary = binary, env = { LUA_PATH = ";;", LUA_CPATH = ";;" } })
+      assert.are.equal(0, code, stderr)
+      assert.truthy(stdout:find('"protocol":"clank-agent/1"', 1, true), stdout)
+      os.execute("rm -rf '" .. dir .. "'")
+    end)
+  end)
 end)

@@ -313,6 +313,7 @@ end
 
 -- Runs a short-lived clank-run: server.run({ "--version" }, { env = {...} })
 -- returns exit code, stdout, stderr. Bounded by `timeout` (exit 124 when hit).
+-- opts.binary: another clank-run than $CLANK_RUN (a copy elsewhere).
 function server.run(args, opts)
   opts = opts or {}
   local base = os.tmpname()
@@ -321,7 +322,7 @@ function server.run(args, opts)
   for _, w in ipairs(env_words(opts.env)) do
     words[#words + 1] = w
   end
-  words[#words + 1] = quote(clank_run())
+  words[#words + 1] = quote(opts.binary or clank_run())
   for _, a in ipairs(args) do
     words[#words + 1] = quote(a)
   end
