@@ -518,6 +518,51 @@ describe('messages on the live channel (SPEC §11)', () => {
     assert.ok(silent <= 2500, `dropped after ${silent} ms`);
   });
 
+  test('a browser that does not read its answers is dropped, not buffered without bound', async () => {
+    const id = await newSession(server);
+    const socket = net.connect(server.port, '127.0.0.1');
+    const headers = upgradeHeaders(server);
+    socket.write([`GET ${livePath(id)} HTTP/1.1`, `Host: ${server.host}`,
+      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n'));
+    let data = Buffer.alloc(0);
+    let gone = false;
+    socket.on('error', () => { gone = true; });
+    socket.on('close', () => { gone = true; });
+    // the first html (after the 101's head) gives v and the key of "inc"; then it stops reading
+    const first = await new Promise((ok) => socket.on('data', function on(d) {
+      data = Buffer.concat([data, d]);
+      const end = data.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const frame = data.subarray(end + 4);
+      if (frame.length < 4) return;
+      let len = frame[1] & 127, at = 2;
+      if (len === 126) { len = frame.readUInt16BE(2); at = 4; }
+      if (frame.length < at + len) return;
+      socket.off('data', on);
+      socket.pause();
+      ok(JSON.parse(frame.subarray(at, at + len).toString()));
+    }));
+    const key = keyOf(first.html, 'inc');
+    const mask = Buffer.from([1, 2, 3, 4]);
+    const frameOf = (text) => {
+      const body = Buffer.from(text);
+      const head = body.length < 126 ? Buffer.from([0x81, 0x80 | body.length])
+        : Buffer.from([0x81, 0x80 | 126, body.length >> 8, body.length & 255]);
+      return Buffer.concat([head, mask, body.map((b, i) => b ^ mask[i % 4])]);
+    };
+    const started = Date.now();
+    for (let seq = 1; seq <= 200000 && !gone && Date.now() - started < 20000; seq++) {
+      const ok = socket.write(frameOf(JSON.stringify({ t: 'event', seq, v: first.v, key, type: 'click' })));
+      if (!ok) await new Promise((r) => { socket.once('drain', r); setTimeout(r, 50); });
+    }
+    assert.ok(gone, 'the connection was dropped');
+    // for its unread output, not for its silence (pings go unanswered too: silence_ms is 1000 here)
+    assert.match(server.stderr(), /does not read/);
+    const res = await request(server, '/views/counter');
+    assert.equal(res.status, 200, 'and the server serves on');
+    socket.destroy();
+  });
+
   test('confirmation: an unconfirmed event fails with CONFIRMATION_REQUIRED, a confirmed one runs', async () => {
     const { live, first, key } = await fresh();
     assert.equal(textOf(first.html, 'clear-state'), 'no error');
