@@ -543,7 +543,11 @@ static int render_renderer(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg render_funcs[] = {{"renderer", render_renderer}, {NULL, NULL}};
+static const luaL_Reg render_funcs[] = {
+    {"renderer", render_renderer},
+    {"elementMaker", clank_render_element_maker}, /* element.c */
+    {NULL, NULL},
+};
 
 int luaopen_clank_render_core(lua_State *L) {
   if (luaL_newmetatable(L, STATE_MT)) {

@@ -102,6 +102,9 @@ static inline void clank_render_append(clank_render_t *r, clank_buf_t *b, const 
   if (clank_buf_append(b, p, n) != 0) clank_render_no_memory(r->L);
 }
 
+/* render_core.elementMaker(ELEMENT, RAW) → make(tag) → a builder (element.c). */
+int clank_render_element_maker(lua_State *L);
+
 /* Appends s with & < > " escaped. */
 void clank_render_escaped(clank_render_t *r, const char *s, size_t n);
 

@@ -41,36 +41,9 @@ local function is_callable(x)
   return mt ~= nil and type(mt) == "table" and mt.__call ~= nil
 end
 
--- An element of a tag known to be valid (h.<tag> checked it once).
-local function build(tag, props, ...)
-  if props ~= nil and (type(props) ~= "table" or getmetatable(props) ~= nil) then
-    error("clank.h: props must be nil or a plain table (not an element, not " .. type(props) .. ")", 3)
-  end
-  local copy = {}
-  if props ~= nil then
-    for k, v in pairs(props) do
-      if type(k) ~= "string" then
-        error("clank.h: prop names must be strings (children go after the props)", 3)
-      end
-      copy[k] = v
-    end
-  end
-  local children = {}
-  if copy.children ~= nil then
-    add_child(children, copy.children, 2)
-    copy.children = nil
-  end
-  local n = select("#", ...)
-  if n == 1 then
-    local c = ...
-    local t = type(c)
-    if t == "string" or t == "number" then children[#children + 1] = c
-    else add_child(children, c, 2) end
-  else
-    for i = 1, n do add_child(children, (select(i, ...)), 2) end
-  end
-  return setmetatable({ tag = tag, props = copy, children = children }, ELEMENT)
-end
+-- The builder of a tag known to be valid: make(tag)(props, ...children) makes the element in C
+-- (runtime/lua/element.c), by the rules of add_child above.
+local make = require("clank.render_core").elementMaker(ELEMENT, RAW)
 
 local function h(tag, props, ...)
   -- A component (a function or a view): it receives its children in props.children.
@@ -94,7 +67,7 @@ local function h(tag, props, ...)
   if not valid_tag(tag) then
     error("clank.h: invalid tag name: " .. tostring(tag), 2)
   end
-  return build(tag, props, ...)
+  return M.h[tag](props, ...)
 end
 
 M.h = setmetatable({}, {
@@ -102,7 +75,7 @@ M.h = setmetatable({}, {
   -- h.button(props, ...) is h("button", props, ...)
   __index = function(self, tag)
     if not valid_tag(tag) then error("clank.h: invalid tag name: " .. tostring(tag), 2) end
-    local f = function(props, ...) return build(tag, props, ...) end
+    local f = make(tag)
     rawset(self, tag, f)
     return f
   end,
