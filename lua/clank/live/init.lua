@@ -83,7 +83,7 @@ function M.new(opts)
     clock = opts.clock or os.time,
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
-    count = 0, idleCount = 0, idleSeq = 0, nowMs = 0,
+    count = 0, idleCount = 0, nowMs = 0,
   }, Live)
   for i, v in ipairs(app.views or {}) do
     if i == 1 then self.first = v end
@@ -184,15 +184,30 @@ function Live:schedulePush(s)
   end)
 end
 
+-- Idle sessions are kept in a list, oldest idle first (a session made idle again moves to the
+-- end), so expiry and eviction look only at its head, however many sessions are connected.
+local function unlink_idle(self, s)
+  if s.idlePrev then s.idlePrev.idleNext = s.idleNext else self.idleHead = s.idleNext end
+  if s.idleNext then s.idleNext.idlePrev = s.idlePrev else self.idleTail = s.idlePrev end
+  s.idlePrev, s.idleNext = nil, nil
+end
+
+local function append_idle(self, s)
+  s.idlePrev = self.idleTail
+  if self.idleTail then self.idleTail.idleNext = s else self.idleHead = s end
+  self.idleTail = s
+end
+
 function Live:setIdle(s)
   if s.ended then return end
-  if not s.idle then
+  if s.idle then
+    unlink_idle(self, s)
+  else
     s.idle = true
     self.idleCount = self.idleCount + 1
   end
+  append_idle(self, s)
   s.idleSince = self.nowMs
-  self.idleSeq = self.idleSeq + 1
-  s.idleOrder = self.idleSeq
   self:enforceIdle(s)
 end
 
@@ -205,16 +220,15 @@ function Live:setActive(s)
   if s.idle then
     s.idle = false
     self.idleCount = self.idleCount - 1
+    unlink_idle(self, s)
   end
 end
 
 -- At most maxIdle idle sessions: the oldest idle ones end first (not keep, just made idle).
 function Live:enforceIdle(keep)
   while self.idleCount > self.maxIdle do
-    local oldest
-    for _, s in pairs(self.sessionsById) do
-      if s.idle and s ~= keep and (not oldest or s.idleOrder < oldest.idleOrder) then oldest = s end
-    end
+    local oldest = self.idleHead
+    if oldest == keep then oldest = oldest.idleNext end
     if not oldest then return end
     self:endSession(oldest)
   end
@@ -223,7 +237,10 @@ end
 function Live:endSession(s)
   if s.ended then return end
   s.ended = true
-  if s.idle then self.idleCount = self.idleCount - 1 end
+  if s.idle then
+    self.idleCount = self.idleCount - 1
+    unlink_idle(self, s)
+  end
   s.idle = false
   if self.sessionsById[s.id] == s then
     self.sessionsById[s.id] = nil
@@ -311,8 +328,11 @@ function Live:sessions() return self.count end
 
 function Live:tick(now)
   self.nowMs = now
-  for _, s in pairs(self.sessionsById) do
-    if s.idle and not s.busy and now - s.idleSince > self.idleMs then self:endSession(s) end
+  local s = self.idleHead
+  while s and now - s.idleSince > self.idleMs do
+    local following = s.idleNext
+    if not s.busy then self:endSession(s) end
+    s = following
   end
 end
 
