@@ -3,6 +3,10 @@ pkg_check_modules(LUA REQUIRED lua5.4)
 pkg_check_modules(LIBUV REQUIRED libuv>=1.44)
 # SHA-256 for manifest etags, HMAC for MCP sessions.
 pkg_check_modules(CRYPTO REQUIRED libcrypto)
+# clank.db's SQLite driver (SPEC §12).
+pkg_check_modules(SQLITE3 REQUIRED sqlite3)
+# clank.db's PostgreSQL driver (SPEC §12): libpq in non-blocking mode.
+pkg_check_modules(PQ REQUIRED libpq)
 pkg_check_modules(LLHTTP libllhttp>=9.2)
 if(NOT LLHTTP_FOUND)
   message(FATAL_ERROR "llhttp >= 9.2 was not found. Debian 12 ships only 8.1, which "

@@ -437,6 +437,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   g->sched.loop_running = o->loop_running;
   g->sched.log = o->log;
   g->sched.log_ud = o->log_ud;
+  g->sched.db = o->db;
   luaL_openlibs(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);

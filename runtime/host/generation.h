@@ -64,6 +64,7 @@ typedef struct clank_gen_opts_s {
   void *ud;
   uint64_t live_idle_ms;  /* view sessions (SPEC §11): idle ones end after this */
   unsigned live_max_idle; /* and at most this many are kept */
+  void *db;               /* the host's clank.db registry: pools outlive generations */
   clank_log_fn log;       /* the host's log sink, for C and Lua alike */
   void *log_ud;
 } clank_gen_opts_t;

@@ -158,6 +158,7 @@ void clank_host_reload(void *ud) {
       .ud = &h->reloader,
       .live_idle_ms = h->opts.limits.live_idle_ms,
       .live_max_idle = h->opts.limits.live_max_idle,
+      .db = h->db,
       .log = h->gen->sched.log,
       .log_ud = h,
   };

@@ -5,6 +5,7 @@
 #include "host/live.h"
 #include "host/static.h"
 #include "lua/bridge.h"
+#include "lua/db.h"
 
 #include <openssl/rand.h>
 #include <signal.h>
@@ -53,6 +54,7 @@ static void teardown(clank_host_t *h) {
   for (clank_gen_t *g = h->retired; g; g = g->next_retired) clank_sched_cancel_all(&g->sched);
   clank_reloader_close(&h->reloader);
   clank_static_unwatch(h);
+  clank_db_registry_close(h->db); /* joins the pools' threads, closes their handles */
   uv_walk(&h->loop, close_handle, NULL);
 }
 
@@ -116,6 +118,7 @@ static int load(clank_host_t *h) {
       .ud = &h->reloader,
       .live_idle_ms = h->opts.limits.live_idle_ms,
       .live_max_idle = h->opts.limits.live_max_idle,
+      .db = h->db,
       .log = log_sink,
       .log_ud = h,
   };
@@ -145,6 +148,9 @@ int clank_host_main(const clank_options_t *o) {
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
+  /* clank.db's pools, shared by every generation (each one's sched.db); the
+     registry frees itself once closed and its last pool is gone. */
+  h->db = clank_db_registry_new(&h->loop);
   int code = 0;
   if (load(h) != 0) {
     code = 1;

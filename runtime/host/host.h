@@ -26,6 +26,7 @@ typedef struct clank_host_s {
   unsigned live_generations;
   struct clank_live_s *lives;            /* open live channels (SPEC §11) */
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
+  void *db; /* clank.db's pools (lua/db.h), shared by every generation */
   uv_timer_t live_tick;
   int stop_requests;
   int torn_down;

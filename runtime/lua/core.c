@@ -113,6 +113,17 @@ static int core_array(lua_State *L) {
   return 1;
 }
 
+/* clank.core.currentSignal() → the running task's abort signal (a request's
+   ctx.signal, which an action's task inherits), or nil. For clank.db. */
+static int core_current_signal(lua_State *L) {
+  clank_task_t *t = clank_task_of(L);
+  if (t && t->signal_ref > 0)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->signal_ref);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
 static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
@@ -122,6 +133,7 @@ static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"array", core_array},
                                       {"clientScript", core_client_script},
                                       {"log", core_log},
+                                      {"currentSignal", core_current_signal},
                                       {NULL, NULL}};
 
 int luaopen_clank_core(lua_State *L) {

@@ -9,6 +9,8 @@ static const luaL_Reg clank_modules[] = {{"clank.core", luaopen_clank_core},
                                          {"clank.runner", luaopen_clank_runner},
                                          {"clank.bridge", luaopen_clank_bridge},
                                          {"clank.render_core", luaopen_clank_render_core},
+                                         {"clank.db.sqlite", luaopen_clank_db_sqlite},
+                                         {"clank.db.postgres", luaopen_clank_db_postgres},
                                          {NULL, NULL}};
 
 void clank_preload_modules(lua_State *L) {

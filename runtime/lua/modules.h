@@ -11,6 +11,8 @@ int luaopen_clank_action(lua_State *L);
 int luaopen_clank_runner(lua_State *L);
 int luaopen_clank_bridge(lua_State *L);
 int luaopen_clank_render_core(lua_State *L);
+int luaopen_clank_db_sqlite(lua_State *L);
+int luaopen_clank_db_postgres(lua_State *L);
 
 /* Registers every C module in package.preload, so `require` finds them
    inside clank-run without searching the file system. */

@@ -339,6 +339,9 @@ static void owned_release(owned_t *o) {
 /* reusable: its coroutine ended (returned, or failed and was reset). */
 static void owned_free(owned_t *o, int reusable) {
   clank_sched_t *s = o->task.sched;
+  if (o->task.signal_ref > 0)
+    luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->task.signal_ref);
+  o->task.signal_ref = 0;
   if (o->prev)
     o->prev->next = o->next;
   else
@@ -427,6 +430,10 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);
   j->parent = parent;
+  if (parent->signal_ref > 0) { /* the child (an action's handler) sees the request's signal */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, parent->signal_ref);
+    j->owned.task.signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
   /* The child runs first, up to its first wait or its end. */
   int nres;
   int st = resume_task(&j->owned.task, nargs, &nres);

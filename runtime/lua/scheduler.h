@@ -49,6 +49,7 @@ struct clank_sched_s {
   int nspare;
   clank_log_fn log;
   void *log_ud;
+  void *db; /* the clank.db registry (a clank_db_registry_t *, db.h), shared by generations */
 };
 
 /* The task running co, or NULL. */

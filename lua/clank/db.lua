@@ -1,0 +1,306 @@
+-- clank.db: SQL without blocking the loop (SPEC §12).
+--
+--   local db = clank.db.open("sqlite:data/app.db", { pool = 4, timeout = 5000 })
+--   db:migrate { "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)" }
+--   local id = db:exec("INSERT INTO t (name) VALUES ($1)", "a").lastId
+--   local row = db:one("SELECT * FROM t WHERE id = $1", id)
+--   db:transaction(function(tx) tx:exec(...); return tx:query(...) end)
+--
+-- The drivers (C: clank.db.sqlite, clank.db.postgres; their contract is in
+-- runtime/lua/db.h) own the pools, shared by every generation that opens the
+-- same target; this module turns their `nil, err` into raised errors.
+--
+-- Waiting: every call waits in the running task, with the task's abort signal
+-- (a request's ctx.signal; `db:withSignal(signal)` gives another) and, when
+-- `timeout` was given or there is no signal, a time limit for each wait
+-- (acquiring a connection, then running the query): `timeout` ms, default
+-- 30,000 outside a request (in a request the signal already aborts at the
+-- action timeout).
+--
+-- Errors raised:
+--   * the database's: a clank.db.Error table { code = SQLSTATE or
+--     "SQLITE_CONSTRAINT"-style name, message = ... }, tostring "<code>: <message>";
+--   * a wait that timed out (the signal's reason "timeout", or `timeout`):
+--     clank.ActionError("TIMEOUT", "The query timed out.", 504);
+--   * a wait whose signal aborted for another reason (the client went away,
+--     "disconnected"; a reload, "reload"): clank.ActionError("ABORTED",
+--     "The query was aborted (<reason>).", 503), details = { reason = ... };
+--   * programming errors (a bad parameter, a closed database): a string.
+local core = require "clank.core"
+local action = require "clank.action"
+
+local ActionError = action.ActionError
+local current_signal = core.currentSignal
+local sha256 = core.sha256
+local pack, unpack = table.pack, table.unpack
+local type, error, pcall, setmetatable = type, error, pcall, setmetatable
+
+local DEFAULT_TIMEOUT = 30000
+local EMPTY = { n = 0 }
+
+local M = {}
+
+-- ---- errors ----
+
+local DbError = { __name = "clank.db.Error" }
+DbError.__index = DbError
+DbError.__tostring = function(e) return tostring(e.code) .. ": " .. tostring(e.message) end
+
+local function raise(err, level)
+  level = (level or 1) + 1
+  if err.code == "TIMEOUT" or err.reason == "timeout" then
+    error(ActionError("TIMEOUT", "The query timed out.", 504), level)
+  elseif err.code == "ABORTED" then
+    local reason = tostring(err.reason or "aborted")
+    error(ActionError("ABORTED", "The query was aborted (" .. reason .. ").", 503,
+      { reason = reason }), level)
+  end
+  error(setmetatable({ code = err.code or "ERROR", message = err.message or "database error" },
+    DbError), level)
+end
+M.Error = DbError
+
+function M.isError(e) return getmetatable(e) == DbError end
+
+-- ---- targets ----
+
+local function redact(target)
+  return (target:gsub("^(%a[%w+.-]*://[^:/@]*):[^@]*@", "%1:***@"))
+end
+
+local function parse_target(target)
+  if type(target) ~= "string" or target == "" then
+    error("clank.db.open: target must be a file path, sqlite:PATH or a postgres:// URL", 3)
+  end
+  if target:match("^postgres://") or target:match("^postgresql://") then
+    return "postgres", target
+  end
+  local path = target:match("^sqlite:(.*)$")
+  if path then
+    path = path:gsub("^//", "")
+    if path == "" then error("clank.db.open: no path in target '" .. target .. "'", 3) end
+    return "sqlite", path
+  end
+  if target:match("^%a[%w+.-]*:") and not target:match("^%a:[/\\]") then
+    error("clank.db.open: unsupported target '" .. redact(target) ..
+      "' (expected a file path, sqlite:PATH or a postgres:// URL)", 3)
+  end
+  return "sqlite", target
+end
+
+local function load_driver(kind, target)
+  local ok, driver = pcall(require, "clank.db." .. kind)
+  if not ok then
+    error("clank.db.open: no " .. kind .. " driver for '" .. redact(target) .. "': " ..
+      tostring(driver), 3)
+  end
+  return driver
+end
+
+-- ---- waiting ----
+
+-- The signal and time limit of a wait on behalf of db (or tx).
+local function wait_args(db)
+  local signal = db._signal or current_signal()
+  local timeout = db.timeout
+  if timeout == nil and signal == nil then timeout = DEFAULT_TIMEOUT end
+  return signal, timeout
+end
+
+local function acquire(db, level)
+  if db.closed then error("clank.db: the database is closed", level + 1) end
+  local signal, timeout = wait_args(db)
+  local conn, err = db.pool:acquire(signal, timeout)
+  if not conn then raise(err, level + 1) end
+  return conn
+end
+
+-- Runs on a held connection; raises what the driver returned as an error.
+local function run(db, conn, sql, params, mode, level)
+  local signal, timeout = wait_args(db)
+  local ok, res, err = pcall(conn.run, conn, sql, params, mode, signal, timeout)
+  if not ok then error(res, level + 1) end -- a bad parameter: the driver's message
+  if res == nil then raise(err, level + 1) end
+  return res
+end
+
+local function check_sql(sql, what)
+  if type(sql) ~= "string" then error("clank.db: " .. what .. " expects SQL text", 3) end
+end
+
+-- One query on a connection of its own.
+local function once(db, sql, params, mode)
+  local conn = acquire(db, 3)
+  local ok, res, err = pcall(conn.run, conn, sql, params, mode, wait_args(db))
+  conn:release()
+  if not ok then error(res, 3) end
+  if res == nil then raise(err, 3) end
+  return res
+end
+
+-- ---- the database ----
+
+local Db = {}
+Db.__index = Db
+Db.__name = "clank.Database"
+
+function Db:query(sql, ...)
+  check_sql(sql, "query")
+  return once(self, sql, pack(...), "rows")
+end
+
+function Db:one(sql, ...)
+  check_sql(sql, "one")
+  return once(self, sql, pack(...), "rows")[1]
+end
+
+function Db:exec(sql, ...)
+  check_sql(sql, "exec")
+  return once(self, sql, pack(...), "exec")
+end
+
+-- A view of this database whose waits take signal (nil: the task's).
+function Db:withSignal(signal)
+  return setmetatable({ _signal = signal }, { __index = self })
+end
+
+-- ---- transactions ----
+
+local Tx = {}
+Tx.__index = Tx
+Tx.__name = "clank.Transaction"
+
+local function tx_conn(tx)
+  if tx.done then error("clank.db: the transaction is over", 3) end
+  return tx.conn
+end
+
+function Tx:query(sql, ...)
+  check_sql(sql, "query")
+  return run(self.db, tx_conn(self), sql, pack(...), "rows", 2)
+end
+
+function Tx:one(sql, ...)
+  check_sql(sql, "one")
+  return run(self.db, tx_conn(self), sql, pack(...), "rows", 2)[1]
+end
+
+function Tx:exec(sql, ...)
+  check_sql(sql, "exec")
+  return run(self.db, tx_conn(self), sql, pack(...), "exec", 2)
+end
+
+-- fn(tx) on one held connection: commit when it returns (its results are
+-- returned), rollback when it raises (the error raised again, as it was).
+-- A task that dies inside, or a generation dropped meanwhile, rolls back
+-- when the connection is collected. SQLite begins IMMEDIATE (the write lock
+-- first, so two transactions never deadlock upgrading).
+function Db:transaction(fn)
+  if type(fn) ~= "function" then error("clank.db: transaction expects a function", 2) end
+  local conn = acquire(self, 2)
+  local ok, err = pcall(run, self, conn, self.begin, EMPTY, "exec", 1)
+  if not ok then
+    conn:release()
+    error(err, 2)
+  end
+  local tx = setmetatable({ conn = conn, db = self }, Tx)
+  local results = pack(pcall(fn, tx))
+  tx.done = true
+  if results[1] then
+    local committed, cerr = pcall(run, self, conn, "COMMIT", EMPTY, "exec", 1)
+    conn:release() -- a failed COMMIT leaves the transaction open: release rolls it back
+    if not committed then error(cerr, 2) end
+    return unpack(results, 2, results.n)
+  end
+  -- ROLLBACK even when the signal aborted (no signal here; short limit); if
+  -- it cannot run, release rolls back.
+  pcall(conn.run, conn, "ROLLBACK", EMPTY, "exec", nil, 5000)
+  conn:release()
+  error(results[2], 0)
+end
+
+-- ---- migrations ----
+
+local function hex(s)
+  return (s:gsub(".", function(c) return ("%02x"):format(c:byte()) end))
+end
+
+local function describe(sql)
+  local line = sql:match("^%s*([^\n]*)") or ""
+  if #line > 60 then line = line:sub(1, 57) .. "..." end
+  return line
+end
+
+-- Applies each statement once, in order, recorded by position with its
+-- checksum in clank_migrations, under a lock (BEGIN IMMEDIATE on SQLite,
+-- pg_advisory_xact_lock on PostgreSQL): workers starting together apply each
+-- once. A recorded migration whose text changed is an error naming it.
+function Db:migrate(list)
+  if type(list) ~= "table" then error("clank.db: migrate expects a list of SQL strings", 2) end
+  for i = 1, #list do
+    if type(list[i]) ~= "string" then
+      error("clank.db: migration " .. i .. " must be SQL text", 2)
+    end
+  end
+  return self:transaction(function(tx)
+    if self.kind == "postgres" then
+      tx:exec("SELECT pg_advisory_xact_lock(7231650146915447)")
+    end
+    tx:exec("CREATE TABLE IF NOT EXISTS clank_migrations (position INTEGER PRIMARY KEY, " ..
+      "checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    local recorded = {}
+    for _, row in ipairs(tx:query("SELECT position, checksum FROM clank_migrations")) do
+      recorded[math.tointeger(row.position) or row.position] = row.checksum
+    end
+    local applied = 0
+    for i = 1, #list do
+      local sum = hex(sha256(list[i]))
+      if recorded[i] then
+        if recorded[i] ~= sum then
+          error(setmetatable({ code = "MIGRATION_CHANGED",
+            message = ("migration %d (%s) changed since it was applied"):format(i, describe(list[i])),
+          }, DbError), 0)
+        end
+      else
+        tx:exec(list[i])
+        tx:exec("INSERT INTO clank_migrations (position, checksum, applied_at) VALUES ($1, $2, $3)",
+          i, sum, os.date("!%Y-%m-%dT%H:%M:%SZ"))
+        applied = applied + 1
+      end
+    end
+    return applied
+  end)
+end
+
+function Db:close()
+  if self.closed then return end
+  self.closed = true
+  self.pool:close()
+end
+
+function Db:__tostring()
+  return "clank.Database (" .. self.kind .. ": " .. redact(self.target) .. ")"
+end
+
+-- clank.db.open(target, { pool = N, timeout = MS }): connects lazily.
+function M.open(target, opts)
+  local kind, where = parse_target(target)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("clank.db.open: options must be a table", 2) end
+  local size = opts.pool
+  if size ~= nil and (math.type(size) ~= "integer" or size < 1 or size > 64) then
+    error("clank.db.open: pool must be an integer from 1 to 64", 2)
+  end
+  local timeout = opts.timeout
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout <= 0) then
+    error("clank.db.open: timeout must be a positive number of milliseconds", 2)
+  end
+  local driver = load_driver(kind, target)
+  local pool = driver.pool(where, { size = size or 4 })
+  return setmetatable({
+    kind = kind, target = target, pool = pool, timeout = timeout,
+    begin = kind == "sqlite" and "BEGIN IMMEDIATE" or "BEGIN",
+  }, Db)
+end
+
+return M

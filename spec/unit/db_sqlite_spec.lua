@@ -1,0 +1,436 @@
+-- clank.db on SQLite (SPEC §12), in process: real database files in a temp
+-- folder, the waits run in action handlers (runtime coroutines) driven by
+-- the loop, as in async_spec.
+local clank = require "clank"
+local socket = require "socket"
+local s = clank.schema
+
+local NOT_IN_COROUTINE = "clank.sleep: cannot wait here (not in a handler coroutine)"
+local COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d) " ..
+  "SELECT count(*) AS n FROM c"
+
+-- Runs fn(ctx) as an action's handler and returns what it returns.
+local function in_handler(fn)
+  local action = clank.defineAction {
+    name = "run", description = "Runs a function.", input = s.object {}, sideEffects = "read",
+    handler = function(_, c) return { value = fn(c) } end,
+  }
+  return action({}, {}).value
+end
+
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p " .. dir))
+local serial = 0
+local function new_path()
+  serial = serial + 1
+  return dir .. "/db" .. serial .. ".sqlite"
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function raised(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return err
+end
+
+teardown(function() os.execute("rm -rf " .. dir) end)
+
+describe("clank.db", function()
+  it("is reachable as clank.db and require 'clank.db'", function()
+    assert.are.equal(require "clank.db", clank.db)
+    assert.is_function(clank.db.open)
+  end)
+
+  it("opens lazily: no file until the first query", function()
+    local path = new_path()
+    local db = clank.db.open(path)
+    assert.is_false(exists(path))
+    in_handler(function() db:query("SELECT 1") end)
+    assert.is_true(exists(path))
+    db:close()
+  end)
+
+  it("accepts sqlite:PATH and names a bad target, password redacted", function()
+    local path = new_path()
+    local db = clank.db.open("sqlite:" .. path)
+    assert.are.equal(1, in_handler(function() return db:one("SELECT 1 AS one").one end))
+    db:close()
+    local err = raised(clank.db.open, "mysql://root:hunter2@localhost/x")
+    assert.truthy(err:find("mysql://root:***@localhost/x", 1, true), err)
+    assert.is_nil(err:find("hunter2", 1, true))
+    assert.truthy(raised(clank.db.open, ""):find("target", 1, true))
+  end)
+
+  it("raises the SPEC message when used outside a handler coroutine", function()
+    local db = clank.db.open(new_path())
+    local err = raised(db.query, db, "SELECT 1")
+    assert.truthy(tostring(err):find(NOT_IN_COROUTINE, 1, true), tostring(err))
+    db:close()
+  end)
+
+  describe("values", function()
+    local db
+    before_each(function() db = clank.db.open(new_path()) end)
+    after_each(function() db:close() end)
+
+    it("round-trips integers beyond 2^53, floats, NULL, booleans, blobs and UTF-8", function()
+      local big = math.tointeger(2 ^ 62) + 1
+      local blob = "a\0b\255\254"
+      local text = "héllo ✓ 日本"
+      local row = in_handler(function()
+        db:exec("CREATE TABLE v (i INTEGER, f REAL, n TEXT, b INTEGER, x BLOB, t TEXT)")
+        db:exec("INSERT INTO v VALUES ($1, $2, $3, $4, $5, $6)", big, 1.5, clank.null, true, blob, text)
+        return db:one("SELECT i, f, n, b, x, t, typeof(x) AS tx, typeof(t) AS tt FROM v")
+      end)
+      assert.are.equal(big, row.i)
+      assert.are.equal("integer", math.type(row.i))
+      assert.are.equal(1.5, row.f)
+      assert.are.equal("float", math.type(row.f))
+      assert.are.equal(clank.null, row.n)
+      assert.are.equal(1, row.b)
+      assert.are.equal(blob, row.x)
+      assert.are.equal("blob", row.tx)
+      assert.are.equal(text, row.t)
+      assert.are.equal("text", row.tt)
+      assert.are.equal(math.mininteger, in_handler(function()
+        return db:one("SELECT $1 AS v", math.mininteger).v
+      end))
+    end)
+
+    it("binds $n by number, in any order and more than once", function()
+      local row = in_handler(function()
+        return db:one("SELECT $2 AS b, $1 AS a, $1 || $2 AS ab", "x", "y")
+      end)
+      assert.are.same({ a = "x", b = "y", ab = "xy" }, row)
+    end)
+
+    it("returns rows as a JSON array, and nil from one when there is none", function()
+      local rows = in_handler(function()
+        db:exec("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        db:exec("INSERT INTO t (name) VALUES ('a'), ('b')")
+        return { db:query("SELECT id, name FROM t ORDER BY id"), db:one("SELECT * FROM t WHERE id = 9") }
+      end)
+      assert.are.same({ { id = 1, name = "a" }, { id = 2, name = "b" } }, rows[1])
+      assert.are.equal("[{\"id\":1,\"name\":\"a\"},{\"id\":2,\"name\":\"b\"}]",
+        clank.json.encode(rows[1]))
+      assert.is_nil(rows[2])
+      assert.are.equal("[]", clank.json.encode(in_handler(function()
+        return db:query("SELECT * FROM t WHERE id > 5")
+      end)))
+    end)
+
+    it("exec returns changes and lastId", function()
+      local r1, r2 = table.unpack(in_handler(function()
+        db:exec("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        local a = db:exec("INSERT INTO t (name) VALUES ($1)", "a")
+        db:exec("INSERT INTO t (name) VALUES ($1)", "b")
+        local b = db:exec("UPDATE t SET name = 'z'")
+        return { a, b }
+      end))
+      assert.are.same({ changes = 1, lastId = 1 }, r1)
+      assert.are.equal(2, r2.changes)
+      assert.is_nil(r2.lastId)
+    end)
+
+    it("raises naming the position of a value it cannot bind", function()
+      local err = in_handler(function()
+        return select(2, pcall(db.query, db, "SELECT $1, $2, $3", 1, "a", {}))
+      end)
+      assert.truthy(tostring(err):find("parameter $3: cannot bind a table", 1, true), tostring(err))
+      err = in_handler(function()
+        return select(2, pcall(db.query, db, "SELECT $1, $2", nil, 2))
+      end)
+      assert.truthy(tostring(err):find("parameter $1: cannot bind nil", 1, true), tostring(err))
+      err = in_handler(function()
+        return select(2, pcall(db.exec, db, "SELECT $1", print))
+      end)
+      assert.truthy(tostring(err):find("parameter $1: cannot bind a function", 1, true), tostring(err))
+    end)
+
+    it("raises SQL errors with a code and the database's message", function()
+      local dup, syntax = table.unpack(in_handler(function()
+        db:exec("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        db:exec("INSERT INTO t VALUES (1)")
+        local _, e1 = pcall(db.exec, db, "INSERT INTO t VALUES (1)")
+        local _, e2 = pcall(db.query, db, "SELEC nothing")
+        return { e1, e2 }
+      end))
+      assert.are.equal("SQLITE_CONSTRAINT", dup.code)
+      assert.truthy(dup.message:find("UNIQUE constraint failed", 1, true), dup.message)
+      assert.are.equal("SQLITE_CONSTRAINT: " .. dup.message, tostring(dup))
+      assert.is_true(clank.db.isError(dup))
+      assert.are.equal("SQLITE_ERROR", syntax.code)
+      assert.truthy(syntax.message:find("syntax error", 1, true), syntax.message)
+    end)
+  end)
+
+  describe("transaction", function()
+    local db
+    before_each(function()
+      db = clank.db.open(new_path(), { pool = 2 })
+      in_handler(function() db:exec("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)") end)
+    end)
+    after_each(function() db:close() end)
+
+    local function count()
+      return in_handler(function() return db:one("SELECT count(*) AS n FROM t").n end)
+    end
+
+    it("commits when the function returns, and returns its results", function()
+      local a, b = table.unpack(in_handler(function()
+        return { db:transaction(function(tx)
+          tx:exec("INSERT INTO t (name) VALUES ($1)", "a")
+          tx:exec("INSERT INTO t (name) VALUES ($1)", "b")
+          return tx:one("SELECT count(*) AS n FROM t").n, "done"
+        end) }
+      end))
+      assert.are.equal(2, a)
+      assert.are.equal("done", b)
+      assert.are.equal(2, count())
+    end)
+
+    it("rolls back when the function raises, and raises the same error", function()
+      local boom = { code = "BOOM" }
+      local err = in_handler(function()
+        local _, e = pcall(db.transaction, db, function(tx)
+          tx:exec("INSERT INTO t (name) VALUES ('a')")
+          error(boom)
+        end)
+        return e
+      end)
+      assert.are.equal(boom, err)
+      assert.are.equal(0, count())
+      -- the connection came back usable
+      in_handler(function() db:exec("INSERT INTO t (name) VALUES ('ok')") end)
+      assert.are.equal(1, count())
+    end)
+
+    it("rolls back when the signal aborts during a query", function()
+      local t0 = socket.gettime()
+      local err = in_handler(function()
+        local view = db:withSignal(clank.timeout(80))
+        local _, e = pcall(view.transaction, view, function(tx)
+          tx:exec("INSERT INTO t (name) VALUES ('a')")
+          tx:one(COUNT:format(1e9))
+        end)
+        return e
+      end)
+      assert.is_true(socket.gettime() - t0 < 1, "took " .. (socket.gettime() - t0) .. " s")
+      assert.is_true(clank.isActionError(err))
+      assert.are.equal("TIMEOUT", err.code)
+      assert.are.equal(0, count())
+    end)
+
+    it("rolls back a connection that is collected unreleased", function()
+      in_handler(function()
+        local conn = db.pool:acquire()
+        conn:run("BEGIN IMMEDIATE", {}, "exec")
+        conn:run("INSERT INTO t (name) VALUES ('lost')", {}, "exec")
+      end)
+      collectgarbage()
+      collectgarbage()
+      assert.are.equal(0, count())
+      in_handler(function() db:exec("INSERT INTO t (name) VALUES ('next')") end)
+      assert.are.equal(1, count())
+    end)
+  end)
+
+  describe("migrate", function()
+    local A = "CREATE TABLE a (id INTEGER PRIMARY KEY)"
+    local B = "CREATE TABLE b (id INTEGER PRIMARY KEY)"
+    local C = "CREATE INDEX b_id ON b (id)"
+
+    it("applies each migration once, in order, recorded by position with a checksum", function()
+      local db = clank.db.open(new_path())
+      local first, second, third, rows = table.unpack(in_handler(function()
+        return { db:migrate { A, B }, db:migrate { A, B }, db:migrate { A, B, C },
+          db:query("SELECT position, checksum FROM clank_migrations ORDER BY position") }
+      end))
+      assert.are.equal(2, first)
+      assert.are.equal(0, second)
+      assert.are.equal(1, third)
+      assert.are.equal(3, #rows)
+      local hex = require("clank.core").sha256(B):gsub(".", function(c)
+        return ("%02x"):format(c:byte())
+      end)
+      assert.are.same({ position = 2, checksum = hex }, rows[2])
+      db:close()
+    end)
+
+    it("raises naming a recorded migration whose text changed", function()
+      local db = clank.db.open(new_path())
+      local err = in_handler(function()
+        db:migrate { A, B }
+        local _, e = pcall(db.migrate, db, { A, B .. " -- changed" })
+        return e
+      end)
+      assert.are.equal("MIGRATION_CHANGED", err.code)
+      assert.truthy(err.message:find("migration 2", 1, true), err.message)
+      db:close()
+    end)
+
+    it("applies each migration once when two run at the same time", function()
+      local path = new_path()
+      local db1, db2 = clank.db.open(path, { pool = 2 }), clank.db.open(path, { pool = 3 })
+      local results = in_handler(function()
+        local out, left = {}, 2
+        for i, db in ipairs { db1, db2 } do
+          clank.spawn(function()
+            out[i] = db:migrate { A, B, C }
+            left = left - 1
+          end)
+        end
+        while left > 0 do clank.sleep(5) end
+        out.n = db1:one("SELECT count(*) AS n FROM clank_migrations").n
+        return out
+      end)
+      assert.are.equal(3, results[1] + results[2])
+      assert.are.equal(3, results.n)
+      db1:close()
+      db2:close()
+    end)
+  end)
+
+  describe("the pool", function()
+    local function threads()
+      local f = assert(io.open("/proc/self/stat"))
+      local pid = f:read("a"):match("^(%d+)")
+      f:close()
+      local p = assert(io.popen("ls /proc/" .. pid .. "/task | wc -l"))
+      local n = tonumber(p:read("a"))
+      p:close()
+      return n
+    end
+
+    it("is shared by every open of the same target, threads started lazily", function()
+      local path = new_path()
+      collectgarbage()
+      in_handler(function() clank.sleep(20) end) -- pools of earlier tests finish stopping
+      local before = threads()
+      local db1 = clank.db.open(path, { pool = 1 })
+      local db2 = clank.db.open(path, { pool = 1 })
+      assert.are.equal(before, threads())
+      in_handler(function() db1:query("SELECT 1") end)
+      assert.are.equal(before + 1, threads())
+      in_handler(function() db2:query("SELECT 1") end)
+      assert.are.equal(before + 1, threads())
+      db1:close()
+      in_handler(function() db2:query("SELECT 1") end)
+      db2:close()
+      in_handler(function() clank.sleep(20) end) -- the pool's thread ends and is joined
+      assert.are.equal(before, threads())
+    end)
+
+    it("serves 10 concurrent callers with 2 connections", function()
+      local db = clank.db.open(new_path(), { pool = 2 })
+      local got = in_handler(function()
+        local out, left = {}, 10
+        for i = 1, 10 do
+          clank.spawn(function()
+            out[i] = db:one(COUNT:format(20000 + i)).n
+            left = left - 1
+          end)
+        end
+        while left > 0 do clank.sleep(5) end
+        return out
+      end)
+      for i = 1, 10 do assert.are.equal(20000 + i, got[i]) end
+      db:close()
+    end)
+
+    it("lends connections to waiters first come, first served", function()
+      local pool = require("clank.db.sqlite").pool(new_path(), { size = 2 })
+      local order = in_handler(function()
+        local out, left = {}, 6
+        for i = 1, 6 do
+          clank.spawn(function()
+            local conn = assert(pool:acquire())
+            out[#out + 1] = i
+            clank.sleep(10)
+            conn:release()
+            left = left - 1
+          end)
+        end
+        while left > 0 do clank.sleep(5) end
+        return out
+      end)
+      assert.are.same({ 1, 2, 3, 4, 5, 6 }, order)
+      pool:close()
+    end)
+
+    it("returns ABORTED to a waiter whose signal aborts, and TIMEOUT after timeoutMs", function()
+      local pool = require("clank.db.sqlite").pool(new_path(), { size = 1 })
+      local aborted, timed = table.unpack(in_handler(function()
+        local held = assert(pool:acquire())
+        local _, e1 = pool:acquire(clank.timeout(20))
+        local _, e2 = pool:acquire(nil, 20)
+        held:release()
+        return { e1, e2 }
+      end))
+      assert.are.same({ code = "ABORTED", reason = "timeout", message = "aborted: timeout" }, aborted)
+      assert.are.equal("TIMEOUT", timed.code)
+      pool:close()
+    end)
+  end)
+
+  describe("waits", function()
+    it("interrupts a long query when its time limit passes", function()
+      local db = clank.db.open(new_path(), { timeout = 100 })
+      local t0 = socket.gettime()
+      local err = in_handler(function()
+        local _, e = pcall(db.one, db, COUNT:format(1e9))
+        return e
+      end)
+      local elapsed = socket.gettime() - t0
+      assert.is_true(clank.isActionError(err), tostring(err))
+      assert.are.equal("TIMEOUT", err.code)
+      assert.are.equal(504, err.status)
+      assert.is_true(elapsed < 0.4, "took " .. elapsed .. " s")
+      -- the connection is usable again
+      assert.are.equal(1, in_handler(function() return db:one("SELECT 1 AS v").v end))
+      db:close()
+    end)
+
+    it("interrupts a long query when its signal aborts", function()
+      local db = clank.db.open(new_path())
+      local t0 = socket.gettime()
+      local err = in_handler(function()
+        local view = db:withSignal(clank.timeout(50))
+        local _, e = pcall(view.one, view, COUNT:format(1e9))
+        return e
+      end)
+      local elapsed = socket.gettime() - t0
+      assert.are.equal("TIMEOUT", err.code)
+      assert.is_true(elapsed < 0.3, "took " .. elapsed .. " s")
+      db:close()
+    end)
+
+    it("does not block the loop while a query runs", function()
+      local db = clank.db.open(new_path())
+      local ticks = in_handler(function()
+        local count, running = 0, true
+        clank.spawn(function()
+          while running do
+            clank.sleep(10)
+            count = count + 1
+          end
+        end)
+        local t0 = socket.gettime()
+        local r = db:one(COUNT:format(3e6))
+        local ms = (socket.gettime() - t0) * 1000
+        running = false
+        return { count, r.n, ms }
+      end)
+      local count, rows, ms = ticks[1], ticks[2], ticks[3]
+      assert.are.equal(3e6, rows)
+      assert.is_true(count >= ms / 10 / 3, ("%d ticks during a %.0f ms query"):format(count, ms))
+      db:close()
+    end)
+  end)
+end)
