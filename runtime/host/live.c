@@ -27,13 +27,14 @@ struct clank_live_s {
   wslay_event_context_ptr ws;
   const char *in; /* bytes being fed to wslay */
   size_t in_len;
-  int feeding;    /* inside wslay_event_recv: sends wait until it returns */
-  int sending;    /* inside wslay_event_send */
-  int dead;       /* its connection closed inside one of those: freed when it returns */
-  char *id;       /* the session id: its token */
-  char *request;  /* the upgrade request as canonical JSON, to mount it again after a reload */
-  int socket_ref; /* the LiveSocket userdata in gen's state */
-  uint64_t heard; /* loop time of the peer's last frame */
+  int feeding;     /* inside wslay_event_recv: sends wait until it returns */
+  int sending;     /* inside wslay_event_send */
+  int dead;        /* its connection closed inside one of those: freed when it returns */
+  char *id;        /* the session id: its token */
+  char *request;   /* the upgrade request as canonical JSON, to mount it again after a reload */
+  int socket_ref;  /* the LiveSocket userdata in gen's state */
+  uint64_t heard;  /* loop time of the peer's last frame */
+  uint64_t jitter; /* the state of ping_interval's sequence */
   clank_live_t *prev, *next;
 };
 
@@ -328,6 +329,15 @@ static void on_data(clank_conn_t *c, const char *data, size_t len) {
   pump(live);
 }
 
+/* ping_ms, give or take an eighth: connections opened together (a server
+   restart, a burst of page loads) do not all ping in the same loop
+   iteration, which would delay everything else by as much. */
+static uint64_t ping_interval(clank_live_t *live, uint64_t ms) {
+  live->jitter = live->jitter * 6364136223846793005ull + 1442695040888963407ull;
+  uint64_t spread = ms / 4;
+  return spread ? ms - spread / 2 + (live->jitter >> 33) % spread : ms;
+}
+
 /* Pinged every ping_ms; silent for silence_ms, dropped. */
 static void on_timeout(clank_conn_t *c) {
   clank_live_t *live = live_of(c);
@@ -340,7 +350,7 @@ static void on_timeout(clank_conn_t *c) {
   struct wslay_event_msg ping = {WSLAY_PING, (const uint8_t *)"", 0};
   wslay_event_queue_msg(live->ws, &ping);
   pump(live);
-  clank_conn_deadline(c, limits->ping_ms);
+  clank_conn_deadline(c, ping_interval(live, limits->ping_ms));
 }
 
 static const clank_upgrade_handler_t upgrade_handler = {
@@ -409,6 +419,7 @@ void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const c
   live->id = strndup(id, id_len);
   live->socket_ref = LUA_NOREF;
   live->heard = uv_now(c->server->loop);
+  live->jitter = (uint64_t)(uintptr_t)live ^ uv_hrtime();
   hold(live, g);
   /* kept as JSON: a reload mounts the session again in another Lua state */
   clank_buf_t json = {0};
@@ -427,7 +438,7 @@ void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const c
   ((clank_conn_state_t *)c->data)->live = live;
 
   clank_conn_upgrade(c, &upgrade_handler, "websocket", lines);
-  clank_conn_deadline(c, h->opts.limits.ping_ms);
+  clank_conn_deadline(c, ping_interval(live, h->opts.limits.ping_ms));
   hand_over(live, "connect", request_idx);
 }
 
