@@ -350,11 +350,13 @@ function Live:attach(s, conn)
   end
 end
 
-function Live:connect(id, request, socket)
+-- A live connection: its session found or mounted in a task (mount() → session | nil), then
+-- ready(session) sends the first message; an unknown session closes 4404, a failure 1011.
+local function open_connection(self, id, request, socket, mount, ready)
   local conn = { id = id, request = request, socket = socket, open = true }
   self.conns[socket] = conn
   core.spawn(function()
-    local ok, s = pcall(self.open, self, id, request)
+    local ok, s = pcall(mount)
     if not ok then log("error", "live session: " .. describe_error(s)) end
     if not conn.open then return end
     if not ok or not s then
@@ -364,32 +366,26 @@ function Live:connect(id, request, socket)
       return
     end
     self:attach(s, conn)
-    self:sendHtml(s, 0)
+    ready(s, conn)
   end)
 end
 
+function Live:connect(id, request, socket)
+  open_connection(self, id, request, socket, function() return self:open(id, request) end,
+    function(s) self:sendHtml(s, 0) end)
+end
+
+-- Hot reload: the session mounted afresh on this generation from its token; `reload` first.
 function Live:adopt(id, request, socket)
-  local conn = { id = id, request = request, socket = socket, open = true }
-  self.conns[socket] = conn
-  core.spawn(function()
-    local ok, s = pcall(function()
-      local claims = token.verify(self.secret, id, self:principal(request), self.clock())
-      local view = claims and self.views[claims.view]
-      local props = view and props_mod.validate(view, claims.props)
-      if not props then return nil end
-      local old = self.sessionsById[id]
-      if old then self:endSession(old) end
-      return self:mount(id, view, props, request)
-    end)
-    if not ok then log("error", "live session: " .. describe_error(s)) end
-    if not conn.open then return end
-    if not ok or not s then
-      conn.open = false
-      self.conns[socket] = nil
-      socket:close(ok and 4404 or 1011, ok and "unknown session" or "internal error")
-      return
-    end
-    self:attach(s, conn)
+  open_connection(self, id, request, socket, function()
+    local claims = token.verify(self.secret, id, self:principal(request), self.clock())
+    local view = claims and self.views[claims.view]
+    local props = view and props_mod.validate(view, claims.props)
+    if not props then return nil end
+    local old = self.sessionsById[id]
+    if old then self:endSession(old) end
+    return self:mount(id, view, props, request)
+  end, function(s, conn)
     local rendered, html = pcall(self.html, self, s)
     if not rendered then
       log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
