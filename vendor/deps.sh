@@ -8,11 +8,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
-          cmake pkg-config gcc make libssl-dev lua-sql-sqlite3 libwslay-dev)
+          cmake pkg-config gcc make libssl-dev libwslay-dev
+          libsqlite3-dev libpq-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) packages+=(lua-sql-postgres postgresql sqlite3 chromium lua-check clang-format) ;;
-    --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq) ;;
+    --test) packages+=(postgresql sqlite3 chromium lua-check clang-format) ;;
+    # bench/db.sh: its own PostgreSQL, and LuaSQL for the comparison with the tasks app as it
+    # was before clank.db (the only place LuaSQL is still used)
+    --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq
+                        postgresql lua-sql-sqlite3 lua-sql-postgres) ;;
     *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done

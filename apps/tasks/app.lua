@@ -12,7 +12,9 @@ local ipairs, error, type, tostring = ipairs, error, type, tostring
 local concat, format = table.concat, string.format
 
 --------------------------------------------------------------------------------
--- Storage: one connection per app generation, opened on first use and again after a failure
+-- Storage: clank.db (SPEC §12) through store.lua. The store is opened (and the migrations
+-- checked) on first use in each app generation, and again after that failed; clank.db keeps the
+-- connections, shared by every generation, and replaces dead ones itself.
 
 -- The folder of this file, so the default database does not depend on the working directory.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
@@ -28,22 +30,20 @@ end
 local db
 
 -- Runs store method `name`; a database failure raises (the bridge answers 500 ACTION_FAILED and
--- logs the message) and drops the connection, so the next call opens a fresh one.
+-- logs the message; the request's timeout answers 504 TIMEOUT).
 local function call(name, ...)
   if not db then
-    local err
-    db, err = store.open(db_target())
-    if not db then
+    local opened, err = store.open(db_target())
+    if not opened then
       error("tasks: cannot open the database: " .. tostring(err), 0)
     end
+    if db then -- another request opened it meanwhile
+      opened:close()
+    else
+      db = opened
+    end
   end
-  local result, err = db[name](db, ...)
-  if result == nil then
-    db:close()
-    db = nil
-    error("tasks: " .. name .. " failed: " .. tostring(err), 0)
-  end
-  return result
+  return db[name](db, ...)
 end
 
 --------------------------------------------------------------------------------

@@ -1,25 +1,30 @@
--- Storage for the tasks app, through LuaSQL: SQLite (a file) or PostgreSQL (a URL).
+-- Storage for the tasks app, through clank.db (SPEC §12): SQLite (a file) or PostgreSQL (a URL).
 --
 --   local store = require "store"
 --   local db = assert(store.open("/path/to/tasks.db"))        -- or "postgresql:///db?host=/sock"
---   local task = assert(db:create("alice", { title = "Ship", priority = "high",
---                                            estimate = 2, tags = { "docs" } }))
+--   local task = db:create("alice", { title = "Ship", priority = "high",
+--                                     estimate = 2, tags = { "docs" } })
 --   db:list("alice", include_archived)  --> { task, ... } in creation order
 --   db:complete("alice", task.id)       --> true, or false when alice has no such task
 --   db:archive("alice", task.id)        --> true, or false
 --   db:close()
 --
+-- Every call waits in the calling runtime coroutine (a handler, a view's load or event) and
+-- never blocks the loop; a call whose request times out or is aborted is cancelled and raises
+-- what clank.db raises (ActionError TIMEOUT, or the abort reason).
+--
 -- A task is { id (string), title, priority?, estimate?, tags = {...}, completed, archived,
--- created (seconds since the epoch) }; absent priority and estimate are nil. Database failures
--- return nil, message; bad arguments raise at the caller. Every value in a statement is either
--- escaped by the driver (conn:escape) inside quotes or formatted from a checked number: no raw
--- input is ever concatenated into SQL. LuaSQL calls block the calling thread while they run.
+-- created (seconds since the epoch) }; absent priority and estimate are nil. store.open returns
+-- nil, message when the database cannot be opened or its tables made; a failing query raises
+-- clank.db's error ({ code = SQLSTATE or SQLite's code, message }); bad arguments raise at the
+-- caller. Values are bound as $1..$n parameters, never spliced into SQL.
+local clank = require "clank"
 local cjson = require "cjson"
 
-local type, error, tonumber, ipairs, pcall, setmetatable = type, error, tonumber, ipairs, pcall,
-  setmetatable
-local format, concat = string.format, table.concat
-local mtype = math.type
+local type, error, tonumber, ipairs, pcall, setmetatable, tostring = type, error, tonumber, ipairs,
+  pcall, setmetatable, tostring
+local format = string.format
+local null = clank.null
 
 local json = cjson.new() -- a private instance: its settings never leak into the app's cjson
 
@@ -29,13 +34,12 @@ local store = {}
 local MAX_ID_DIGITS = 18
 
 --------------------------------------------------------------------------------
--- Dialects: what differs between SQLite and PostgreSQL
+-- The schema: clank.db's migrations, applied once each, in order, under a lock (so workers
+-- starting together do not race). The first two are what this store created before it had
+-- migrations, so a database made then is taken over as it is.
 
-local COLUMNS = "id, title, priority, estimate, tags, completed, archived, created_at"
-
-local sqlite = {
-  driver = "luasql.sqlite3",
-  schema = {
+local MIGRATIONS = {
+  sqlite = {
     [[CREATE TABLE IF NOT EXISTS tasks (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
       owner TEXT NOT NULL,
@@ -48,11 +52,7 @@ local sqlite = {
       created_at INTEGER NOT NULL)]],
     "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)",
   },
-}
-
-local postgres = {
-  driver = "luasql.postgres",
-  schema = {
+  postgresql = {
     [[CREATE TABLE IF NOT EXISTS tasks (
       id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
       owner TEXT NOT NULL,
@@ -67,122 +67,16 @@ local postgres = {
   },
 }
 
--- Runs a statement that returns rows and closes its cursor; returns the first row (a list)
--- or false when there is none, or nil, message.
-local function first_row(conn, sql)
-  local cur, err = conn:execute(sql)
-  if not cur then
-    return nil, err
-  end
-  if type(cur) ~= "userdata" then -- a row count: the statement returned no rows
-    return false
-  end
-  local row = { cur:fetch() }
-  cur:close()
-  return row[1] ~= nil and row or false
-end
-
-local function exec(conn, sql)
-  local res, err = conn:execute(sql)
-  if not res then
-    return nil, err
-  end
-  if type(res) == "userdata" then
-    res:close()
-    return 0
-  end
-  return res
-end
-
-function sqlite.connect(target)
-  local driver = require(sqlite.driver)
-  local env = driver.sqlite3()
-  local conn, err = env:connect(target)
-  if not conn then
-    env:close()
-    return nil, err
-  end
-  -- The busy timeout first: switching to WAL needs the lock too.
-  for _, sql in ipairs({ "PRAGMA busy_timeout = 5000", "PRAGMA journal_mode = WAL" }) do
-    local ok, perr = exec(conn, sql)
-    if not ok then
-      conn:close()
-      env:close()
-      return nil, perr
-    end
-  end
-  return env, conn
-end
-
-function postgres.connect(target)
-  local driver = require(postgres.driver)
-  local env = driver.postgres()
-  -- LuaSQL hands the source name to PQsetdbLogin as dbName, and libpq takes a dbName that is
-  -- a connection URI (or holds an '=') as a whole connection string: so the URL's user,
-  -- password, host, port, database and parameters (host=/socket/dir, sslmode, ...) all apply,
-  -- percent-decoded by libpq itself.
-  local conn, err = env:connect(target)
-  if not conn then
-    env:close()
-    return nil, err
-  end
-  local ok, serr = exec(conn, "SET client_encoding TO 'UTF8'")
-  if not ok then
-    conn:close()
-    env:close()
-    return nil, serr
-  end
-  return env, conn
-end
-
--- Creates the table if it is missing. Concurrent CREATE TABLE IF NOT EXISTS can fail on
--- PostgreSQL (two sessions insert the same catalog row), so it runs under an advisory lock.
-function sqlite.migrate(conn)
-  for _, sql in ipairs(sqlite.schema) do
-    local ok, err = exec(conn, sql)
-    if not ok then
-      return nil, err
-    end
-  end
-  return true
-end
-
-function postgres.migrate(conn)
-  local ok, err = exec(conn, "BEGIN")
-  if not ok then
-    return nil, err
-  end
-  local steps = { "SELECT pg_advisory_xact_lock(7424889)" }
-  for _, sql in ipairs(postgres.schema) do
-    steps[#steps + 1] = sql
-  end
-  for _, sql in ipairs(steps) do
-    ok, err = exec(conn, sql)
-    if not ok then
-      exec(conn, "ROLLBACK")
-      return nil, err
-    end
-  end
-  return exec(conn, "COMMIT")
-end
-
-function sqlite.insert(conn, sql)
-  local ok, err = exec(conn, sql)
-  if not ok then
-    return nil, err
-  end
-  return conn:getlastautoid()
-end
-
--- LuaSQL's SQLite driver steps a statement again when its cursor is first fetched, so
--- INSERT ... RETURNING would insert twice there; PostgreSQL runs it once.
-function postgres.insert(conn, sql)
-  local row, err = first_row(conn, sql .. " RETURNING id")
-  if not row then
-    return nil, err or "insert returned no id"
-  end
-  return row[1]
-end
+-- The statements: the same text on both databases.
+local COLUMNS = "id, title, priority, estimate, tags, completed, archived, created_at"
+local SQL = {
+  insert = "INSERT INTO tasks (owner, title, priority, estimate, tags, created_at)"
+    .. " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+  list = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0 ORDER BY id",
+  list_all = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY id",
+  complete = "UPDATE tasks SET completed = 1 WHERE id = $1 AND owner = $2",
+  archive = "UPDATE tasks SET archived = 1 WHERE id = $1 AND owner = $2",
+}
 
 --------------------------------------------------------------------------------
 -- Values
@@ -196,26 +90,16 @@ local Store = {}
 Store.__index = Store
 Store.__name = "tasks.Store"
 
--- A quoted SQL string literal; NUL cannot be stored (SQLite's escape would cut the text
--- there, PostgreSQL refuses it), so it is refused here.
-local function quote(self, s)
+-- NUL cannot be stored as text (PostgreSQL refuses it; clank.db would bind it as a blob), so
+-- it is refused here, on both databases alike.
+local function text(s)
   if s:find("\0", 1, true) then
     error("store: text must not contain NUL bytes", 3)
   end
-  return "'" .. self.conn:escape(s) .. "'"
+  return s
 end
 
-local function sql_number(n)
-  if mtype(n) == "integer" then
-    return format("%d", n)
-  end
-  if n ~= n or n == math.huge or n == -math.huge then
-    error("store: estimate must be a finite number", 3)
-  end
-  return format("%.17g", n)
-end
-
--- An id from a caller as an integer literal, or nil when it cannot name a row.
+-- An id from a caller as an integer, or nil when it cannot name a row.
 local function row_id(id)
   if type(id) ~= "string" then
     error("store: id must be a string, got " .. type(id), 3)
@@ -223,7 +107,7 @@ local function row_id(id)
   if not id:find("^%d+$") or #id > MAX_ID_DIGITS then
     return nil
   end
-  return format("%d", tonumber(id))
+  return tonumber(id)
 end
 
 local function check_owner(owner)
@@ -232,12 +116,8 @@ local function check_owner(owner)
   end
 end
 
-local function flag(v) -- 0/1 from SQLite (numbers) or PostgreSQL (strings)
-  return tonumber(v) == 1
-end
-
-local function decode_tags(text)
-  local ok, tags = pcall(json.decode, text)
+local function decode_tags(s)
+  local ok, tags = pcall(json.decode, s)
   if not ok or type(tags) ~= "table" then
     return {}
   end
@@ -253,55 +133,70 @@ local function encode_tags(tags)
     if type(tag) ~= "string" then
       error("store: tags must be strings", 3)
     end
-    list[i] = tag
+    list[i] = text(tag)
   end
   return json.encode(list)
 end
 
+local function present(v)
+  if v == null then
+    return nil
+  end
+  return v
+end
+
 local function to_task(row)
+  local estimate = present(row.estimate)
   return {
-    id = format("%d", tonumber(row[1])),
-    title = row[2],
-    priority = row[3],
-    estimate = row[4] ~= nil and tonumber(row[4]) or nil,
-    tags = decode_tags(row[5]),
-    completed = flag(row[6]),
-    archived = flag(row[7]),
-    created = tonumber(row[8]),
+    id = format("%d", row.id),
+    title = row.title,
+    priority = present(row.priority),
+    estimate = estimate ~= nil and tonumber(estimate) or nil,
+    tags = decode_tags(row.tags),
+    completed = row.completed == 1,
+    archived = row.archived == 1,
+    created = row.created_at,
   }
+end
+
+-- The message of an error from clank.db (a table with .message), or of anything else.
+local function message_of(err)
+  if type(err) == "table" and type(err.message) == "string" then
+    return err.message
+  end
+  return tostring(err)
 end
 
 --------------------------------------------------------------------------------
 -- The store
 
--- store.open(target): target is a file path (SQLite) or a postgres:// or postgresql:// URL.
--- Opens the connection and creates the table when it is missing. Returns the store, or nil,
--- message.
-function store.open(target)
+-- store.open(target, opts): target is a file path (SQLite) or a postgres:// or postgresql://
+-- URL; opts go to clank.db.open ({ pool, timeout }). Applies the migrations (the first use of
+-- the database: this waits). Returns the store, or nil, message when the target is not valid or
+-- the database cannot be reached or migrated. A timeout or abort of the calling request raises.
+function store.open(target, opts)
   if type(target) ~= "string" or target == "" then
     error("store.open: expected a file path or a postgresql:// URL", 2)
   end
-  local dialect = is_postgres_url(target) and postgres or sqlite
-  local env, conn = dialect.connect(target)
-  if not env then
-    return nil, conn
-  end
-  local ok, err = dialect.migrate(conn)
+  local kind = is_postgres_url(target) and "postgresql" or "sqlite"
+  local ok, db = pcall(clank.db.open, target, opts)
   if not ok then
-    conn:close()
-    env:close()
-    return nil, err
+    return nil, message_of(db)
   end
-  return setmetatable({
-    env = env,
-    conn = conn,
-    dialect = dialect,
-    kind = dialect == postgres and "postgresql" or "sqlite",
-  }, Store)
+  local migrated, err = pcall(db.migrate, db, MIGRATIONS[kind])
+  if not migrated then
+    db:close()
+    -- the caller's own timeout or abort (an ActionError) is not the database's failure
+    if not clank.db.isError(err) then
+      error(err, 0)
+    end
+    return nil, message_of(err)
+  end
+  return setmetatable({ db = db, kind = kind }, Store)
 end
 
 -- Inserts a task for `owner`; fields = { title, priority?, estimate?, tags? }. Returns the
--- new task, or nil, message.
+-- new task.
 function Store:create(owner, fields)
   check_owner(owner)
   if type(fields) ~= "table" or type(fields.title) ~= "string" then
@@ -315,80 +210,64 @@ function Store:create(owner, fields)
   if estimate ~= nil and type(estimate) ~= "number" then
     error("store:create: fields.estimate must be a number or nil", 2)
   end
+  if estimate ~= nil and (estimate ~= estimate or estimate == math.huge or estimate == -math.huge) then
+    error("store: estimate must be a finite number", 2)
+  end
   local tags = fields.tags or {}
   if type(tags) ~= "table" then
     error("store:create: fields.tags must be a list of strings", 2)
   end
-  local now = os.time()
-  local sql = "INSERT INTO tasks (owner, title, priority, estimate, tags, created_at) VALUES ("
-    .. concat({
-      quote(self, owner),
-      quote(self, fields.title),
-      priority and quote(self, priority) or "NULL",
-      estimate and sql_number(estimate) or "NULL",
-      quote(self, encode_tags(tags)),
-      format("%d", now),
-    }, ", ") .. ")"
-  local id, err = self.dialect.insert(self.conn, sql)
-  if not id then
-    return nil, err
+  local title = text(fields.title)
+  if priority ~= nil then
+    text(priority)
   end
-  return to_task({ id, fields.title, priority, estimate, encode_tags(tags), 0, 0, now })
+  text(owner)
+  local tags_json = encode_tags(tags)
+  local now = os.time()
+  local row = self.db:one(SQL.insert, owner, title, priority == nil and null or priority,
+    estimate == nil and null or estimate, tags_json, now)
+  return to_task({
+    id = row.id, title = title, priority = priority, estimate = estimate, tags = tags_json,
+    completed = 0, archived = 0, created_at = now,
+  })
 end
 
 -- The owner's tasks in creation order; archived ones only when include_archived.
--- Returns a list, or nil, message.
 function Store:list(owner, include_archived)
   check_owner(owner)
-  local sql = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = " .. quote(self, owner)
-  if not include_archived then
-    sql = sql .. " AND archived = 0"
-  end
-  local cur, err = self.conn:execute(sql .. " ORDER BY id")
-  if not cur then
-    return nil, err
-  end
+  local rows = self.db:query(include_archived and SQL.list_all or SQL.list, text(owner))
   local tasks = {}
-  local row = { cur:fetch() }
-  while row[1] ~= nil do
-    tasks[#tasks + 1] = to_task(row)
-    row = { cur:fetch() }
+  for i, row in ipairs(rows) do
+    tasks[i] = to_task(row)
   end
-  cur:close()
   return tasks
 end
 
--- Sets one column to 1 on the owner's task; true when there was such a task.
-local function mark(self, owner, id, column)
+-- Sets one flag on the owner's task; true when there was such a task.
+local function mark(self, owner, id, statement)
   check_owner(owner)
   local n = row_id(id)
   if not n then
     return false
   end
-  local count, err = exec(self.conn, "UPDATE tasks SET " .. column .. " = 1 WHERE id = " .. n
-    .. " AND owner = " .. quote(self, owner))
-  if not count then
-    return nil, err
-  end
-  return tonumber(count) > 0
+  return self.db:exec(statement, n, text(owner)).changes > 0
 end
 
--- Marks the owner's task done. Returns true, false when the owner has no task with that id,
--- or nil, message.
+-- Marks the owner's task done. Returns true, or false when the owner has no task with that id.
 function Store:complete(owner, id)
-  return mark(self, owner, id, "completed")
+  return mark(self, owner, id, SQL.complete)
 end
 
--- Moves the owner's task out of the default list. Returns true, false, or nil, message.
+-- Moves the owner's task out of the default list. Returns true, or false.
 function Store:archive(owner, id)
-  return mark(self, owner, id, "archived")
+  return mark(self, owner, id, SQL.archive)
 end
 
+-- Lets go of the database (clank.db keeps the pool while another store or generation uses it).
 function Store:close()
-  if self.conn then
-    self.conn:close()
-    self.env:close()
-    self.conn, self.env = nil, nil
+  if self.db then
+    self.db:close()
+    self.db = nil
   end
 end
 

@@ -175,6 +175,24 @@ async function recordSubmitStates(page) {
 
 const shot = (page, name) => page.screenshot({ path: join(SHOTS, name), fullPage: true });
 
+// Another process (the sqlite3 shell) takes the database's write lock and holds it until
+// release() (which waits for that process to end): the app's writes wait on their busy timeout
+// meanwhile, on clank.db's threads (SPEC §12), and fail once it runs out (5 s).
+async function holdWriteLock(dbPath) {
+  const holder = spawn('sqlite3', [dbPath], { stdio: ['pipe', 'pipe', 'inherit'] });
+  holder.stdin.write("BEGIN EXCLUSIVE;\nSELECT 'locked';\n");
+  await new Promise((ok, fail) => {
+    holder.stdout.once('data', ok);
+    holder.once('error', fail);
+  });
+  return {
+    release: async () => {
+      holder.stdin.end('ROLLBACK;\n');
+      if (holder.exitCode === null) await new Promise((ok) => holder.once('exit', ok));
+    },
+  };
+}
+
 // ---- the specs ----
 
 describe('the tasks page', () => {
@@ -237,16 +255,20 @@ describe('the tasks page', () => {
   });
 
   // SPEC §10/§11: the form shows its pending state while its runner runs, pushed while the
-  // handler waits. tasks.create runs on LuaSQL, which blocks the loop (README, SPEC §12): the
-  // handler never yields, so nothing is pushed before the final html and the browser never sees
-  // "Adding…". Passes once the app stores through clank.db (SPEC §12).
-  test('shows the pending state while the task is being added', {
-    todo: 'LuaSQL blocks the loop: the pending render is never pushed (needs clank.db, SPEC §12)',
-  }, async () => {
+  // handler waits: tasks.create waits on clank.db (SPEC §12) without blocking the loop. So that
+  // the insert surely lasts longer than a push (at most every 50 ms), another process holds the
+  // write lock for 300 ms: the insert waits for it on its busy timeout, a real slow database.
+  test('shows the pending state while the task is being added', async () => {
     const page = await openPage(server);
     await fillForm(page, { title: 'Pending state', tags: 'ui' });
     await recordSubmitStates(page);
-    await page.click('[data-clank-id="new-task.submit"]');
+    const lock = await holdWriteLock(join(server.dir, 'tasks.db'));
+    try {
+      await page.click('[data-clank-id="new-task.submit"]');
+      await sleep(300);
+    } finally {
+      await lock.release();
+    }
     await rowIdOf(page, 'Pending state');
     const states = await page.evaluate(() => window.__submitStates);
     await page.close();
@@ -373,14 +395,7 @@ describe('the tasks page', () => {
     const page = await openPage(server);
     await row(page, id).waitFor();
     // another process holds the write lock past the app's 5 s busy timeout
-    const holder = spawn('lua5.4', ['-e', `
-      local env = require("luasql.sqlite3").sqlite3()
-      local conn = assert(env:connect(${JSON.stringify(join(server.dir, 'tasks.db'))}))
-      assert(conn:execute("BEGIN EXCLUSIVE"))
-      io.stdout:write("locked\\n") io.stdout:flush()
-      io.stdin:read("a")
-      conn:execute("ROLLBACK") conn:close() env:close()`], { stdio: ['pipe', 'pipe', 'inherit'] });
-    await new Promise((ok) => holder.stdout.once('data', ok));
+    const lock = await holdWriteLock(join(server.dir, 'tasks.db'));
     try {
       await page.click(`[data-clank-id="complete-${id}"]`);
       const alert = page.locator('[data-clank-id="action-error"]');
@@ -388,13 +403,15 @@ describe('the tasks page', () => {
       assert.equal(await alert.getAttribute('role'), 'alert');
       assert.equal(await alert.textContent(), 'Could not complete \u201cBlocked by a lock\u201d: The action failed.');
     } finally {
-      holder.stdin.end();
-      await new Promise((ok) => holder.once('exit', ok));
+      await lock.release();
     }
     assert.equal(await row(page, id).getAttribute('class'), 'task'); // still open
-    // once the lock is gone, the same click works and the alert goes
+    // once the lock is gone, the same click works and the alert goes (at once: the pending
+    // render, pushed while the action waits on the database, already has no alert)
     await page.click(`[data-clank-id="complete-${id}"]`);
     await page.locator('[data-clank-id="action-error"]').waitFor({ state: 'detached' });
+    await row(page, id).locator('.status').waitFor();
+    assert.equal(await page.locator('[data-clank-id="action-error"]').count(), 0);
     assert.equal(await row(page, id).getAttribute('class'), 'task done');
     assert.equal((await serverTasks(server)).find((t) => t.id === id).completed, true);
     await page.close();
