@@ -43,6 +43,14 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
   set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
 endif()
 
+# The official MCP conformance suite's server scenarios (SPEC §6) against apps/conformance
+# (spec/mcp/conformance.mjs; @modelcontextprotocol/conformance pinned in spec/mcp's lock).
+if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules/@modelcontextprotocol/conformance)
+  add_test(NAME mcp/conformance COMMAND ${NODE} spec/mcp/conformance.mjs
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(mcp/conformance PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
+endif()
+
 # Live views against the real clank-run (spec/browser: node --test files driving
 # Chromium through playwright-core, or speaking WebSocket through ws; packages
 # pinned in spec/browser/package-lock.json and installed by ./dev test).

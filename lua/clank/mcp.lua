@@ -10,6 +10,7 @@ local rpc = require "clank.mcp.rpc"
 local session = require "clank.mcp.session"
 local tools = require "clank.mcp.tools"
 local elicit = require "clank.mcp.elicit"
+local notify = require "clank.mcp.notify"
 
 local decode, isArray = json.decode, json.isArray
 local checkOrigin, isJsonMediaType = bridge.checkOrigin, bridge.isJsonMediaType
@@ -100,7 +101,7 @@ local function initialize(msg, env, cors)
   local app = env.app or {}
   local result = {
     protocolVersion = version,
-    capabilities = { tools = { listChanged = false } },
+    capabilities = { tools = { listChanged = false }, logging = {} },
     serverInfo = { name = app.name or "clank", version = (app.version or "0.0.0") .. "+"
                    .. env.contractHash },
   }
@@ -109,11 +110,20 @@ local function initialize(msg, env, cors)
   return rpc.answer(200, rpc.result(msg.id, result), headers)
 end
 
+-- Where the call's ctx.log and ctx.progress go (a progress token only from _meta.progressToken).
+local function channel_for(msg, env, sess, cors, act)
+  local meta = type(msg.params) == "table" and msg.params._meta
+  local token = type(meta) == "table" and meta.progressToken
+  return notify.channel { env = env, cors = cors, session_id = sess.id, action = act.manifest.name,
+                          token = notify.valid_token(token) and token or nil }
+end
+
 local function tools_call(msg, request, env, sess, cors)
   local act, input, wrapped, not_object = tools.resolve(env, msg.params)
   if not act then
     return rpc.fail(200, msg.id, input, wrapped, cors)
   end
+  local channel = channel_for(msg, env, sess, cors, act)
   local result
   if act:requiresConfirmation() then
     local mode = confirmation_mode(env)
@@ -125,12 +135,23 @@ local function tools_call(msg, request, env, sess, cors)
         result = tools.confirmation_required()
       end
       if not result then
-        return elicit.run(env, request, sess, msg.id, act, input, wrapped)
+        return elicit.run(env, request, sess, msg.id, act, input, wrapped, channel)
       end
     end
   end
-  result = result or tools.run(env, request, act, input, wrapped, not_object)
-  return rpc.answer(200, rpc.result(msg.id, result), cors)
+  result = result or tools.run(env, request, act, input, wrapped, not_object, channel)
+  return channel:answer(msg.id, result)
+end
+
+local function set_level(msg, _, _, sess, cors)
+  local params = msg.params
+  local level = type(params) == "table" and params.level
+  if not notify.valid_level(level) then
+    return rpc.fail(200, msg.id, rpc.INVALID_PARAMS, "Invalid params: level must be one of "
+      .. table.concat(notify.LEVELS, ", ") .. ".", cors)
+  end
+  notify.set_level(sess.id, level)
+  return rpc.answer(200, rpc.result(msg.id, {}), cors)
 end
 
 local methods = {
@@ -141,6 +162,7 @@ local methods = {
     return rpc.answer(200, rpc.result(msg.id, tools.list(env)), cors)
   end,
   ["tools/call"] = tools_call,
+  ["logging/setLevel"] = set_level,
 }
 
 --------------------------------------------------------------------------------

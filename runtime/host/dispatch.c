@@ -26,6 +26,12 @@
 
 static void resume_task(clank_task_t *t, int nargs);
 
+exchange_t *clank_exchange_serving(lua_State *co) {
+  for (clank_task_t *t = clank_task_of(co); t; t = clank_task_parent(t))
+    if (t->resume == resume_task) return (exchange_t *)t;
+  return NULL;
+}
+
 static exchange_t *exchange_get(clank_gen_t *g) {
   exchange_t *x = g->spare;
   if (x) {

@@ -24,6 +24,9 @@ typedef struct exchange_s {
 } exchange_t;
 
 static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
+/* The exchange co serves: its own task's, or the one of a task it was joined
+   from (an action the request's handler runs), or NULL. */
+exchange_t *clank_exchange_serving(lua_State *co);
 
 /* env.stream(status, headers) → a writer (lua_CFunction; runs in a task). */
 int clank_stream_begin(lua_State *L);

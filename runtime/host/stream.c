@@ -52,7 +52,7 @@ int clank_stream_begin(lua_State *L) {
   lua_settop(L, 2);
   lua_Integer status = luaL_checkinteger(L, 1);
   luaL_argcheck(L, status >= 200 && status <= 599, 1, "status must be from 200 to 599");
-  exchange_t *x = exchange_of(L);
+  exchange_t *x = clank_exchange_serving(L); /* the handler's, or an action it runs */
   if (x == NULL || x->streaming)
     return luaL_error(L, "stream: only once, from the request's own handler");
   clank_conn_t *c = x->conn;

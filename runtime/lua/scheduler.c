@@ -469,6 +469,10 @@ static int protected_body(lua_State *L) {
   return protected_body_k(L, status, 0);
 }
 
+clank_task_t *clank_task_parent(clank_task_t *t) {
+  return t && t->resume == join_child_resume ? ((join_t *)t)->parent : NULL;
+}
+
 static void spawned_resume(clank_task_t *t, int nargs) {
   int nres;
   int st = resume_task(t, nargs, &nres);

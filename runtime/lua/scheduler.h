@@ -52,6 +52,9 @@ struct clank_sched_s {
   void *db; /* the clank.db registry (a clank_db_registry_t *, db.h), shared by generations */
 };
 
+/* The task waiting for t, when t is a joined child (clank_sched_join: an
+   action run for a request), else NULL. */
+clank_task_t *clank_task_parent(clank_task_t *t);
 /* The task running co, or NULL. */
 clank_task_t *clank_task_of(lua_State *co);
 void clank_task_bind(clank_task_t *t, lua_State *co);

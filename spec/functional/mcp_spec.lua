@@ -111,7 +111,7 @@ describe("/__clank/mcp (annotations mode)", function()
       for _, v in ipairs({ "2025-11-25", "2025-06-18", "2025-03-26" }) do
         local sid, res = initialize(port, v)
         assert.truthy(res.headers["content-type"]:find("^application/json"))
-        assert.are.equal(result_body(1, '{"capabilities":{"tools":{"listChanged":false}},'
+        assert.are.equal(result_body(1, '{"capabilities":{"logging":{},"tools":{"listChanged":false}},'
           .. '"protocolVersion":"' .. v .. '","serverInfo":{"name":"mcp-fixture","version":"2.1.0+'
           .. contract_hash(port) .. '"}}'), res.body)
         assert.truthy(sid and sid:find("^[\33-\126]+$"), tostring(sid))
@@ -253,23 +253,23 @@ describe("/__clank/mcp (annotations mode)", function()
     end)
 
     it("calls a tool: structuredContent and its JSON as text", function()
-      assert.are.equal(result_body(8, tool_result('{"sum":5}')), tool("calc.add", { a = 2, b = 3 }))
-      assert.are.equal(result_body(8, tool_result('{"value":"HEY"}')), tool("text.shout", { value = "hey" }))
-      assert.are.equal(result_body(8, tool_result('{"deleted":"n1"}')), tool("notes.delete", { id = "n1" }))
+      assert.are.equal(result_body(8, tool_result('{"sum":5}')), tool("calc_add", { a = 2, b = 3 }))
+      assert.are.equal(result_body(8, tool_result('{"value":"HEY"}')), tool("text_shout", { value = "hey" }))
+      assert.are.equal(result_body(8, tool_result('{"deleted":"n1"}')), tool("notes_delete", { id = "n1" }))
       assert.are.equal(result_body(8, tool_result('{"path":"/__clank/mcp","signal":true,"user":"ann"}')),
-                       call(port, sid, "tools/call", { name = "ctx.whoami" }, 8).body)
+                       call(port, sid, "tools/call", { name = "ctx_whoami" }, 8).body)
     end)
 
     it("reports errors as isError results without structuredContent", function()
       assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "tags.0: Expected a string.",
         '[{"expected":"string","message":"Expected a string.","path":["tags",0]}]')),
-        tool("notes.write", { text = "t", tags = { 1 } }))
+        tool("notes_write", { text = "t", tags = { 1 } }))
       assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
         '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
-        tool("text.shout", { value = false }))
+        tool("text_shout", { value = false }))
       assert.are.equal(result_body(8, tool_error("NOTE_EXISTS", "A note with this title exists.",
-        '{"title":"dup"}')), tool("fail.conflict", {}))
-      local body = tool("fail.boom", {})
+        '{"title":"dup"}')), tool("fail_conflict", {}))
+      local body = tool("fail_boom", {})
       assert.are.equal(result_body(8, tool_error("ACTION_FAILED", "The action failed.")), body)
       assert.is_nil(body:find("SECRET", 1, true))
     end)
@@ -356,12 +356,12 @@ describe("/__clank/mcp confirmation = refuse", function()
   end)
 
   it("refuses without x-clank-confirmation: confirmed and runs with it", function()
-    local args = { name = "notes.delete", arguments = { id = "n2" } }
+    local args = { name = "notes_delete", arguments = { id = "n2" } }
     assert.are.equal(result_body(8, CONFIRM), call(s.port, sid, "tools/call", args, 8).body)
     assert.are.equal(result_body(8, tool_result('{"deleted":"n2"}')),
       call(s.port, sid, "tools/call", args, 8, { ["x-clank-confirmation"] = "confirmed" }).body)
     assert.are.equal(result_body(8, tool_result('{"sum":3}')),
-      call(s.port, sid, "tools/call", { name = "calc.add", arguments = { a = 1, b = 2 } }, 8).body)
+      call(s.port, sid, "tools/call", { name = "calc_add", arguments = { a = 1, b = 2 } }, 8).body)
   end)
 end)
 
@@ -370,7 +370,7 @@ describe("/__clank/mcp confirmation = elicit", function()
 
   local function start_call(sid)
     return open_stream(s.port, { jsonrpc = "2.0", id = 12, method = "tools/call",
-                                 params = { name = "notes.delete", arguments = { id = "n3" } } },
+                                 params = { name = "notes_delete", arguments = { id = "n3" } } },
                        { ["mcp-session-id"] = sid, ["mcp-protocol-version"] = "2025-11-25" })
   end
 
@@ -405,7 +405,7 @@ describe("/__clank/mcp confirmation = elicit", function()
 
   it("answers CONFIRMATION_REQUIRED at once without the elicitation capability", function()
     local sid = initialize(s.port, "2025-11-25", {})
-    local res = call(s.port, sid, "tools/call", { name = "notes.delete", arguments = { id = "n3" } }, 12)
+    local res = call(s.port, sid, "tools/call", { name = "notes_delete", arguments = { id = "n3" } }, 12)
     assert.are.equal(200, res.status)
     assert.truthy(res.headers["content-type"]:find("^application/json"))
     assert.are.equal(result_body(12, CONFIRM), res.body)

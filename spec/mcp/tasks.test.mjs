@@ -104,23 +104,26 @@ describe('MCP with the official SDK client (annotations mode)', () => {
     const info = client.getServerVersion();
     assert.equal(info.name, 'tasks-mcp');
     assert.match(info.version, /^1\.0\.0\+[0-9a-f]{16}$/);
-    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false } });
+    assert.deepEqual(client.getServerCapabilities(), { tools: { listChanged: false }, logging: {} });
   });
 
   test('lists the tools with their schemas and annotations', async () => {
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name),
+      ['tasks_archive', 'tasks_complete', 'tasks_create', 'tasks_list']);
+    // SPEC §6: portable names; _meta carries the action's own name
+    assert.deepEqual(tools.map((t) => t._meta['clank/action']),
       ['tasks.archive', 'tasks.complete', 'tasks.create', 'tasks.list']);
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    assert.deepEqual(byName['tasks.archive'].annotations, { destructiveHint: true });
-    assert.deepEqual(byName['tasks.complete'].annotations, { readOnlyHint: false, destructiveHint: false });
-    assert.deepEqual(byName['tasks.create'].annotations, { readOnlyHint: false, destructiveHint: false });
-    assert.deepEqual(byName['tasks.list'].annotations, { readOnlyHint: true });
-    assert.equal(byName['tasks.create'].description, 'Create one task in the current workspace.');
-    assert.deepEqual(byName['tasks.create'].inputSchema.required, ['estimate', 'tags', 'title']);
-    assert.deepEqual(byName['tasks.create'].inputSchema.properties.title,
+    assert.deepEqual(byName['tasks_archive'].annotations, { destructiveHint: true });
+    assert.deepEqual(byName['tasks_complete'].annotations, { readOnlyHint: false, destructiveHint: false });
+    assert.deepEqual(byName['tasks_create'].annotations, { readOnlyHint: false, destructiveHint: false });
+    assert.deepEqual(byName['tasks_list'].annotations, { readOnlyHint: true });
+    assert.equal(byName['tasks_create'].description, 'Create one task in the current workspace.');
+    assert.deepEqual(byName['tasks_create'].inputSchema.required, ['estimate', 'tags', 'title']);
+    assert.deepEqual(byName['tasks_create'].inputSchema.properties.title,
       { type: 'string', minLength: 1, maxLength: 120, description: 'Short task title' });
-    assert.deepEqual(byName['tasks.create'].outputSchema, {
+    assert.deepEqual(byName['tasks_create'].outputSchema, {
       type: 'object', additionalProperties: false, required: ['created', 'id'],
       properties: { id: { type: 'string' }, created: { type: 'boolean' } },
     });
@@ -129,12 +132,12 @@ describe('MCP with the official SDK client (annotations mode)', () => {
 
   test('calls a tool', async () => {
     const created = await client.callTool({
-      name: 'tasks.create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
+      name: 'tasks_create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
     });
     assert.equal(created.isError, undefined);
     assert.deepEqual(created.structuredContent, { id: '1', created: true });
     assert.deepEqual(textJSON(created), { id: '1', created: true });
-    const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+    const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
     assert.equal(listed.structuredContent.tasks.length, 1);
     assert.equal(listed.structuredContent.tasks[0].title, 'Ship docs');
     assert.deepEqual(listed.structuredContent.tasks[0].tags, ['docs']);
@@ -142,7 +145,7 @@ describe('MCP with the official SDK client (annotations mode)', () => {
 
   test('reports invalid input as an error result, without throwing', async () => {
     const result = await client.callTool({
-      name: 'tasks.create', arguments: { title: '', tags: 'docs' },
+      name: 'tasks_create', arguments: { title: '', tags: 'docs' },
     });
     assert.equal(result.isError, true);
     assert.equal(result.structuredContent, undefined);
@@ -161,7 +164,7 @@ describe('MCP with the official SDK client (annotations mode)', () => {
   });
 
   test('reports an action error as an error result', async () => {
-    const result = await client.callTool({ name: 'tasks.complete', arguments: { id: '999' } });
+    const result = await client.callTool({ name: 'tasks_complete', arguments: { id: '999' } });
     assert.equal(result.isError, true);
     assert.deepEqual(textJSON(result), { error: { code: 'NOT_FOUND', message: 'Task not found.' } });
   });
@@ -182,7 +185,7 @@ describe('MCP elicit mode with the official SDK client', () => {
     });
     try {
       const result = await client.callTool({
-        name: 'tasks.create', arguments: { title: 'Accepted', tags: [], estimate: null },
+        name: 'tasks_create', arguments: { title: 'Accepted', tags: [], estimate: null },
       });
       assert.equal(result.isError, undefined);
       assert.deepEqual(result.structuredContent, { id: '1', created: true });
@@ -192,7 +195,7 @@ describe('MCP elicit mode with the official SDK client', () => {
       assert.match(asked[0].message, /write/);
       assert.deepEqual(asked[0].requestedSchema, { type: 'object', properties: {} });
       // an action without confirmation runs without asking
-      const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+      const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
       assert.equal(listed.structuredContent.tasks.length, 1);
       assert.equal(asked.length, 1);
     } finally {
@@ -206,7 +209,7 @@ describe('MCP elicit mode with the official SDK client', () => {
       elicit: async () => { asked += 1; return { action: 'decline' }; },
     });
     try {
-      const result = await client.callTool({ name: 'tasks.archive', arguments: { id: '1' } });
+      const result = await client.callTool({ name: 'tasks_archive', arguments: { id: '1' } });
       assert.equal(asked, 1);
       assert.equal(result.isError, true);
       assert.equal(result.structuredContent, undefined);
@@ -220,7 +223,7 @@ describe('MCP elicit mode with the official SDK client', () => {
     const client = await connect(server);
     try {
       const result = await client.callTool({
-        name: 'tasks.create', arguments: { title: 'Unasked', tags: [], estimate: null },
+        name: 'tasks_create', arguments: { title: 'Unasked', tags: [], estimate: null },
       });
       assert.equal(result.isError, true);
       assert.deepEqual(textJSON(result), CONFIRMATION_REQUIRED);
@@ -239,11 +242,11 @@ describe('MCP refuse mode with the official SDK client', () => {
     const client = await connect(server);
     try {
       const result = await client.callTool({
-        name: 'tasks.create', arguments: { title: 'Refused', tags: [], estimate: null },
+        name: 'tasks_create', arguments: { title: 'Refused', tags: [], estimate: null },
       });
       assert.equal(result.isError, true);
       assert.deepEqual(textJSON(result), CONFIRMATION_REQUIRED);
-      const listed = await client.callTool({ name: 'tasks.list', arguments: {} });
+      const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
       assert.deepEqual(listed.structuredContent, { tasks: [] });
     } finally {
       await client.close();
@@ -254,7 +257,7 @@ describe('MCP refuse mode with the official SDK client', () => {
     const client = await connect(server, { headers: { 'x-clank-confirmation': 'confirmed' } });
     try {
       const result = await client.callTool({
-        name: 'tasks.create', arguments: { title: 'Confirmed', tags: [], estimate: null },
+        name: 'tasks_create', arguments: { title: 'Confirmed', tags: [], estimate: null },
       });
       assert.equal(result.isError, undefined);
       assert.deepEqual(result.structuredContent, { id: '1', created: true });
@@ -292,7 +295,7 @@ return clank.app(def)
       const old = await connect(server);
       clients.push(old);
       const before = (await old.listTools()).tools.map((t) => t.name);
-      assert.ok(!before.includes('tasks.count'), before.join(', '));
+      assert.ok(!before.includes('tasks_count'), before.join(', '));
 
       writeFileSync(appFile, source(true));
       server.hangUp();
@@ -308,8 +311,8 @@ return clank.app(def)
       const fresh = await connect(server);
       clients.push(fresh);
       const after = (await fresh.listTools()).tools.map((t) => t.name);
-      assert.deepEqual(after, [...before, 'tasks.count'].sort());
-      const counted = await fresh.callTool({ name: 'tasks.count', arguments: {} });
+      assert.deepEqual(after, [...before, 'tasks_count'].sort());
+      const counted = await fresh.callTool({ name: 'tasks_count', arguments: {} });
       assert.deepEqual(counted.structuredContent, { count: 0 });
     } finally {
       for (const c of clients) await c.close().catch(() => {});

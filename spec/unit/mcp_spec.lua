@@ -105,7 +105,7 @@ describe("clank.mcp initialize", function()
     for _, v in ipairs({ "2025-11-25", "2025-06-18", "2025-03-26" }) do
       local sid, res = initialize(make_env(), v)
       assert_json(res)
-      assert.are.equal(result_body(1, '{"capabilities":{"tools":{"listChanged":false}},'
+      assert.are.equal(result_body(1, '{"capabilities":{"logging":{},"tools":{"listChanged":false}},'
         .. '"protocolVersion":"' .. v .. '","serverInfo":{"name":"mcp-fixture",'
         .. '"version":"2.1.0+0123456789abcdef"}}'), res.body)
       assert.truthy(sid:find("^" .. v:gsub("%-", "%%-") .. "%.0%.%x+%.%x+$"), sid)
@@ -329,28 +329,28 @@ describe("clank.mcp tools/call", function()
   end
 
   it("returns structuredContent and its canonical JSON as text", function()
-    assert.are.equal(result_body(8, tool_result('{"sum":5}')), tool("calc.add", { a = 2, b = 3 }))
+    assert.are.equal(result_body(8, tool_result('{"sum":5}')), tool("calc_add", { a = 2, b = 3 }))
     assert.are.equal(result_body(8, tool_result('{"id":"n1","tags":[]}')),
-                     tool("notes.write", { text = "x" }))
+                     tool("notes_write", { text = "x" }))
   end)
 
   it("unwraps a non-object input from arguments.value and wraps a non-object output", function()
-    assert.are.equal(result_body(8, tool_result('{"value":"HEY"}')), tool("text.shout", { value = "hey" }))
+    assert.are.equal(result_body(8, tool_result('{"value":"HEY"}')), tool("text_shout", { value = "hey" }))
   end)
 
   it("treats missing arguments as {}", function()
-    local res = call(env, sid, "tools/call", { name = "ctx.whoami" }, 8)
+    local res = call(env, sid, "tools/call", { name = "ctx_whoami" }, 8)
     assert.are.equal(result_body(8, tool_result('{"path":"/__clank/mcp","signal":true,"user":"ann"}')),
                      res.body)
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT",
       "a: Expected a finite number.; b: Expected a finite number.",
       '[{"expected":"number","message":"Expected a finite number.","path":["a"]},'
       .. '{"expected":"number","message":"Expected a finite number.","path":["b"]}]')),
-      call(env, sid, "tools/call", { name = "calc.add" }, 8).body)
+      call(env, sid, "tools/call", { name = "calc_add" }, 8).body)
   end)
 
   it("reports invalid input as isError INVALID_INPUT with 0-based paths, no input values", function()
-    local body = tool("notes.write", { text = "ok", tags = { "a", 7 } })
+    local body = tool("notes_write", { text = "ok", tags = { "a", 7 } })
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "tags.1: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["tags",1]}]')), body)
     assert.is_nil(body:find("structuredContent", 1, true))
@@ -359,25 +359,25 @@ describe("clank.mcp tools/call", function()
   it("keeps the value prefix on the issues of a wrapped input", function()
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
-      tool("text.shout", { value = 5 }))
+      tool("text_shout", { value = 5 }))
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Must contain at least 1 characters.",
       '[{"message":"Must contain at least 1 characters.","path":["value"]}]')),
-      tool("text.shout", { value = "" }))
+      tool("text_shout", { value = "" }))
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
-      tool("text.shout", {}))
+      tool("text_shout", {}))
   end)
 
   it("reports an ActionError with its code, message and details", function()
     assert.are.equal(result_body(8, tool_error("NOTE_EXISTS", "A note with this title exists.",
-      '{"title":"dup"}')), tool("fail.conflict", {}))
+      '{"title":"dup"}')), tool("fail_conflict", {}))
   end)
 
   it("redacts any other error as ACTION_FAILED and logs the real one", function()
     local tools = require "clank.mcp.tools"
     local log, logged = tools.log, {}
     tools.log = function(msg) logged[#logged + 1] = msg end
-    local ok, body = pcall(tool, "fail.boom", {})
+    local ok, body = pcall(tool, "fail_boom", {})
     tools.log = log
     assert.is_true(ok, body)
     assert.are.equal(result_body(8, tool_error("ACTION_FAILED", "The action failed.")), body)
@@ -392,7 +392,7 @@ describe("clank.mcp tools/call", function()
     local log = tools.log
     tools.log = function() end
     env.app.bridge = { exposeErrors = true }
-    local ok, body = pcall(tool, "fail.boom", {})
+    local ok, body = pcall(tool, "fail_boom", {})
     tools.log = log
     assert.is_true(ok, body)
     assert.truthy(decode(decode(body).result.content[1].text).error.message:find("SECRET-BOOM", 1, true))
@@ -402,7 +402,7 @@ describe("clank.mcp tools/call", function()
     local core = require "clank.core"
     local log, logged = core.log, {}
     core.log = function(level, msg) logged[#logged + 1] = { level, msg } end
-    local ok, body = pcall(tool, "fail.boom", {})
+    local ok, body = pcall(tool, "fail_boom", {})
     core.log = log
     assert.is_true(ok, body)
     assert.are.equal(result_body(8, tool_error("ACTION_FAILED", "The action failed.")), body)
@@ -418,8 +418,8 @@ describe("clank.mcp tools/call", function()
     local log, logged = core.log, {}
     core.log = function(level, msg) logged[#logged + 1] = { level, msg } end
     local ok, err = pcall(function()
-      tool("calc.add", { a = "x" })
-      tool("fail.conflict", {})
+      tool("calc_add", { a = "x" })
+      tool("fail_conflict", {})
     end)
     core.log = log
     assert.is_true(ok, err)
@@ -436,7 +436,7 @@ describe("clank.mcp tools/call", function()
   end)
 
   it("runs actions requiring confirmation at once in annotations mode (the default)", function()
-    assert.are.equal(result_body(8, tool_result('{"deleted":"n1"}')), tool("notes.delete", { id = "n1" }))
+    assert.are.equal(result_body(8, tool_result('{"deleted":"n1"}')), tool("notes_delete", { id = "n1" }))
   end)
 end)
 
@@ -447,19 +447,19 @@ describe("clank.mcp confirmation = refuse", function()
     local function body(name, args, headers)
       return call(env, sid, "tools/call", { name = name, arguments = args }, 8, headers).body
     end
-    assert.are.equal(result_body(8, CONFIRM), body("notes.delete", { id = "a" }))
-    assert.are.equal(result_body(8, CONFIRM), body("notes.write", { text = "a" }))
-    assert.are.equal(result_body(8, CONFIRM), body("notes.delete", { id = "a" },
+    assert.are.equal(result_body(8, CONFIRM), body("notes_delete", { id = "a" }))
+    assert.are.equal(result_body(8, CONFIRM), body("notes_write", { text = "a" }))
+    assert.are.equal(result_body(8, CONFIRM), body("notes_delete", { id = "a" },
                                                    { ["x-clank-confirmation"] = "yes" }))
     assert.are.equal(result_body(8, tool_result('{"deleted":"a"}')),
-                     body("notes.delete", { id = "a" }, { ["x-clank-confirmation"] = "confirmed" }))
-    assert.are.equal(result_body(8, tool_result('{"sum":2}')), body("calc.add", { a = 1, b = 1 }))
+                     body("notes_delete", { id = "a" }, { ["x-clank-confirmation"] = "confirmed" }))
+    assert.are.equal(result_body(8, tool_result('{"sum":2}')), body("calc_add", { a = 1, b = 1 }))
   end)
 
   it("fails closed on an unknown mode", function()
     local env = make_env("sometimes")
     local sid = initialize(env)
-    local res = call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "a" } }, 8)
+    local res = call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = "a" } }, 8)
     assert.are.equal(result_body(8, CONFIRM), res.body)
   end)
 end)
@@ -500,14 +500,14 @@ describe("clank.mcp confirmation = elicit", function()
                         { ["mcp-session-id"] = sid })
         end)
       end
-      return call(env, sid, "tools/call", { name = "notes.delete", arguments = args or { id = "n1" } }, 12)
+      return call(env, sid, "tools/call", { name = "notes_delete", arguments = args or { id = "n1" } }, 12)
     end)
     return ret, posted
   end
 
   it("answers CONFIRMATION_REQUIRED at once to a client without the capability", function()
     local sid = initialize(env, "2025-11-25", {})
-    local res = call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "n1" } }, 12)
+    local res = call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = "n1" } }, 12)
     assert.are.equal(result_body(12, CONFIRM), res.body)
     assert.is_nil(rec.status)
   end)
@@ -555,7 +555,7 @@ describe("clank.mcp confirmation = elicit", function()
 
   it("checks the input before asking", function()
     local sid = initialize(env, "2025-11-25", { elicitation = {} })
-    local res = call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = 1 } }, 12)
+    local res = call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = 1 } }, 12)
     assert.are.equal(result_body(12, tool_error("INVALID_INPUT", "id: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["id"]}]')), res.body)
     assert.is_nil(rec.status)
@@ -563,7 +563,7 @@ describe("clank.mcp confirmation = elicit", function()
 
   it("runs actions that need no confirmation without asking", function()
     local sid = initialize(env, "2025-11-25", { elicitation = {} })
-    local res = call(env, sid, "tools/call", { name = "calc.add", arguments = { a = 1, b = 2 } }, 12)
+    local res = call(env, sid, "tools/call", { name = "calc_add", arguments = { a = 1, b = 2 } }, 12)
     assert.are.equal(result_body(12, tool_result('{"sum":3}')), res.body)
     assert.is_nil(rec.status)
   end)
@@ -585,7 +585,7 @@ describe("clank.mcp confirmation = elicit", function()
         clank.sleep(5)
         rec.gone = true
       end)
-      return call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "n1" } }, 12)
+      return call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = "n1" } }, 12)
     end)
     assert.are.equal(1, #events())
     assert.is_true(rec.closed)
@@ -603,7 +603,7 @@ describe("clank.mcp confirmation = elicit", function()
                              params = { requestId = 12, reason = "timeout" } },
                       { ["mcp-session-id"] = sid })
       end)
-      return call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "n1" } }, 12)
+      return call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = "n1" } }, 12)
     end)
     assert.are.equal(202, posted.status)
     assert.are.equal(1, #events())
@@ -623,7 +623,7 @@ describe("clank.mcp confirmation = elicit", function()
         posted = post(env, { jsonrpc = "2.0", id = decode(events()[1]).id,
                              result = { action = "accept" } }, { ["mcp-session-id"] = other })
       end)
-      return call(env, sid, "tools/call", { name = "notes.delete", arguments = { id = "n1" } }, 12)
+      return call(env, sid, "tools/call", { name = "notes_delete", arguments = { id = "n1" } }, 12)
     end)
     assert.are.equal(202, posted.status)
     assert.are.equal(result_body(12, CONFIRM), events()[2])

@@ -87,9 +87,13 @@ local function accepted(response)
 end
 
 -- Streams the whole exchange for tools/call `call_id`; returns nil (the answer went out streamed).
-function elicit.run(env, request, sess, call_id, act, input, wrapped)
+-- channel (clank.mcp.notify, may be nil): the call's ctx.log/ctx.progress, sent on this stream.
+function elicit.run(env, request, sess, call_id, act, input, wrapped, channel)
   local writer = env.stream(200, { ["content-type"] = "text/event-stream",
                                    ["cache-control"] = "no-cache" })
+  if channel then
+    channel.writer = writer
+  end
   local id = "clank-confirm-" .. session.randomHex(8)
   local k = key(sess.id, id)
   local call_key = key(sess.id, call_id)
@@ -108,7 +112,7 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
       return nil
     end
     if accepted(response) then
-      return tools.run(env, request, act, input, wrapped)
+      return tools.run(env, request, act, input, wrapped, false, channel)
     end
     return tools.confirmation_required()
   end)
@@ -117,7 +121,7 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped)
     writer:close()
     error(result, 0)
   end
-  if result then
+  if result and not (channel and channel.gone) then
     writer:write(rpc.event(rpc.result(call_id, result)))
   end
   writer:close()

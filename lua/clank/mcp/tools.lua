@@ -9,6 +9,7 @@ local array, encode, decode = json.array, json.encode, json.decode
 local errorEnvelope = bridge.errorEnvelope
 local pairs, ipairs, type, pcall, setmetatable = pairs, ipairs, type, pcall, setmetatable
 local sort = table.sort
+local format, byte = string.format, string.byte
 
 local tools = {}
 
@@ -48,16 +49,120 @@ local function sorted_names(actions)
   return names
 end
 
+--------------------------------------------------------------------------------
+-- Portable tool names (SPEC §6): ^[A-Za-z0-9_-]{1,64}$
+
+local function portable(name)
+  return #name <= 64 and name:find("^[A-Za-z0-9_-]+$") ~= nil
+end
+
+local function digest8(name)
+  local d = core.sha256(name)
+  return format("%02x%02x%02x%02x", byte(d, 1, 4))
+end
+
+-- action name → tool name and back, for a set of action names (a pure function of the names, so
+-- the contract hash, which covers the names, covers the tool names too).
+function tools.names(actions)
+  local candidate, mapped = {}, {}
+  local uses = {}
+  for name in pairs(actions) do
+    local c = name
+    if not portable(name) then
+      c = name:gsub("[^A-Za-z0-9_-]", "_")
+      mapped[name] = true
+    end
+    candidate[name] = c
+    uses[c] = (uses[c] or 0) + 1
+  end
+  local to_tool, to_action = {}, {}
+  for name, c in pairs(candidate) do
+    if mapped[name] and (#c > 64 or uses[c] > 1) then
+      c = c:sub(1, 55) .. "_" .. digest8(name)
+    end
+    to_tool[name], to_action[c] = c, name
+  end
+  return to_tool, to_action
+end
+
+local name_cache = setmetatable({}, { __mode = "k" })
+
+local function names_of(env)
+  local cached = name_cache[env.actions]
+  if not cached then
+    local to_tool, to_action = tools.names(env.actions)
+    cached = { tool = to_tool, action = to_action }
+    name_cache[env.actions] = cached
+  end
+  return cached
+end
+
+function tools.tool_name(env, action_name)
+  return names_of(env).tool[action_name]
+end
+
+--------------------------------------------------------------------------------
+-- What an app says about a tool beyond its action: app.mcp.tools[<action name>] =
+--   { text = function(output) → string,  -- the text block's text instead of the JSON
+--     defs = { <name> = <input property> } } -- that property's schema as $defs.<name>, $ref'd
+
+local function tool_options(env, action_name)
+  local m = env.app and env.app.mcp
+  local t = type(m) == "table" and type(m.tools) == "table" and m.tools[action_name]
+  return type(t) == "table" and t or nil
+end
+
+tools.DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+-- The same schema with named sub-schemas moved to $defs (a $defs keyword is 2020-12's, so the
+-- schema then declares its dialect).
+local function with_defs(json_schema, defs)
+  if type(defs) ~= "table" or type(json_schema.properties) ~= "table" then
+    return json_schema
+  end
+  local out, props, found = {}, {}, {}
+  for k, v in pairs(json_schema) do
+    out[k] = v
+  end
+  for k, v in pairs(json_schema.properties) do
+    props[k] = v
+  end
+  local names = {}
+  for def in pairs(defs) do
+    names[#names + 1] = def
+  end
+  sort(names)
+  for _, def in ipairs(names) do
+    local prop = defs[def]
+    if type(prop) == "string" and props[prop] ~= nil then
+      found[def] = props[prop]
+      props[prop] = { ["$ref"] = "#/$defs/" .. def }
+    end
+  end
+  if next(found) == nil then
+    return json_schema
+  end
+  out.properties, out["$defs"], out["$schema"] = props, found, tools.DIALECT
+  return out
+end
+
 function tools.list(env)
   local list = array()
+  local to_tool = names_of(env).tool
   for _, name in ipairs(sorted_names(env.actions)) do
     local m = env.actions[name].manifest
+    local opts = tool_options(env, name)
+    local input = object_schema(m.inputSchema)
+    if opts and opts.defs then
+      input = with_defs(input, opts.defs)
+    end
     list[#list + 1] = {
-      name = m.name,
+      name = to_tool[name],
       description = m.description,
-      inputSchema = object_schema(m.inputSchema),
+      inputSchema = input,
       outputSchema = m.outputSchema and object_schema(m.outputSchema),
       annotations = annotations[m.sideEffects](),
+      _meta = { ["clank/action"] = name },
     }
   end
   return { tools = list }
@@ -72,8 +177,9 @@ function tools.resolve(env, params)
   if type(params) ~= "table" or json.isArray(params) or type(params.name) ~= "string" then
     return nil, -32602, "Invalid params: tools/call needs a tool name."
   end
-  local act = env.actions[params.name]
-  if act == nil then
+  local action_name = names_of(env).action[params.name]
+  local act = action_name and env.actions[action_name]
+  if not act then
     return nil, -32602, "Unknown tool: " .. params.name
   end
   local args = params.arguments
@@ -99,13 +205,23 @@ end
 
 -- Success: structuredContent is the output when it encodes as an object, else {value = output};
 -- the text block holds the same canonical JSON. Encoding follows the output schema (empty arrays).
-function tools.success(act, output)
+-- app.mcp.tools[name].text(output) gives the text block's text instead.
+function tools.success(act, output, env)
   local text = encode(output, act.output)
   if text:sub(1, 1) ~= "{" then
     text = '{"value":' .. text .. "}"
   end
+  local structured = decode(text)
+  local opts = env and tool_options(env, act.manifest.name)
+  if opts and opts.text then
+    local shown = opts.text(output)
+    if type(shown) ~= "string" then
+      error("app.mcp.tools[" .. act.manifest.name .. "].text must return a string", 0)
+    end
+    text = shown
+  end
   local result = text_result(text)
-  result.structuredContent = decode(text)
+  result.structuredContent = structured
   return result
 end
 
@@ -181,7 +297,8 @@ local function call(env, act, input, ctx)
 end
 
 -- Runs the action and answers with a tool result (never raises for the action's own errors).
-function tools.run(env, request, act, input, wrapped, not_object)
+-- channel (clank.mcp.notify): where ctx.log and ctx.progress go; nil leaves the bridge's.
+function tools.run(env, request, act, input, wrapped, not_object, channel)
   if not_object then
     return tools.check(act, input, wrapped, true)
   end
@@ -190,11 +307,20 @@ function tools.run(env, request, act, input, wrapped, not_object)
   if not ok then
     return tools.from_error(ctx, wrapped, env, name)
   end
+  -- the handler's notifications stream as they come (the action's task may open the request's
+  -- stream: SPEC §6)
+  if channel then
+    channel:install(ctx)
+  end
   local done, output = call(env, act, input, ctx)
   if not done then
     return tools.from_error(output, wrapped, env, name)
   end
-  return tools.success(act, output)
+  local shown_ok, result = pcall(tools.success, act, output, env)
+  if not shown_ok then
+    return tools.from_error(result, wrapped, env, name)
+  end
+  return result
 end
 
 return tools
