@@ -45,7 +45,6 @@
 #define CANCEL_GRACE_MS 250  /* after the answer, the query should have ended */
 #define ROLLBACK_LIMIT_MS 5000
 
-
 typedef struct pool_s pool_t;
 typedef struct conn_s conn_t;
 typedef struct box_s box_t;
