@@ -223,7 +223,16 @@ static int make_mcp_env(lua_State *L) {
   lua_setfield(L, -2, "bridge");
   clank_bridge_push_actions(L, 2);
   lua_setfield(L, -2, "actions");
+  /* the bridge's contract hash with app.mcp.tools folded in (SPEC §6): a
+     reload that changes only those options makes old sessions 404 too */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.mcp.tools");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "contract_hash");
+  lua_remove(L, -2);
   clank_bridge_push_contract_hash(L, 2);
+  lua_pushvalue(L, 1);
+  lua_call(L, 2, 1);
   lua_setfield(L, -2, "contractHash");
   lua_pushinteger(L, (lua_Integer)clank_bridge_max_bytes(L, 2));
   lua_setfield(L, -2, "maxRequestBytes");

@@ -2,6 +2,7 @@
 #include "lua/action.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "lua/protect.h"
@@ -228,6 +229,113 @@ static int l_define_action(lua_State *L) {
   return 1;
 }
 
+/* ---- ctx.log and ctx.progress outside MCP (SPEC §6: both go to the log) ----
+
+   Over MCP, clank.mcp.notify puts its own on the ctx first; everywhere else
+   (the bridge's HTTP calls, bridge:invoke, a direct action(input, ctx) call)
+   the pipeline gives these. The checks match clank.mcp.notify's, so a bad
+   call raises at the call site whichever way the action was called. */
+
+static const char *const rfc5424[] = {"debug",    "info",  "notice",    "warning", "error",
+                                      "critical", "alert", "emergency", NULL};
+/* each RFC 5424 level as the logger's (debug info warn error) */
+static const char *const log_as[] = {"debug", "info",  "info",  "warn",
+                                     "error", "error", "error", "error"};
+
+static int rfc5424_level(lua_State *L, int arg) {
+  const char *v = lua_type(L, arg) == LUA_TSTRING ? lua_tostring(L, arg) : NULL;
+  for (int i = 0; v && rfc5424[i]; i++)
+    if (strcmp(v, rfc5424[i]) == 0) return i;
+  return luaL_error(L,
+                    "ctx.log: level must be one of debug, info, notice, warning, error, critical, "
+                    "alert, emergency (got %s)",
+                    luaL_tolstring(L, arg, NULL));
+}
+
+static void check_optional_string(lua_State *L, int arg, const char *what) {
+  if (!lua_isnoneornil(L, arg) && lua_type(L, arg) != LUA_TSTRING)
+    luaL_error(L, "%s: message must be a string", what);
+}
+
+static void check_finite(lua_State *L, int arg, const char *what) {
+  lua_Number x = lua_type(L, arg) == LUA_TNUMBER ? lua_tonumber(L, arg) : NAN;
+  if (!(x == x && x != HUGE_VAL && x != -HUGE_VAL))
+    luaL_error(L, "ctx.progress: %s must be a finite number (got %s)", what, luaL_typename(L, arg));
+}
+
+/* ctx.log(level, message?, data?): one line at the level mapped onto the
+   logger's, naming the action (upvalue 1), the data as JSON after the
+   message. */
+static int ctx_log(lua_State *L) {
+  lua_settop(L, 3);
+  int level = rfc5424_level(L, 1);
+  check_optional_string(L, 2, "ctx.log");
+  const char *action = lua_tostring(L, lua_upvalueindex(1));
+  const char *message = lua_isnil(L, 2) ? "" : lua_tostring(L, 2);
+  if (lua_isnil(L, 3)) {
+    clank_log(L, log_as[level], "action %s: %s", action, message);
+    return 0;
+  }
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.json");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "encode");
+  lua_pushvalue(L, 3);
+  lua_call(L, 1, 1);
+  clank_log(L, log_as[level], "action %s: %s%s%s", action, message, *message ? " " : "",
+            lua_tostring(L, -1));
+  return 0;
+}
+
+/* ctx.progress(done, total?, message?): a debug line. */
+static int ctx_progress(lua_State *L) {
+  lua_settop(L, 3);
+  check_finite(L, 1, "done");
+  if (!lua_isnil(L, 2)) check_finite(L, 2, "total");
+  check_optional_string(L, 3, "ctx.progress");
+  const char *done = luaL_tolstring(L, 1, NULL);
+  const char *total = lua_isnil(L, 2) ? "?" : luaL_tolstring(L, 2, NULL);
+  clank_log(L, "debug", "action %s: progress %s/%s%s%s", lua_tostring(L, lua_upvalueindex(1)), done,
+            total, lua_isnil(L, 3) ? "" : " ", lua_isnil(L, 3) ? "" : lua_tostring(L, 3));
+  return 0;
+}
+
+/* The action's ctx.log and ctx.progress, made once and kept in its
+   uservalue under keys no Lua code can name. */
+static const char log_key = 0, progress_key = 0;
+
+static void push_ctx_fn(lua_State *L, int action, const void *key, lua_CFunction fn) {
+  lua_getiuservalue(L, action, 1);
+  if (lua_rawgetp(L, -1, key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "name");
+    lua_pushcclosure(L, fn, 1);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, key);
+  }
+  lua_remove(L, -2);
+}
+
+/* ctx[field] = the action's function, unless ctx has one (set raw: a ctx
+   with a __newindex still gets it). */
+static void give_fn(lua_State *L, int action, int ctx, const char *field, const void *key,
+                    lua_CFunction fn) {
+  int absent = lua_getfield(L, ctx, field) == LUA_TNIL;
+  lua_pop(L, 1);
+  if (!absent) return;
+  lua_pushstring(L, field);
+  push_ctx_fn(L, action, key, fn);
+  lua_rawset(L, ctx);
+}
+
+void clank_action_give_log(lua_State *L, int action, int ctx) {
+  action = lua_absindex(L, action);
+  ctx = lua_absindex(L, ctx);
+  if (!lua_istable(L, ctx)) return;
+  give_fn(L, action, ctx, "log", &log_key, ctx_log);
+  give_fn(L, action, ctx, "progress", &progress_key, ctx_progress);
+}
+
 /* ---- the pipeline ---- */
 
 enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED };
@@ -244,6 +352,13 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
   clank_action_t *a = lua_touserdata(L, 1);
   switch (step) {
     case STEP_START:
+      /* outside MCP ctx.log and ctx.progress go to the log (SPEC §6): a
+         ctx without them gets them, and no ctx at all gets one */
+      if (lua_isnil(L, 3)) {
+        lua_newtable(L);
+        lua_replace(L, 3);
+      }
+      clank_action_give_log(L, 1, 3);
       if (!clank_schema_validate(L, a->input, 2))
         return lua_error(L); /* the input's ValidationError */
       if (a->has_authorize) {

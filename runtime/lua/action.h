@@ -22,6 +22,11 @@ void clank_action_push_name(lua_State *L, int idx);
    it must run inside a task (it may wait); returns the output. */
 int clank_action_pipeline(lua_State *L);
 
+/* Gives the table ctx at ctx, when it lacks them, the ctx.log and
+   ctx.progress that write to the log (SPEC §6 outside MCP), naming the
+   action at action. */
+void clank_action_give_log(lua_State *L, int action, int ctx);
+
 /* Pushes clank.ActionError(code, message, status); details stay nil. */
 void clank_action_error_push(lua_State *L, const char *code, const char *message, int status);
 int clank_action_error_is(lua_State *L, int idx);

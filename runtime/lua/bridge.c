@@ -6,7 +6,6 @@
 #include "lua/bridge.h"
 
 #include <lauxlib.h>
-#include <math.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -606,44 +605,6 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   return send_failure(L, b, a, status);
 }
 
-/* ctx.log(level, message, data?) outside MCP (SPEC §6): the RFC 5424 level
-   mapped onto the logger's, the data as JSON after the message. */
-static const char *const rfc5424[] = {"debug",    "info",  "notice",    "warning", "error",
-                                      "critical", "alert", "emergency", NULL};
-static const char *const log_as[] = {"debug", "info",  "info",  "warn",
-                                     "error", "error", "error", "error"};
-
-static int ctx_log(lua_State *L) {
-  int level = luaL_checkoption(L, 1, NULL, rfc5424);
-  const char *message = luaL_optstring(L, 2, "");
-  if (lua_isnoneornil(L, 3)) {
-    clank_log(L, log_as[level], "%s", message);
-    return 0;
-  }
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "clank.json");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "encode");
-  lua_pushvalue(L, 3);
-  lua_call(L, 1, 1);
-  clank_log(L, log_as[level], "%s %s", message, lua_tostring(L, -1));
-  return 0;
-}
-
-static int finite_arg(lua_State *L, int arg) {
-  lua_Number x = luaL_checknumber(L, arg);
-  luaL_argcheck(L, x == x && x != HUGE_VAL && x != -HUGE_VAL, arg, "expected a finite number");
-  return arg;
-}
-
-/* ctx.progress(done, total?, message?) outside MCP: a debug line. */
-static int ctx_progress(lua_State *L) {
-  const char *done = luaL_tolstring(L, finite_arg(L, 1), NULL);
-  const char *total = lua_isnoneornil(L, 2) ? "?" : luaL_tolstring(L, finite_arg(L, 2), NULL);
-  clank_log(L, "debug", "progress %s/%s %s", done, total, luaL_optstring(L, 3, ""));
-  return 0;
-}
-
 /* Pushes ctx = { <the fields of the context value at src, when a table>...,
    request = <the value at req> }: what an action gets before its signal. */
 static void push_ctx(lua_State *L, int src, int req) {
@@ -659,14 +620,6 @@ static void push_ctx(lua_State *L, int src, int req) {
   }
   lua_pushvalue(L, req);
   lua_setfield(L, -2, "request");
-}
-
-/* ctx.log and ctx.progress writing to the log, on the ctx at the top. */
-static void give_log(lua_State *L) {
-  lua_pushcfunction(L, ctx_log);
-  lua_setfield(L, -2, "log");
-  lua_pushcfunction(L, ctx_progress);
-  lua_setfield(L, -2, "progress");
 }
 
 /* Gives ctx (at idx) a fresh abort signal, which the task's driver aborts
@@ -704,8 +657,8 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
     case STEP_CONTEXT: {
       lua_settop(L, 6);
       push_ctx(L, 6, 2); /* 7: ctx = { <context fields>..., request, log, progress, signal } */
-      give_log(L);
-      give_signal(L, 7); /* 8 */
+      clank_action_give_log(L, 4, 7); /* the log's, shared with every call (action.c) */
+      give_signal(L, 7);              /* 8 */
       lua_pushcfunction(L, clank_action_pipeline);
       lua_pushvalue(L, 4);
       lua_pushvalue(L, 5);

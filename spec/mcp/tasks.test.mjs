@@ -6,16 +6,21 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema, ElicitRequestSchema, EmptyResultSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const app = join(root, 'spec/fixtures/apps/mcp_tasks/app.lua');
+// a.b and a_b, and handlers calling ctx.log and ctx.progress
+const notifyApp = join(root, 'spec/fixtures/apps/mcp_notify/app.lua');
 const CONFIRMATION_REQUIRED = {
   error: { code: 'CONFIRMATION_REQUIRED', message: 'This action requires explicit confirmation.' },
 };
@@ -167,6 +172,160 @@ describe('MCP with the official SDK client (annotations mode)', () => {
     const result = await client.callTool({ name: 'tasks_complete', arguments: { id: '999' } });
     assert.equal(result.isError, true);
     assert.deepEqual(textJSON(result), { error: { code: 'NOT_FOUND', message: 'Task not found.' } });
+  });
+
+  test('calls tasks_create by its portable name; the action name is only in _meta', async () => {
+    const { tools } = await client.listTools();
+    const tool = tools.find((t) => t.name === 'tasks_create');
+    assert.deepEqual(tool._meta, { 'clank/action': 'tasks.create' });
+    const created = await client.callTool({
+      name: 'tasks_create', arguments: { title: 'Portable', tags: [], estimate: null },
+    });
+    assert.equal(created.isError, undefined);
+    assert.equal(created.structuredContent.created, true);
+    // SPEC §6: tools/call takes the portable name only
+    await assert.rejects(
+      client.callTool({ name: 'tasks.create', arguments: { title: 'x', tags: [], estimate: null } }),
+      (e) => e.code === -32602 && /Unknown tool: tasks\.create/.test(e.message));
+  });
+});
+
+// Every JSON-RPC message the client receives, in order (wrapping the transport's onmessage, which
+// the SDK set on connect).
+function recordMessages(client) {
+  const seen = [];
+  const transport = client.transport;
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    seen.push(message);
+    deliver.call(transport, message, extra);
+  };
+  return seen;
+}
+
+const notificationsOf = (seen, method) => seen.filter((m) => m.method === method).map((m) => m.params);
+
+describe('MCP portable names, logging and progress with the official SDK client', () => {
+  // SPEC §6 by hand: a_b is portable, so it keeps its name; a.b maps to a_b too, which another
+  // tool has, so it becomes its first 55 characters + "_" + 8 hex digits of SHA-256("a.b").
+  const digest = createHash('sha256').update('a.b').digest('hex').slice(0, 8);
+  const expectedNames = {
+    'a.b': `a_b_${digest}`,
+    a_b: 'a_b',
+    'notify.bad_progress': 'notify_bad_progress',
+    'notify.logs': 'notify_logs',
+    'notify.progress': 'notify_progress',
+  };
+
+  let server;
+  let client;
+  before(async () => {
+    server = await startServer(undefined, notifyApp);
+    client = await connect(server);
+  });
+  after(async () => {
+    await client?.close();
+    await server?.stop();
+  });
+
+  const toolNames = async (c) => Object.fromEntries(
+    (await c.listTools()).tools.map((t) => [t._meta['clank/action'], t.name]));
+
+  test('gives a.b and a_b distinct names, a.b digested', async () => {
+    assert.equal(digest.length, 8);
+    assert.deepEqual(await toolNames(client), expectedNames);
+    const ab = await client.callTool({ name: `a_b_${digest}`, arguments: {} });
+    assert.deepEqual(ab.structuredContent, { name: 'a.b' });
+    const a_b = await client.callTool({ name: 'a_b', arguments: {} });
+    assert.deepEqual(a_b.structuredContent, { name: 'a_b' });
+  });
+
+  test('keeps the same names across a restart', async () => {
+    const again = await startServer(undefined, notifyApp);
+    try {
+      const other = await connect(again);
+      try {
+        assert.deepEqual(await toolNames(other), expectedNames);
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await again.stop();
+    }
+  });
+
+  test('sends ctx.log at info and above by default, then at warning and above after setLevel', async () => {
+    const c = await connect(server);
+    try {
+      const seen = recordMessages(c);
+      const first = await c.callTool({ name: 'notify_logs', arguments: {} });
+      assert.deepEqual(first.structuredContent, { logged: 4 });
+      const info = { level: 'info', logger: 'notify.logs', data: 'info line' };
+      const warning = { level: 'warning', logger: 'notify.logs', data: 'warning line' };
+      const error = {
+        level: 'error', logger: 'notify.logs', data: { message: 'error line', data: { code: 7 } },
+      };
+      assert.deepEqual(notificationsOf(seen, 'notifications/message'), [info, warning, error]);
+
+      seen.length = 0;
+      assert.deepEqual(await c.setLoggingLevel('warning'), {});
+      const second = await c.callTool({ name: 'notify_logs', arguments: {} });
+      assert.deepEqual(second.structuredContent, { logged: 4 });
+      assert.deepEqual(notificationsOf(seen, 'notifications/message'), [warning, error]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  test('answers an unknown level with -32602', async () => {
+    await assert.rejects(
+      client.request({ method: 'logging/setLevel', params: { level: 'loud' } }, EmptyResultSchema),
+      (e) => e.code === -32602);
+  });
+
+  test('sends progress in order when the call carries a progress token', async () => {
+    const c = await connect(server);
+    try {
+      const seen = recordMessages(c);
+      const progress = [];
+      const result = await c.callTool({ name: 'notify_progress', arguments: {} },
+        CallToolResultSchema, { onprogress: (p) => progress.push(p) });
+      assert.deepEqual(result.structuredContent, { done: 3 });
+      assert.deepEqual(progress, [
+        { progress: 1, total: 3, message: 'step 1' },
+        { progress: 2, total: 3, message: 'step 2' },
+        { progress: 3, total: 3, message: 'step 3' },
+      ]);
+      const sent = notificationsOf(seen, 'notifications/progress');
+      assert.deepEqual(sent.map((p) => p.progress), [1, 2, 3]);
+      // the token is the one the SDK put in the call's _meta
+      assert.equal(new Set(sent.map((p) => p.progressToken)).size, 1);
+    } finally {
+      await c.close();
+    }
+  });
+
+  test('sends no progress without a progress token', async () => {
+    const c = await connect(server);
+    try {
+      const seen = recordMessages(c);
+      const result = await c.callTool({ name: 'notify_progress', arguments: {} });
+      assert.deepEqual(result.structuredContent, { done: 3 });
+      assert.deepEqual(notificationsOf(seen, 'notifications/progress'), []);
+    } finally {
+      await c.close();
+    }
+  });
+
+  test('fails the call when a handler calls ctx.progress with a non-number', async () => {
+    const result = await client.callTool({ name: 'notify_bad_progress', arguments: {} },
+      CallToolResultSchema, { onprogress: () => assert.fail('no progress expected') });
+    // a programming error in the handler: ACTION_FAILED, redacted (SPEC §5 step 9, §6)
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent, undefined);
+    assert.deepEqual(textJSON(result),
+      { error: { code: 'ACTION_FAILED', message: 'The action failed.' } });
+    assert.match(server.stderr(), /ctx\.progress: done must be a finite number \(got string\)/);
   });
 });
 
@@ -320,4 +479,61 @@ return clank.app(def)
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('MCP across a reload that changes only app.mcp.tools', () => {
+  // The notify fixture with app.mcp.tools set to the Lua table `tools`.
+  const source = (tools) => `local clank = require "clank"
+local base = dofile(${JSON.stringify(notifyApp)})
+local def = {}
+for key, value in pairs(base) do def[key] = value end
+def.mcp = { tools = ${tools} }
+return clank.app(def)
+`;
+  const textFor = (tool) => `{ ["${tool}"] = { text = function() return "shown" end } }`;
+
+  test('keeps the session across a reload without change, refuses it after the options change',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'clank-mcp-tools-'));
+      const appFile = join(dir, 'app.lua');
+      writeFileSync(appFile, source(textFor('notify.logs')));
+      const server = await startServer(undefined, appFile);
+      const clients = [];
+      const reload = async (n) => {
+        server.hangUp();
+        const deadline = Date.now() + 5000;
+        while ((server.stderr().match(/reloaded in /g) || []).length < n) {
+          assert.ok(Date.now() < deadline, `no reload logged; stderr:\n${server.stderr()}`);
+          await new Promise((ok) => setTimeout(ok, 20));
+        }
+      };
+      try {
+        const old = await connect(server);
+        clients.push(old);
+        const tools = (await old.listTools()).tools;
+        const logged = await old.callTool({ name: 'notify_logs', arguments: {} });
+        assert.equal(logged.content[0].text, 'shown');
+
+        // the same app again: the same contract, so the session goes on
+        await reload(1);
+        assert.deepEqual((await old.listTools()).tools, tools);
+
+        // only app.mcp.tools changes (the text moves to another tool; tools/list is the same)
+        writeFileSync(appFile, source(textFor('notify.progress')));
+        await reload(2);
+        // SPEC §6: a contract change makes old sessions 404
+        await assert.rejects(old.listTools(), /404|not found/i);
+        const fresh = await connect(server);
+        clients.push(fresh);
+        assert.notEqual(fresh.getServerVersion().version, old.getServerVersion().version);
+        assert.deepEqual((await fresh.listTools()).tools, tools);
+        const progressed = await fresh.callTool({ name: 'notify_progress', arguments: {} });
+        assert.equal(progressed.content[0].text, 'shown');
+        assert.deepEqual(progressed.structuredContent, { done: 3 });
+      } finally {
+        for (const c of clients) await c.close().catch(() => {});
+        await server.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
 });

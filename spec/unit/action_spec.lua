@@ -512,3 +512,136 @@ describe("clank.ActionError", function()
     assert.are.equal(thrown, err)
   end)
 end)
+
+-- SPEC §6: outside MCP, ctx.log and ctx.progress go to the log. The logger writes to stderr in
+-- plain lua5.4, so the lines are read from a child lua5.4 (as spec/unit/core_spec.lua does).
+describe("ctx.log and ctx.progress outside MCP", function()
+  -- Runs code in a child lua5.4 (CLANK_DEBUG=1: debug lines too) and returns its stderr.
+  local function stderr_of(code)
+    local script, out = os.tmpname(), os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write(code)
+    f:close()
+    local ok = os.execute("CLANK_DEBUG=1 lua5.4 " .. script .. " 2>" .. out .. " >/dev/null")
+    f = assert(io.open(out))
+    local text = f:read("a")
+    f:close()
+    os.remove(script)
+    os.remove(out)
+    assert.is_true(ok, text)
+    return text
+  end
+
+  -- An action whose handler runs `body` (Lua source using ctx), called as `call` says.
+  local function child(body, call)
+    return [[
+      local clank = require "clank"
+      local act = clank.defineAction {
+        name = "spec.logs", description = "Logs.", sideEffects = "none",
+        input = clank.schema.object {},
+        handler = function(_, ctx) ]] .. body .. [[ return {} end,
+      }
+      ]] .. call .. "\n"
+  end
+
+  local function lines(text)
+    local out = {}
+    for line in text:gmatch("[^\n]+") do
+      out[#out + 1] = line
+    end
+    return out
+  end
+
+  it("ctx.log(\"info\", \"x\") writes one info line naming the action", function()
+    local text = stderr_of(child([[ctx.log("info", "x")]], "act({}, { user = 'ann' })"))
+    assert.are.same({ "clank info: action spec.logs: x" }, lines(text))
+  end)
+
+  it("gives them to a direct call without a ctx, and to bridge:invoke", function()
+    local text = stderr_of(child([[ctx.log("warning", "careful", { n = 1 })]], [[
+      act({})
+      clank.createAgentBridge({ act }):invoke("spec.logs", {}, {})
+    ]]))
+    -- warning is the logger's warn; the data follows the message as canonical JSON
+    assert.are.same({ 'clank warn: action spec.logs: careful {"n":1}',
+                      'clank warn: action spec.logs: careful {"n":1}' }, lines(text))
+  end)
+
+  it("maps the RFC 5424 levels onto the logger's", function()
+    local text = stderr_of(child([[
+      for _, level in ipairs { "debug", "info", "notice", "warning", "error", "critical", "alert",
+                                "emergency" } do
+        ctx.log(level, level)
+      end
+    ]], "act({}, {})"))
+    assert.are.same({
+      "clank debug: action spec.logs: debug", "clank info: action spec.logs: info",
+      "clank info: action spec.logs: notice", "clank warn: action spec.logs: warning",
+      "clank error: action spec.logs: error", "clank error: action spec.logs: critical",
+      "clank error: action spec.logs: alert", "clank error: action spec.logs: emergency",
+    }, lines(text))
+  end)
+
+  it("ctx.progress writes a debug line", function()
+    local text = stderr_of(child([[ctx.progress(1, 3, "one"); ctx.progress(2)]], "act({}, {})"))
+    assert.are.same({ "clank debug: action spec.logs: progress 1/3 one",
+                      "clank debug: action spec.logs: progress 2/?" }, lines(text))
+  end)
+
+  it("leaves a ctx's own log and progress alone", function()
+    local got = {}
+    local act = clank.defineAction {
+      name = "spec.own", description = "Own.", sideEffects = "none", input = s.object {},
+      handler = function(_, ctx) ctx.log("info", "mine"); ctx.progress(1); return {} end,
+    }
+    local ctx = { log = function(...) got[#got + 1] = { "log", ... } end,
+                  progress = function(...) got[#got + 1] = { "progress", ... } end }
+    act({}, ctx)
+    assert.are.same({ { "log", "info", "mine" }, { "progress", 1 } }, got)
+  end)
+
+  -- The error a handler's ctx call raised, caught in the handler itself.
+  local function raised_in_handler(fn)
+    local err
+    local act = clank.defineAction {
+      name = "spec.bad", description = "Bad.", sideEffects = "none", input = s.object {},
+      handler = function(_, ctx)
+        local ok
+        ok, err = pcall(fn, ctx)
+        assert.is_false(ok)
+        return {}
+      end,
+    }
+    act({}, {})
+    return err
+  end
+
+  it("raises at the call site for a bad level", function()
+    local err = raised_in_handler(function(ctx) ctx.log("loud", "x") end)
+    assert.matches("action_spec.lua:%d+: ctx.log: level must be one of debug, info, notice, "
+      .. "warning, error, critical, alert, emergency %(got loud%)", err)
+  end)
+
+  it("raises for a message that is not a string", function()
+    local err = raised_in_handler(function(ctx) ctx.log("info", 5) end)
+    assert.matches("action_spec.lua:%d+: ctx.log: message must be a string", err)
+  end)
+
+  it("raises at the call site for ctx.progress with a non-number", function()
+    local err = raised_in_handler(function(ctx) ctx.progress("x") end)
+    assert.matches("action_spec.lua:%d+: ctx.progress: done must be a finite number %(got string%)",
+      err)
+    err = raised_in_handler(function(ctx) ctx.progress(1, "3") end)
+    assert.matches("ctx.progress: total must be a finite number %(got string%)", err)
+  end)
+
+  -- (a plain Lua error: the bridge and MCP answer it as ACTION_FAILED, SPEC §5 step 9)
+  it("fails the call when the handler lets that error out", function()
+    local act = clank.defineAction {
+      name = "spec.bad", description = "Bad.", sideEffects = "none", input = s.object {},
+      handler = function(_, ctx) ctx.progress("x") end,
+    }
+    local err = raised(act, {}, {})
+    assert.matches("ctx.progress: done must be a finite number", tostring(err))
+  end)
+end)

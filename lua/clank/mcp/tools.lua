@@ -112,6 +112,52 @@ local function tool_options(env, action_name)
   return type(t) == "table" and t or nil
 end
 
+-- app.mcp.tools is part of the MCP contract (SPEC §6: a reload that changes it makes old sessions
+-- 404): a canonical encoding of its data, where a function counts by its key's presence only.
+-- Tags keep kinds apart; strings carry their length; table keys sort by that same encoding.
+local canonical
+local function encode_value(v, seen)
+  local t = type(v)
+  if t == "string" then
+    return "s" .. #v .. ":" .. v
+  elseif t == "number" then
+    return math.type(v) == "integer" and "i" .. v or "f" .. format("%.17g", v)
+  elseif t == "boolean" then
+    return v and "T" or "F"
+  elseif t == "function" then
+    return "fn"
+  elseif t == "table" then
+    return canonical(v, seen)
+  end
+  return "?" .. t -- userdata, threads: by kind only
+end
+
+canonical = function(tbl, seen)
+  if seen[tbl] then
+    return "cycle"
+  end
+  seen[tbl] = true
+  local entries = {}
+  for k, v in pairs(tbl) do
+    entries[#entries + 1] = encode_value(k, seen) .. "=" .. encode_value(v, seen)
+  end
+  seen[tbl] = nil
+  sort(entries)
+  return "{" .. table.concat(entries, ",") .. "}"
+end
+
+-- The contract hash MCP sessions use: the bridge's (base, over the manifest) when the app has no
+-- app.mcp.tools, else 16 hex digits of SHA-256 over base and app.mcp.tools' canonical encoding.
+function tools.contract_hash(base, app)
+  local m = type(app) == "table" and app.mcp
+  local t = type(m) == "table" and m.tools or nil
+  if t == nil then
+    return base
+  end
+  local d = core.sha256(base .. "\napp.mcp.tools=" .. encode_value(t, {}))
+  return format(string.rep("%02x", 8), byte(d, 1, 8))
+end
+
 tools.DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 -- The same schema with named sub-schemas moved to $defs (a $defs keyword is 2020-12's, so the
