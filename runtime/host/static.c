@@ -32,6 +32,7 @@ static const struct {
     {"html", "text/html; charset=utf-8"},
     {"htm", "text/html; charset=utf-8"},
     {"json", "application/json"},
+    {"map", "application/json"},
     {"txt", "text/plain; charset=utf-8"},
     {"md", "text/markdown; charset=utf-8"},
     {"csv", "text/csv; charset=utf-8"},
