@@ -518,6 +518,34 @@ describe('messages on the live channel (SPEC §11)', () => {
     assert.ok(silent <= 2500, `dropped after ${silent} ms`);
   });
 
+  test('confirmation: an unconfirmed event fails with CONFIRMATION_REQUIRED, a confirmed one runs', async () => {
+    const { live, first, key } = await fresh();
+    assert.equal(textOf(first.html, 'clear-state'), 'no error');
+    live.send({ t: 'event', seq: 1, v: first.v, key: key('clear'), type: 'click' });
+    const refused = await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'CONFIRMATION_REQUIRED', 3000);
+    live.send({ t: 'event', seq: 2, v: refused.v, key: key('clear'), type: 'click', confirmed: true });
+    const two = await live.next((m) => m.t === 'html' && m.seq === 2);
+    if (textOf(two.html, 'clear-state') !== 'no error') { // the runner may finish after the handler
+      await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'no error', 3000);
+    }
+    await live.close();
+  });
+
+  test('an input event carries its value to the handler', async () => {
+    const { live, first, key } = await fresh();
+    const answer = await event(live, { seq: 1, v: first.v, key: key('name'), type: 'input', value: 'hello' });
+    assert.equal(countIn(answer.html), 5);
+    await live.close();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+
+describe('backpressure on the live channel (SPEC §11)', () => {
+  let server;
+  before(async () => { server = await startServer(); });
+  after(async () => { await server?.stop(); });
+
   test('a browser that does not read its answers is dropped, not buffered without bound', async () => {
     const id = await newSession(server);
     const socket = net.connect(server.port, '127.0.0.1');
@@ -556,35 +584,13 @@ describe('messages on the live channel (SPEC §11)', () => {
       if (!ok) await new Promise((r) => { socket.once('drain', r); setTimeout(r, 50); });
     }
     assert.ok(gone, 'the connection was dropped');
-    // for its unread output, not for its silence (pings go unanswered too: silence_ms is 1000 here)
+    // for its unread output (pings go unanswered too, but silence_ms is the default 60 s here)
     assert.match(server.stderr(), /does not read/);
     const res = await request(server, '/views/counter');
     assert.equal(res.status, 200, 'and the server serves on');
     socket.destroy();
   });
-
-  test('confirmation: an unconfirmed event fails with CONFIRMATION_REQUIRED, a confirmed one runs', async () => {
-    const { live, first, key } = await fresh();
-    assert.equal(textOf(first.html, 'clear-state'), 'no error');
-    live.send({ t: 'event', seq: 1, v: first.v, key: key('clear'), type: 'click' });
-    const refused = await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'CONFIRMATION_REQUIRED', 3000);
-    live.send({ t: 'event', seq: 2, v: refused.v, key: key('clear'), type: 'click', confirmed: true });
-    const two = await live.next((m) => m.t === 'html' && m.seq === 2);
-    if (textOf(two.html, 'clear-state') !== 'no error') { // the runner may finish after the handler
-      await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'no error', 3000);
-    }
-    await live.close();
-  });
-
-  test('an input event carries its value to the handler', async () => {
-    const { live, first, key } = await fresh();
-    const answer = await event(live, { seq: 1, v: first.v, key: key('name'), type: 'input', value: 'hello' });
-    assert.equal(countIn(answer.html), 5);
-    await live.close();
-  });
 });
-
-// ---------------------------------------------------------------------------------------------
 
 describe('idle sessions expire (SPEC §11)', () => {
   let server;
