@@ -2,7 +2,7 @@
 local bridge = require "clank.bridge"
 
 local type, pairs, ipairs, error, setmetatable, tostring = type, pairs, ipairs, error, setmetatable, tostring
-local format = string.format
+local format, concat = string.format, table.concat
 local isReservedPath, actionsByName = bridge.isReservedPath, bridge.actionsByName
 
 local App = { __name = "clank.App" }
@@ -22,6 +22,43 @@ local function check_origin(origin)
      and not origin:find(":$")
 end
 
+-- A route's path as a pattern (SPEC §15): a segment ":name" is a parameter, a
+-- last segment "*name" the rest of the path. Returns the literal prefix (up to
+-- the first parameter) and the shape (the names left out), nothing for an exact
+-- path, or false and the problem.
+local function pattern(path)
+  local segs, shape, names, prefix = {}, {}, {}, nil
+  for seg in path:gmatch("/([^/]*)") do
+    segs[#segs + 1] = seg
+  end
+  local pos = 1 -- where segment i's slash is
+  for i, seg in ipairs(segs) do
+    local sigil, name = seg:sub(1, 1), seg:sub(2)
+    if sigil == ":" or sigil == "*" then
+      if name == "" then
+        return false, "has an empty parameter name"
+      elseif not name:find("^[%w_]+$") then
+        return false, format("has a parameter name '%s' that is not letters, digits and _", name)
+      elseif names[name] then
+        return false, format("names the parameter '%s' twice", name)
+      elseif sigil == "*" and i < #segs then
+        return false, format("has *%s before its last segment", name)
+      end
+      names[name] = true
+      prefix = prefix or path:sub(1, pos)
+      shape[i] = sigil
+    elseif seg:find("*", 1, true) then
+      return false, "has a * that does not start the last segment"
+    else
+      shape[i] = seg
+    end
+    pos = pos + #seg + 1
+  end
+  if prefix then
+    return prefix, "/" .. concat(shape, "/")
+  end
+end
+
 local function app(def)
   if type(def) ~= "table" then
     error("clank.app: expected a table, got " .. type(def), 2)
@@ -39,7 +76,7 @@ local function app(def)
   end
   local has_views = def.views ~= nil and #def.views > 0
   if def.routes then
-    local routes = {}
+    local routes, shapes = {}, {}
     for key, handler in pairs(def.routes) do
       local method, path
       if type(key) == "string" then method, path = key:match("^(%u+) (/%S*)$") end
@@ -50,8 +87,22 @@ local function app(def)
       if type(handler) ~= "function" then
         error(format("clank.app: route '%s' must be a function, got %s", key, type(handler)), 2)
       end
-      if isReservedPath(path, has_views) then -- the runtime answers there itself
-        error(format("clank.app: route '%s' collides with the reserved path %s", key, path), 2)
+      local prefix, shape = pattern(path)
+      if prefix == false then
+        error(format("clank.app: route '%s' is not a valid pattern: it %s", key, shape), 2)
+      end
+      -- the runtime answers there itself; a pattern by the literal part before its first parameter
+      if isReservedPath(prefix or path, has_views) then
+        error(format("clank.app: route '%s' collides with the reserved path %s", key, prefix or path), 2)
+      end
+      if shape then
+        local other = shapes[method .. " " .. shape]
+        if other then
+          local a, b = other, key
+          if b < a then a, b = b, a end
+          error(format("clank.app: routes '%s' and '%s' can never be told apart", a, b), 2)
+        end
+        shapes[method .. " " .. shape] = key
       end
       routes[key] = handler
     end

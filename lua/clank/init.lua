@@ -18,6 +18,7 @@ local clank = {
   signal = require "clank.signal",
   schema = require "clank.schema",
   json = require "clank.json",
+  cookies = require "clank.cookies",
   db = require "clank.db",
   app = require "clank.app",
   h = ui.h,

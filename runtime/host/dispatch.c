@@ -14,6 +14,8 @@
 #include "host/host.h"
 #include "host/live.h"
 #include "host/lua_request.h"
+#include "host/metrics.h"
+#include "host/set_cookie.h"
 #include "host/static.h"
 #include "lua/abort.h"
 #include "lua/bridge.h"
@@ -248,6 +250,7 @@ static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
   clank_conn_state_t *st = c->data;
   st->route = route;
   st->gen = g;
+  st->kind = (unsigned char)clank_metrics_route_kind(g, route);
   g->inflight++;
   return CLANK_HTTP_READ_BODY;
 }
@@ -313,6 +316,15 @@ static void serve_client(clank_conn_t *c, const char *p, size_t n) {
                     clank_client_js, clank_client_js_len);
 }
 
+/* A path some route has with other methods only: 405 with allow (SPEC §15). */
+static int method_not_allowed(clank_conn_t *c, clank_gen_t *g, const char *path, size_t n) {
+  char allow[96], lines[160];
+  if (clank_gen_allow(g, path, n, allow, sizeof allow) == 0) return 0;
+  snprintf(lines, sizeof lines, "content-type: text/plain; charset=utf-8\r\nallow: %s\r\n", allow);
+  clank_conn_answer(c, 405, lines, "Method not allowed.", sizeof "Method not allowed." - 1);
+  return 1;
+}
+
 static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
@@ -344,6 +356,7 @@ static int on_head(clank_conn_t *c) {
     serve_client(c, path, path_len);
     return CLANK_HTTP_ANSWERED;
   }
+  if (clank_metrics_serve(c, h, path, path_len)) return CLANK_HTTP_ANSWERED;
   if (g->live_ref != LUA_NOREF) {
     const clank_route_t *live = live_path(g, r->method, path, path_len);
     if (live == &g->live_route && !clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
@@ -354,14 +367,22 @@ static int on_head(clank_conn_t *c) {
     }
   }
   const clank_route_t *route = NULL;
-  if (!clank_bridge_reserved_path(path, path_len, g->has_views)) {
+  int reserved = clank_bridge_reserved_path(path, path_len, g->has_views);
+  if (!reserved) {
     route = clank_gen_route(g, r->method, path, path_len);
     if (route == NULL && r->method == HTTP_HEAD)
       route = clank_gen_route(g, HTTP_GET, path, path_len);
   }
+  if (route && route->segs && !clank_route_params_valid(route, path, path_len)) {
+    clank_conn_text(c, 400, "Bad request."); /* where decodeURIComponent throws */
+    return CLANK_HTTP_ANSWERED;
+  }
   if (route == NULL && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
       clank_static_match(g, path, path_len))
     route = &g->static_route;
+  if (route == NULL && !reserved && !clank_static_match(g, path, path_len) &&
+      method_not_allowed(c, g, path, path_len))
+    return CLANK_HTTP_ANSWERED;
   if (route == NULL) {
     clank_conn_text(c, 404, "Not found.");
     return CLANK_HTTP_ANSWERED;
@@ -444,6 +465,14 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
     clank_write_headers(co, c, lua_gettop(co), &has_type);
   } else if (!lua_isnil(co, -1)) {
     bad_response(co, c, "headers must be a table");
+  }
+  lua_pop(co, 1);
+  if (lua_getfield(co, idx, "cookies") == LUA_TTABLE) {
+    /* request.scheme is "http" until --public-origin (§13) makes it https */
+    const char *err = clank_write_cookies(co, c, lua_gettop(co), 0);
+    if (err) bad_response(co, c, err);
+  } else if (!lua_isnil(co, -1)) {
+    bad_response(co, c, "cookies must be a table");
   }
   lua_pop(co, 1);
   if (!has_type)
@@ -653,6 +682,11 @@ static int on_message(clank_conn_t *c) {
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
   }
   push_request(co, c, g);
+  if (route->path) { /* an app route: request.params */
+    clank_target_t t;
+    clank_request_target(&c->req, &t);
+    clank_route_set_params(co, route, t.path, t.path_len);
+  }
   if (g->context_ref != LUA_NOREF)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else

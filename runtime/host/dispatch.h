@@ -20,6 +20,7 @@ typedef struct clank_conn_state_s {
                                         header block already made, 0 when none */
   struct exchange_s *exchange;       /* the handler in flight, if any */
   struct clank_live_s *live;         /* the live channel it became, if any */
+  unsigned char kind;                /* metrics: its kind (host/metrics.h), 0: by path */
 } clank_conn_state_t;
 
 extern const clank_http_handler_t clank_dispatch_handler;

@@ -102,6 +102,39 @@ static const struct {
     {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
 };
 
+/* A path with a segment that starts with ':' or '*' is a pattern (SPEC §15). */
+static int is_pattern(const char *path) {
+  for (const char *p = strchr(path, '/'); p; p = strchr(p + 1, '/'))
+    if (p[1] == ':' || p[1] == '*') return 1;
+  return 0;
+}
+
+/* A pattern's segments: ":name" a parameter, "*name" the rest of the path
+   (last only). clank.app refused malformed patterns already; -1 for one. */
+static int parse_pattern(clank_route_t *r) {
+  const char *p = r->path;
+  size_t n = r->path_len;
+  int nsegs = 0;
+  for (size_t i = 0; i < n; i++) nsegs += p[i] == '/';
+  r->segs = calloc((size_t)nsegs + 1, sizeof *r->segs);
+  if (r->segs == NULL || n == 0 || p[0] != '/') return -1;
+  for (size_t i = 0; i < n;) {
+    size_t start = i + 1, end = start;
+    while (end < n && p[end] != '/') end++;
+    clank_seg_t *seg = &r->segs[r->nsegs++];
+    seg->kind = start == end      ? CLANK_SEG_LITERAL
+                : p[start] == ':' ? CLANK_SEG_PARAM
+                : p[start] == '*' ? CLANK_SEG_REST
+                                  : CLANK_SEG_LITERAL;
+    int sigil = seg->kind != CLANK_SEG_LITERAL;
+    seg->text = p + start + sigil;
+    seg->len = end - start - (size_t)sigil;
+    if ((sigil && seg->len == 0) || (seg->kind == CLANK_SEG_REST && end != n)) return -1;
+    i = end;
+  }
+  return 0;
+}
+
 static void read_routes(clank_gen_t *g, lua_State *L) {
   if (lua_getfield(L, -1, "routes") != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -110,6 +143,7 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
   int n = 0;
   for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
   g->routes = calloc((size_t)n + 1, sizeof *g->routes);
+  g->patterns = calloc((size_t)n + 1, sizeof *g->patterns);
   for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
     const char *space = strchr(key, ' ');
@@ -120,10 +154,13 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
         method = route_methods[i].method;
     if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1))
       luaL_error(L, "route '%s' must be \"METHOD /path\" = function", key);
-    clank_route_t *r = &g->routes[g->nroutes++];
+    clank_route_t *r =
+        is_pattern(space + 1) ? &g->patterns[g->npatterns++] : &g->routes[g->nroutes++];
     r->method = method;
     r->path = strdup(space + 1);
     r->path_len = strlen(r->path);
+    if (is_pattern(r->path) && parse_pattern(r) != 0)
+      luaL_error(L, "route '%s' is not a valid pattern", key);
     lua_pushvalue(L, -1);
     r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
@@ -404,6 +441,8 @@ static int load_app(lua_State *L) {
     return luaL_error(L, "%s: must return clank.app { ... } (it returned a %s value)", o->app_path,
                       luaL_typename(L, 1));
   read_app(g, L, o->app_path);
+  lua_pushlstring(L, (const char *)o->secret, CLANK_SECRET_BYTES);
+  lua_setfield(L, LUA_REGISTRYINDEX, "clank.app_secret"); /* core.appSecret() */
   lua_pushcfunction(L, make_bridge);
   lua_pushvalue(L, 1);
   lua_call(L, 1, 1); /* 2: the bridge */
@@ -478,6 +517,11 @@ void clank_gen_close(clank_gen_t *g) {
   clank_buf_free(&g->scratch);
   for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
   free(g->routes);
+  for (int i = 0; i < g->npatterns; i++) {
+    free((char *)g->patterns[i].path);
+    free(g->patterns[i].segs);
+  }
+  free(g->patterns);
   for (int i = 0; i < g->nstatics; i++) {
     free(g->statics[i].prefix);
     free(g->statics[i].root);
@@ -489,6 +533,41 @@ void clank_gen_close(clank_gen_t *g) {
   free(g);
 }
 
+/* Whether path matches the pattern r; with fn, tells it each parameter's
+   span: a parameter is one segment, not empty; the rest is what follows its
+   slash (possibly nothing). No allocation. */
+static int walk_params(const clank_route_t *r, const char *p, size_t n,
+                       void (*fn)(void *ud, const clank_seg_t *seg, const char *v, size_t len),
+                       void *ud) {
+  size_t i = 0;
+  for (int s = 0; s < r->nsegs; s++) {
+    const clank_seg_t *seg = &r->segs[s];
+    if (i >= n || p[i] != '/') return 0;
+    i++;
+    if (seg->kind == CLANK_SEG_REST) {
+      if (fn) fn(ud, seg, p + i, n - i);
+      return 1;
+    }
+    const char *slash = memchr(p + i, '/', n - i);
+    size_t end = slash ? (size_t)(slash - p) : n;
+    if (seg->kind == CLANK_SEG_LITERAL
+            ? end - i != seg->len || memcmp(p + i, seg->text, seg->len) != 0
+            : end == i)
+      return 0;
+    if (fn && seg->kind == CLANK_SEG_PARAM) fn(ud, seg, p + i, end - i);
+    i = end;
+  }
+  return i == n;
+}
+
+/* Precedence (SPEC §15), segment by segment: a literal beats a parameter,
+   a parameter beats the rest. */
+static int more_specific(const clank_route_t *a, const clank_route_t *b) {
+  for (int s = 0; s < a->nsegs && s < b->nsegs; s++)
+    if (a->segs[s].kind != b->segs[s].kind) return a->segs[s].kind < b->segs[s].kind;
+  return 0;
+}
+
 const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,
                                      size_t path_len) {
   for (int i = 0; i < g->nroutes; i++) {
@@ -496,5 +575,109 @@ const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const cha
     if (r->method == method && r->path_len == path_len && memcmp(r->path, path, path_len) == 0)
       return r;
   }
-  return NULL;
+  if (g->npatterns == 0) return NULL;
+  const clank_route_t *best = NULL;
+  for (int i = 0; i < g->npatterns; i++) {
+    const clank_route_t *r = &g->patterns[i];
+    if (r->method == method && walk_params(r, path, path_len, NULL, NULL) &&
+        (best == NULL || more_specific(r, best)))
+      best = r;
+  }
+  return best;
+}
+
+size_t clank_gen_allow(const clank_gen_t *g, const char *path, size_t path_len, char *out,
+                       size_t outlen) {
+  static const struct {
+    const char *name;
+    int method;
+  } sorted[] = {
+      {"DELETE", HTTP_DELETE}, {"GET", HTTP_GET},   {"HEAD", HTTP_HEAD}, {"OPTIONS", HTTP_OPTIONS},
+      {"PATCH", HTTP_PATCH},   {"POST", HTTP_POST}, {"PUT", HTTP_PUT},
+  };
+  int get = clank_gen_route(g, HTTP_GET, path, path_len) != NULL;
+  size_t k = 0;
+  if (outlen > 0) out[0] = '\0';
+  for (size_t i = 0; i < sizeof sorted / sizeof sorted[0]; i++) {
+    int has = sorted[i].method == HTTP_GET ? get
+              : sorted[i].method == HTTP_HEAD
+                  ? get || clank_gen_route(g, HTTP_HEAD, path, path_len)
+                  : clank_gen_route(g, sorted[i].method, path, path_len) != NULL;
+    int w = has ? snprintf(out + k, outlen - k, "%s%s", k ? ", " : "", sorted[i].name) : 0;
+    if (w > 0 && (size_t)w < outlen - k) k += (size_t)w;
+  }
+  return k;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decodes s as decodeURIComponent does, into b when given: 0 for a
+   malformed escape or bytes that are not UTF-8 (where it throws). */
+static int uri_decode(const char *s, size_t n, luaL_Buffer *b) {
+  int need = 0;
+  unsigned long cp = 0, min = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned c = (unsigned char)s[i];
+    if (c == '%') {
+      if (i + 2 >= n || hexval((unsigned char)s[i + 1]) < 0 || hexval((unsigned char)s[i + 2]) < 0)
+        return 0;
+      c = (unsigned)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
+      i += 2;
+    }
+    if (need == 0) {
+      if (c >= 0xC2 && c <= 0xDF)
+        need = 1, cp = c & 0x1F, min = 0x80;
+      else if (c >= 0xE0 && c <= 0xEF)
+        need = 2, cp = c & 0x0F, min = 0x800;
+      else if (c >= 0xF0 && c <= 0xF4)
+        need = 3, cp = c & 0x07, min = 0x10000;
+      else if (c >= 0x80)
+        return 0;
+    } else {
+      if ((c & 0xC0) != 0x80) return 0;
+      cp = cp << 6 | (c & 0x3F);
+      if (--need == 0 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
+    }
+    if (b) luaL_addchar(b, (char)c);
+  }
+  return need == 0;
+}
+
+static void check_param(void *ud, const clank_seg_t *seg, const char *v, size_t n) {
+  (void)seg;
+  if (!uri_decode(v, n, NULL)) *(int *)ud = 0;
+}
+
+int clank_route_params_valid(const clank_route_t *r, const char *path, size_t path_len) {
+  int valid = 1;
+  if (r->segs) walk_params(r, path, path_len, check_param, &valid);
+  return valid;
+}
+
+/* [params] → params[name] = the value decoded (kept as it is when it does not decode) */
+static void set_param(void *ud, const clank_seg_t *seg, const char *v, size_t n) {
+  lua_State *L = ud;
+  lua_pushlstring(L, seg->text, seg->len);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  if (!uri_decode(v, n, &b)) {
+    luaL_pushresult(&b);
+    lua_pop(L, 1);
+    lua_pushlstring(L, v, n);
+  } else {
+    luaL_pushresult(&b);
+  }
+  lua_rawset(L, -3);
+}
+
+void clank_route_set_params(lua_State *L, const clank_route_t *r, const char *path,
+                            size_t path_len) {
+  lua_createtable(L, 0, r->segs ? r->nsegs : 0);
+  if (r->segs) walk_params(r, path, path_len, set_param, L);
+  lua_setfield(L, -2, "params");
 }

@@ -166,9 +166,13 @@ void clank_host_reload(void *ud) {
   clank_gen_t *g = clank_gen_load(&go, err, sizeof err);
   clank_reloader_end(&h->reloader, g != NULL);
   if (g == NULL) {
+    h->metrics.reloads_failed++;
     log_failure(h, err);
     return;
   }
+  h->metrics.reloads_ok++;
+  h->metrics.generation++;
+  clank_metrics_actions(&h->metrics, g->L, g->bridge_ref);
   clank_gen_t *old = h->gen;
   contract_t before, after;
   read_contract(old, &before);

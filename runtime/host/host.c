@@ -7,6 +7,7 @@
 #include "lua/bridge.h"
 #include "lua/db.h"
 
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
 #include <stdio.h>
@@ -104,7 +105,13 @@ static void log_sink(void *ud, const char *level, const char *msg) {
 
 static int load(clank_host_t *h) {
   char err[4096];
-  if (RAND_bytes(h->secret, sizeof h->secret) != 1) {
+  /* The app secret (SPEC §11, §13, §15): CLANK_SECRET's SHA-256, so instances sharing it
+     verify each other's session tokens, MCP sessions and signed cookies; else per run. */
+  const char *configured = getenv("CLANK_SECRET");
+  if (configured && *configured) {
+    unsigned int n = 0;
+    EVP_Digest(configured, strlen(configured), h->secret, &n, EVP_sha256(), NULL);
+  } else if (RAND_bytes(h->secret, sizeof h->secret) != 1) {
     fprintf(stderr, "clank-run: no random bytes for the session key\n");
     return -1;
   }
@@ -129,6 +136,7 @@ static int load(clank_host_t *h) {
     return -1;
   }
   clank_reloader_loaded(&h->reloader);
+  clank_metrics_actions(&h->metrics, h->gen->L, h->gen->bridge_ref);
   if (h->opts.watch && !h->opts.check) clank_static_watch(h, h->gen);
   h->live_generations = 1;
   return 0;
@@ -148,6 +156,7 @@ int clank_host_main(const clank_options_t *o) {
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
+  clank_metrics_init(&h->metrics);
   /* clank.db's pools, shared by every generation (each one's sched.db); the
      registry frees itself once closed and its last pool is gone. */
   h->db = clank_db_registry_new(&h->loop);
@@ -176,6 +185,7 @@ int clank_host_main(const clank_options_t *o) {
   h->server.limits = o->limits.http;
   h->server.limits.max_connections = raise_nofile(h);
   h->server.on_drained = server_drained;
+  h->server.on_answered = clank_metrics_answered;
   char err[256];
   int port;
   if (clank_server_listen(&h->server, &h->loop, o->host, o->port, &port, err, sizeof err) != 0) {
@@ -219,6 +229,7 @@ done:
     clank_gen_close(h->gen);
   }
   clank_log_free(&h->log);
+  clank_metrics_free(&h->metrics);
   free(h);
   return code;
 }

@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "host/generation.h"
+#include "host/metrics.h"
 #include "host/reload.h"
 #include "http/server.h"
 #include "options.h"
@@ -28,6 +29,7 @@ typedef struct clank_host_s {
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
   void *db; /* clank.db's pools (lua/db.h), shared by every generation */
   uv_timer_t live_tick;
+  clank_metrics_t metrics; /* health and metrics (SPEC §15) */
   int stop_requests;
   int torn_down;
 } clank_host_t;

@@ -72,8 +72,36 @@ static void push_headers(lua_State *L, const clank_request_t *r) {
   }
 }
 
+/* __index of a request: require("clank.request").index(request, key), which
+   answers request:form(), request:json() and the lazy request.cookies. */
+static int request_index(lua_State *L) {
+  lua_settop(L, 2);
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "clank.request") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "clank.request");
+    lua_call(L, 1, 1);
+  }
+  lua_getfield(L, -1, "index");
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
+/* The requests' metatable, made once per Lua state and kept in the registry. */
+static void push_request_meta(lua_State *L) {
+  if (luaL_newmetatable(L, "clank.Request")) {
+    lua_pushcfunction(L, request_index);
+    lua_setfield(L, -2, "__index"); /* metatable.__index = request_index */
+  }
+}
+
 void clank_request_push(lua_State *L, const clank_request_t *r) {
   lua_createtable(L, 0, 7);
+  push_request_meta(L);
+  lua_setmetatable(L, -2);
   lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
   lua_setfield(L, -2, "method");
   lua_pushlstring(L, r->head.data, r->url_len);

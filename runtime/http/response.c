@@ -157,8 +157,10 @@ static void log_access(clank_conn_t *c, size_t bytes) {
   const clank_request_t *r = &c->req;
   c->answered = 1;
   if (r->url_len == 0) return; /* no request was read (the connection cap) */
+  uint64_t ns = uv_hrtime() - r->started_ns;
   clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
-                   clank_request_url(r), r->url_len, c->status, bytes, uv_hrtime() - r->started_ns);
+                   clank_request_url(r), r->url_len, c->status, bytes, ns);
+  if (c->server->on_answered) c->server->on_answered(c, c->status, ns);
 }
 
 static void end_head(clank_conn_t *c, uint64_t len) {

@@ -126,6 +126,9 @@ struct clank_server_s {
   uint64_t id_prefix, id_next; /* request ids made up: a random prefix and a count */
   int stopping;
   void (*on_drained)(clank_server_t *); /* stopping, and the last connection is gone */
+  /* Every answer as it is logged (status, ns since the request's first
+     byte); the user's counters. NULL: none. */
+  void (*on_answered)(clank_conn_t *c, int status, uint64_t ns);
 };
 
 int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, int port,

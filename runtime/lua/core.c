@@ -99,6 +99,13 @@ static int core_log(lua_State *L) {
   return 0;
 }
 
+/* clank.core.appSecret() → clank-run's app secret (32 bytes: CLANK_SECRET's SHA-256, else
+   made per run), or nil outside clank-run. */
+static int core_app_secret(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "clank.app_secret");
+  return 1;
+}
+
 /* clank.core.clientScript() → "/__clank/client.<hash>.js", the script's bytes (SPEC §11) */
 static int core_client_script(lua_State *L) {
   lua_pushfstring(L, "/__clank/client.%s.js", clank_client_js_hash);
@@ -134,6 +141,7 @@ static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"clientScript", core_client_script},
                                       {"log", core_log},
                                       {"currentSignal", core_current_signal},
+                                      {"appSecret", core_app_secret},
                                       {NULL, NULL}};
 
 int luaopen_clank_core(lua_State *L) {

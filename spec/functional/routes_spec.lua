@@ -288,10 +288,11 @@ describe("clank-run routes", function()
       assert.are.equal("Not found.", res.body)
     end)
 
-    it("answers a known path with an unrouted method with 404", function()
+    it("answers a known path with an unrouted method with 405 and allow (SPEC §15)", function()
       local res = assert(http.request(s.port, "DELETE", "/hello"))
-      assert.are.equal(404, res.status)
-      assert.are.equal("Not found.", res.body)
+      assert.are.equal(405, res.status)
+      assert.are.equal("GET, HEAD", res.headers["allow"])
+      assert.are.equal("Method not allowed.", res.body)
     end)
 
     it("does not match a route on a path prefix or with a trailing slash", function()
@@ -402,5 +403,224 @@ describe("clank-run context(request)", function()
       "stderr:\n" .. log)
     assert.are.equal(200, assert(http.get(s.port, "/ctx")).status)
     assert.are.equal(0, s:stop())
+  end)
+end)
+
+-- Route patterns (SPEC §15): fixtures/apps/patterns answers each request with
+-- the route's key and request.params as "key=value" lines.
+describe("clank-run route patterns", function()
+  local s = server.for_describe(server.fixture("patterns"))
+
+  local function routed(target, method)
+    local res = assert(http.request(s.port, method or "GET", target))
+    assert.are.equal(200, res.status, target .. ": " .. tostring(res.body))
+    return http.parse_lines(res.body)
+  end
+
+  local function count_params(r)
+    local n = 0
+    for k in pairs(r) do
+      if k:find("^param%.") then
+        n = n + 1
+      end
+    end
+    return n
+  end
+
+  describe("request.params", function()
+    it("captures a parameter segment", function()
+      local r = routed("/tasks/42")
+      assert.are.equal("GET /tasks/:id", r.route)
+      assert.are.equal("42", r["param.id"])
+      assert.are.equal(1, count_params(r))
+    end)
+
+    it("is an empty table on an exact route", function()
+      local r = routed("/plain")
+      assert.are.equal("GET /plain", r.route)
+      assert.are.equal("table", r.params_type)
+      assert.are.equal(0, count_params(r))
+    end)
+
+    it("captures several parameters and leaves the query out", function()
+      local r = routed("/tasks/7/comments/c9?id=no&cid=no")
+      assert.are.equal("GET /tasks/:id/comments/:cid", r.route)
+      assert.are.equal("7", r["param.id"])
+      assert.are.equal("c9", r["param.cid"])
+    end)
+
+    it("percent-decodes like decodeURIComponent (%20, %2F, UTF-8; + stays +)", function()
+      assert.are.equal("a b", routed("/tasks/a%20b")["param.id"])
+      assert.are.equal("a+b", routed("/tasks/a+b")["param.id"])
+      assert.are.equal("\u{e9}t\u{e9}", routed("/tasks/%C3%A9t%C3%A9")["param.id"])
+      local r = routed("/tasks/x%2Fy/comments/%3F%23")
+      assert.are.equal("x/y", r["param.id"])
+      assert.are.equal("?#", r["param.cid"])
+    end)
+
+    it("answers 400 where decodeURIComponent would throw (bad escape, not UTF-8)", function()
+      for _, target in ipairs { "/tasks/%ZZ", "/tasks/a%2", "/tasks/%FF", "/tasks/%C3", "/tasks/%C0%AF",
+        "/tasks/%ED%A0%80" } do
+        local res = assert(http.get(s.port, target))
+        assert.are.equal(400, res.status, target)
+      end
+    end)
+
+    it("gives *rest the rest of the path without its leading slash, decoded", function()
+      local r = routed("/files/a/b%20c/d.txt")
+      assert.are.equal("GET /files/*rest", r.route)
+      assert.are.equal("a/b c/d.txt", r["param.rest"])
+    end)
+
+    it("lets *rest be empty after the slash, and not match without it", function()
+      local r = routed("/files/")
+      assert.are.equal("GET /files/*rest", r.route)
+      assert.are.equal("", r["param.rest"])
+      assert.are.equal(404, assert(http.get(s.port, "/files")).status)
+    end)
+
+    it("does not match an empty parameter segment or extra segments", function()
+      assert.are.equal(404, assert(http.get(s.port, "/tasks/")).status)
+      assert.are.equal(404, assert(http.get(s.port, "/tasks/1/comments")).status)
+      assert.are.equal(404, assert(http.get(s.port, "/tasks/1/comments/2/3")).status)
+    end)
+  end)
+
+  describe("precedence", function()
+    it("prefers a static segment to a parameter", function()
+      local r = routed("/tasks/new")
+      assert.are.equal("GET /tasks/new", r.route)
+      assert.are.equal(0, count_params(r))
+    end)
+
+    it("prefers a parameter to a wildcard", function()
+      local r = routed("/files/one")
+      assert.are.equal("GET /files/:name", r.route)
+      assert.are.equal("one", r["param.name"])
+      assert.are.equal("GET /files/*rest", routed("/files/one/two").route)
+    end)
+
+    it("compares segment by segment: the first segment that differs decides", function()
+      -- /mix/b/*rest has the static segment where /mix/:x/c has a parameter
+      local r = routed("/mix/b/c")
+      assert.are.equal("GET /mix/b/*rest", r.route)
+      assert.are.equal("c", r["param.rest"])
+      assert.are.equal("GET /mix/:x/c", routed("/mix/q/c").route)
+      assert.are.equal("GET /:section/:item", routed("/mix/q").route)
+    end)
+  end)
+
+  describe("methods", function()
+    it("answers HEAD through the GET pattern, without a body", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("HEAD", "/tasks/42") .. http.build("GET", "/tasks/42")))
+      local head = assert(conn:read_response({ method = "HEAD" }))
+      local get = assert(conn:read_response())
+      assert.are.equal(200, head.status)
+      assert.are.equal("", head.body)
+      assert.are.equal(tostring(#get.body), head.headers["content-length"])
+      conn:close()
+    end)
+
+    it("runs the pattern of the request's method", function()
+      assert.are.equal("POST /tasks/:id", routed("/tasks/5", "POST").route)
+      assert.are.equal("DELETE /tasks/:id", routed("/tasks/5", "DELETE").route)
+    end)
+
+    it("answers 405 with allow: the methods, sorted, with HEAD beside GET", function()
+      local res = assert(http.request(s.port, "PUT", "/tasks/5"))
+      assert.are.equal(405, res.status)
+      assert.are.equal("DELETE, GET, HEAD, POST", res.headers["allow"])
+      assert.truthy(res.headers["content-type"]:find("^text/plain"), res.headers["content-type"])
+      assert.are.equal("Method not allowed.", res.body)
+    end)
+
+    it("answers 405 for an exact route with another method", function()
+      local res = assert(http.get(s.port, "/only-put"))
+      assert.are.equal(405, res.status)
+      assert.are.equal("PUT", res.headers["allow"])
+      assert.are.equal("Method not allowed.", res.body)
+    end)
+
+    it("lists only the methods whose routes match the path", function()
+      local res = assert(http.request(s.port, "DELETE", "/opt/a/z"))
+      assert.are.equal(405, res.status)
+      assert.are.equal("PATCH", res.headers["allow"])
+      res = assert(http.request(s.port, "DELETE", "/opt/a"))
+      assert.are.equal(405, res.status)
+      assert.are.equal("GET, HEAD, OPTIONS", res.headers["allow"])
+    end)
+
+    it("answers 404, not 405, where no route has the path", function()
+      local res = assert(http.request(s.port, "POST", "/no/such/path"))
+      assert.are.equal(404, res.status)
+      assert.are.equal("Not found.", res.body)
+    end)
+  end)
+
+  describe("reserved paths", function()
+    it("win over a pattern that would match them", function()
+      -- GET /:section/:item would match each of these
+      local res = assert(http.get(s.port, "/actions/x"))
+      assert.are.equal(404, res.status)
+      assert.truthy(res.headers["content-type"]:find("^application/json"), res.headers["content-type"])
+      res = assert(http.get(s.port, "/views/x"))
+      assert.are.equal(404, res.status)
+      assert.are.equal("Not found.", res.body)
+      assert.are.equal(404, assert(http.get(s.port, "/__clank/x")).status)
+      assert.are.equal(404, assert(http.request(s.port, "POST", "/views/x")).status)
+      assert.are.equal(200, assert(http.get(s.port, "/manifest")).status)
+    end)
+  end)
+end)
+
+describe("clank-run route patterns that fail to load", function()
+  local function load_with(routes, check)
+    local path = os.tmpname() .. ".lua"
+    local lines = { 'local clank = require "clank"', "local function h() return { status = 200 } end",
+      "return clank.app {", "  routes = {" }
+    for _, key in ipairs(routes) do
+      lines[#lines + 1] = string.format("    [%q] = h,", key)
+    end
+    lines[#lines + 1] = "  },"
+    lines[#lines + 1] = "}"
+    local f = assert(io.open(path, "w"))
+    f:write(table.concat(lines, "\n"), "\n")
+    f:close()
+    local code, stdout, stderr = server.run(check and { "--check", path } or { "--port", "0", path })
+    os.remove(path)
+    return code, stdout, stderr, path
+  end
+
+  local cases = {
+    { "an empty parameter name", { "GET /a/:" }, { "GET /a/:", "empty parameter name" } },
+    { "an empty wildcard name", { "GET /a/*" }, { "GET /a/*", "empty parameter name" } },
+    { "* before the last segment", { "GET /a/*rest/b" }, { "GET /a/*rest/b" } },
+    { "* inside a segment", { "GET /a/b*c" }, { "GET /a/b*c" } },
+    { "a parameter named twice", { "GET /a/:x/:x" }, { "GET /a/:x/:x", "'x' twice" } },
+    { "a parameter and the wildcard with one name", { "GET /a/:x/*x" }, { "GET /a/:x/*x", "'x' twice" } },
+    { "two routes of the same shape", { "GET /a/:x", "GET /a/:y" },
+      { "routes 'GET /a/:x' and 'GET /a/:y' can never be told apart" } },
+    { "two wildcard routes of the same shape", { "PUT /f/:a/*r", "PUT /f/:b/*s" },
+      { "routes 'PUT /f/:a/*r' and 'PUT /f/:b/*s' can never be told apart" } },
+    { "a reserved prefix (/actions/)", { "GET /actions/:name" }, { "GET /actions/:name", "/actions/" } },
+    { "a reserved prefix (/__clank/)", { "GET /__clank/*rest" }, { "GET /__clank/*rest", "/__clank/" } },
+    { "a reserved prefix (/views/)", { "POST /views/:v" }, { "POST /views/:v", "/views/" } },
+  }
+  for _, case in ipairs(cases) do
+    it("exits 1 naming the route for " .. case[1], function()
+      local code, stdout, stderr, path = load_with(case[2])
+      assert.are.equal(1, code, stderr)
+      assert.are.equal("", stdout)
+      assert.truthy(stderr:find(path, 1, true), "stderr: " .. stderr)
+      for _, text in ipairs(case[3]) do
+        assert.truthy(stderr:find(text, 1, true), "no " .. text .. " in stderr: " .. stderr)
+      end
+    end)
+  end
+
+  it("loads the same shape under two methods, and a parameter beside a literal", function()
+    local code, _, stderr = load_with({ "GET /a/:x", "POST /a/:y", "GET /a/b", "GET /a/*rest", "GET /:x/b" }, true)
+    assert.are.equal(0, code, stderr)
   end)
 end)

@@ -1,0 +1,215 @@
+/* Health and metrics (SPEC §15). The request path only adds to fixed
+   counters (no allocation, no Lua); the text is built when scraped. */
+#include "host/metrics.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/dispatch.h"
+#include "host/generation.h"
+#include "host/host.h"
+#include "lua/bridge.h"
+
+/* Bucket bounds in ns and as Prometheus writes them. */
+static const uint64_t bound_ns[CLANK_METRICS_BUCKETS - 1] = {
+    1000000ull,   5000000ull,   10000000ull,   25000000ull,   50000000ull,   100000000ull,
+    250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull, 10000000000ull};
+static const char *const bound_text[CLANK_METRICS_BUCKETS] = {
+    "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"};
+static const char *const kind_name[CLANK_KIND_COUNT] = {"other", "bridge", "mcp",    "route",
+                                                        "page",  "live",   "static", "runtime"};
+
+void clank_metrics_init(clank_metrics_t *m) {
+  memset(m, 0, sizeof *m);
+  m->started_ns = uv_hrtime();
+  m->generation = 1;
+}
+
+void clank_metrics_free(clank_metrics_t *m) { clank_buf_free(&m->out); }
+
+int clank_metrics_route_kind(const clank_gen_t *g, const clank_route_t *route) {
+  if (route == &g->bridge_route) return CLANK_KIND_BRIDGE;
+  if (route == &g->mcp_route) return CLANK_KIND_MCP;
+  if (route == &g->page_route || route == &g->live_http_route) return CLANK_KIND_PAGE;
+  if (route == &g->live_route) return CLANK_KIND_LIVE;
+  if (route == &g->static_route) return CLANK_KIND_STATIC;
+  return CLANK_KIND_ROUTE;
+}
+
+static int starts(const char *p, size_t n, const char *s, size_t k) {
+  return n >= k && memcmp(p, s, k) == 0;
+}
+#define STARTS(p, n, lit) starts(p, n, lit, sizeof lit - 1)
+#define IS(p, n, lit) ((n) == sizeof lit - 1 && memcmp(p, lit, n) == 0)
+
+/* An answer given before any handler was chosen: by its path. */
+static int path_kind(const char *p, size_t n) {
+  if (IS(p, n, "/__clank/mcp")) return CLANK_KIND_MCP;
+  if (IS(p, n, "/manifest") || IS(p, n, "/.well-known/clank") || STARTS(p, n, "/actions/"))
+    return CLANK_KIND_BRIDGE;
+  if (STARTS(p, n, "/__clank/")) return CLANK_KIND_RUNTIME;
+  return CLANK_KIND_OTHER;
+}
+
+static clank_metrics_action_t *find_action(clank_metrics_t *m, const char *name, size_t n) {
+  for (int i = 0; i < m->nactions; i++)
+    if (m->actions[i].len == n && memcmp(m->actions[i].name, name, n) == 0) return &m->actions[i];
+  return NULL;
+}
+
+void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
+  clank_metrics_t *m = &((clank_host_t *)c->server->data)->metrics;
+  clank_conn_state_t *st = c->data;
+  int kind = st->kind;
+  st->kind = CLANK_KIND_OTHER; /* the next request on the connection starts unclassified */
+  clank_target_t t = {0};
+  if (kind == CLANK_KIND_OTHER || kind == CLANK_KIND_BRIDGE) {
+    clank_request_target(&c->req, &t);
+    if (kind == CLANK_KIND_OTHER) kind = path_kind(t.path, t.path_len);
+  }
+  if (status >= CLANK_METRICS_STATUS_MIN && status <= CLANK_METRICS_STATUS_MAX)
+    m->requests[kind][status - CLANK_METRICS_STATUS_MIN]++;
+  int b = 0;
+  while (b < CLANK_METRICS_BUCKETS - 1 && ns > bound_ns[b]) b++;
+  m->buckets[b]++;
+  m->duration_ns += ns;
+  m->count++;
+  /* an action call: POST /actions/<name> of an action the app has */
+  if (kind == CLANK_KIND_BRIDGE && c->req.method == HTTP_POST &&
+      STARTS(t.path, t.path_len, "/actions/")) {
+    clank_metrics_action_t *a = find_action(m, t.path + 9, t.path_len - 9);
+    if (a) {
+      if (status >= 200 && status < 300)
+        a->ok++;
+      else
+        a->error++;
+    }
+  }
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const clank_metrics_action_t *)a)->name,
+                ((const clank_metrics_action_t *)b)->name);
+}
+
+void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, bridge_ref);
+  clank_bridge_push_actions(L, -1);
+  if (lua_istable(L, -1)) {
+    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
+      if (lua_type(L, -2) != LUA_TSTRING) continue;
+      size_t n;
+      const char *name = lua_tolstring(L, -2, &n);
+      if (n == 0 || n >= CLANK_METRICS_ACTION_NAME || m->nactions == CLANK_METRICS_ACTIONS ||
+          find_action(m, name, n))
+        continue;
+      clank_metrics_action_t *a = &m->actions[m->nactions++];
+      memcpy(a->name, name, n);
+      a->len = (uint8_t)n;
+    }
+  }
+  lua_pop(L, 2);
+  qsort(m->actions, (size_t)m->nactions, sizeof *m->actions,
+        by_name); /* scrapes list them sorted */
+}
+
+/* ---- the answers ---- */
+
+static void health(clank_conn_t *c, clank_metrics_t *m) {
+  char body[128];
+  int n = snprintf(body, sizeof body, "{\"generation\":%llu,\"status\":\"ok\",\"uptime\":%llu}",
+                   (unsigned long long)m->generation,
+                   (unsigned long long)((uv_hrtime() - m->started_ns) / 1000000000ull));
+  clank_conn_answer(c, 200, "content-type: application/json\r\ncache-control: no-store\r\n", body,
+                    (size_t)n);
+}
+
+static void family(clank_buf_t *b, const char *name, const char *type, const char *help) {
+  clank_buf_appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value: \, " and newline escaped (text format 0.0.4). */
+static void label_value(clank_buf_t *b, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\\' || s[i] == '"')
+      clank_buf_appendc(b, '\\');
+    else if (s[i] == '\n') {
+      clank_buf_appends(b, "\\n");
+      continue;
+    }
+    clank_buf_appendc(b, s[i]);
+  }
+}
+
+static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *m) {
+  clank_buf_t *b = &m->out;
+  clank_buf_reset(b);
+  family(b, "clank_requests_total", "counter", "Requests answered, by kind and status.");
+  for (int k = 0; k < CLANK_KIND_COUNT; k++)
+    for (int s = 0; s <= CLANK_METRICS_STATUS_MAX - CLANK_METRICS_STATUS_MIN; s++)
+      if (m->requests[k][s])
+        clank_buf_appendf(b, "clank_requests_total{kind=\"%s\",status=\"%d\"} %llu\n", kind_name[k],
+                          s + CLANK_METRICS_STATUS_MIN, (unsigned long long)m->requests[k][s]);
+
+  family(b, "clank_request_duration_seconds", "histogram",
+         "Time from a request's first byte to its answer's head.");
+  uint64_t cumulative = 0;
+  for (int i = 0; i < CLANK_METRICS_BUCKETS; i++) {
+    cumulative += m->buckets[i];
+    clank_buf_appendf(b, "clank_request_duration_seconds_bucket{le=\"%s\"} %llu\n", bound_text[i],
+                      (unsigned long long)cumulative);
+  }
+  clank_buf_appendf(b, "clank_request_duration_seconds_sum %.9f\n", (double)m->duration_ns / 1e9);
+  clank_buf_appendf(b, "clank_request_duration_seconds_count %llu\n", (unsigned long long)m->count);
+
+  unsigned inflight = 0;
+  for (clank_conn_t *k = h->server.conns; k; k = k->next)
+    if (k->phase == CLANK_PHASE_BODY || k->phase == CLANK_PHASE_HANDLER) inflight++;
+  family(b, "clank_inflight_requests", "gauge", "Requests being read or handled.");
+  clank_buf_appendf(b, "clank_inflight_requests %u\n", inflight);
+  family(b, "clank_connections", "gauge", "Open client connections.");
+  clank_buf_appendf(b, "clank_connections %u\n", h->server.nconns);
+
+  lua_State *L = h->gen->L;
+  uint64_t lua_bytes = (uint64_t)lua_gc(L, LUA_GCCOUNT) * 1024u + (uint64_t)lua_gc(L, LUA_GCCOUNTB);
+  family(b, "clank_lua_memory_bytes", "gauge", "Lua memory of the current generation.");
+  clank_buf_appendf(b, "clank_lua_memory_bytes %llu\n", (unsigned long long)lua_bytes);
+
+  family(b, "clank_reloads_total", "counter", "Reloads, by result.");
+  clank_buf_appendf(b, "clank_reloads_total{result=\"ok\"} %llu\n",
+                    (unsigned long long)m->reloads_ok);
+  clank_buf_appendf(b, "clank_reloads_total{result=\"failed\"} %llu\n",
+                    (unsigned long long)m->reloads_failed);
+
+  family(b, "clank_action_calls_total", "counter",
+         "Action calls over HTTP, by action and outcome.");
+  for (int i = 0; i < m->nactions; i++) {
+    const clank_metrics_action_t *a = &m->actions[i];
+    for (int e = 0; e < 2; e++) {
+      clank_buf_appends(b, "clank_action_calls_total{action=\"");
+      label_value(b, a->name, a->len);
+      clank_buf_appendf(b, "\",outcome=\"%s\"} %llu\n", e ? "error" : "ok",
+                        (unsigned long long)(e ? a->error : a->ok));
+    }
+  }
+  clank_conn_answer(c, 200,
+                    "content-type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                    "cache-control: no-store\r\n",
+                    b->data, b->len);
+}
+
+int clank_metrics_serve(clank_conn_t *c, clank_host_t *h, const char *path, size_t n) {
+  int which = IS(path, n, "/__clank/health") ? 1 : IS(path, n, "/__clank/metrics") ? 2 : 0;
+  if (which == 0) return 0;
+  if (c->req.method != HTTP_GET && c->req.method != HTTP_HEAD) {
+    clank_conn_answer(c, 405, "content-type: text/plain; charset=utf-8\r\nallow: GET, HEAD\r\n",
+                      "Method not allowed.\n", 20);
+    return 1;
+  }
+  if (which == 1)
+    health(c, &h->metrics);
+  else
+    metrics(c, h, &h->metrics);
+  return 1;
+}

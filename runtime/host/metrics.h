@@ -1,0 +1,68 @@
+/* Health and metrics (SPEC §15): counters the host owns, kept without
+   allocation or Lua on the request path, and the two answers written in C —
+   GET /__clank/health (JSON) and GET /__clank/metrics (Prometheus text 0.0.4). */
+#ifndef CLANK_METRICS_H
+#define CLANK_METRICS_H
+
+#include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/server.h"
+#include "util/buf.h"
+
+/* What a request was, for clank_requests_total{kind}. 0 is "other", so a
+   connection's zeroed state starts there. */
+enum {
+  CLANK_KIND_OTHER,
+  CLANK_KIND_BRIDGE,
+  CLANK_KIND_MCP,
+  CLANK_KIND_ROUTE,
+  CLANK_KIND_PAGE,
+  CLANK_KIND_LIVE,
+  CLANK_KIND_STATIC,
+  CLANK_KIND_RUNTIME,
+  CLANK_KIND_COUNT
+};
+
+#define CLANK_METRICS_STATUS_MIN 100
+#define CLANK_METRICS_STATUS_MAX 599
+#define CLANK_METRICS_BUCKETS 13     /* 0.001 … 10, then +Inf */
+#define CLANK_METRICS_ACTIONS 256    /* action names kept (new ones past it are not counted) */
+#define CLANK_METRICS_ACTION_NAME 64 /* longest action name counted */
+
+typedef struct clank_metrics_action_s {
+  char name[CLANK_METRICS_ACTION_NAME];
+  uint8_t len;
+  uint64_t ok, error;
+} clank_metrics_action_t;
+
+typedef struct clank_metrics_s {
+  uint64_t started_ns; /* for uptime */
+  uint64_t generation; /* 1 at start-up, +1 for every reload that switched */
+  /* requests by kind and exact status: a fixed table, emitted where nonzero */
+  uint64_t requests[CLANK_KIND_COUNT][CLANK_METRICS_STATUS_MAX - CLANK_METRICS_STATUS_MIN + 1];
+  uint64_t buckets[CLANK_METRICS_BUCKETS]; /* not cumulative here; +Inf is the last */
+  uint64_t duration_ns, count;
+  uint64_t reloads_ok, reloads_failed;
+  clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];
+  int nactions;
+  clank_buf_t out; /* the scrape's text, reused */
+} clank_metrics_t;
+
+struct clank_host_s;
+struct clank_gen_s;
+struct clank_route_s;
+
+void clank_metrics_init(clank_metrics_t *m);
+void clank_metrics_free(clank_metrics_t *m);
+/* The kind of a request held for a handler of g (dispatch's pseudo-routes). */
+int clank_metrics_route_kind(const struct clank_gen_s *g, const struct clank_route_s *route);
+/* The server's on_answered: counts one answer (status, time since the request's first byte). */
+void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns);
+/* Registers the actions of a generation that loaded (names are kept across reloads). */
+void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref);
+/* /__clank/health and /__clank/metrics: answers and returns 1, else 0. */
+int clank_metrics_serve(clank_conn_t *c, struct clank_host_s *h, const char *path, size_t n);
+
+#endif

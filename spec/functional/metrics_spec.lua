@@ -1,0 +1,285 @@
+-- GET /__clank/health and /__clank/metrics (SPEC §15), both under the Host rules of §13.
+-- The metrics text is parsed by an independent parser: prometheus_client's, from Debian's
+-- python3-prometheus-client (vendor/deps.sh --test), run as /usr/bin/python3.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local cjson = require "cjson"
+
+local PYTHON = "/usr/bin/python3"
+
+local function quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Families as prometheus_client parses them: name → {type, help, samples = {{name, labels, value}}}.
+-- Raises when the parser rejects the text.
+local PARSE = [[
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out.append({"name": f.name, "type": f.type, "help": f.documentation,
+                "samples": [{"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]})
+print(json.dumps(out))
+]]
+
+local function parse(text)
+  local tmp = os.tmpname()
+  local f = assert(io.open(tmp, "wb"))
+  f:write(text)
+  f:close()
+  local p = assert(io.popen(PYTHON .. " -c " .. quote(PARSE) .. " < " .. quote(tmp) .. " 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  os.remove(tmp)
+  assert(ok, "prometheus_client rejected the metrics text:\n" .. out .. "\n" .. text)
+  local families = {}
+  for _, fam in ipairs(cjson.decode(out)) do
+    families[fam.name] = fam
+  end
+  return families
+end
+
+local function scrape(s)
+  local res = assert(http.get(s.port, "/__clank/metrics"))
+  assert.are.equal(200, res.status)
+  assert.are.equal("text/plain; version=0.0.4; charset=utf-8", res.headers["content-type"])
+  return parse(res.body), res.body
+end
+
+-- The value of the sample `name` whose labels include `labels` (0 when there is none).
+local function value(families, family, name, labels)
+  local fam = families[family]
+  if not fam then
+    return 0
+  end
+  for _, sample in ipairs(fam.samples) do
+    if sample.name == name then
+      local match = true
+      for k, v in pairs(labels or {}) do
+        if sample.labels[k] ~= v then
+          match = false
+        end
+      end
+      if match then
+        return sample.value
+      end
+    end
+  end
+  return 0
+end
+
+local function requests(families, kind, status)
+  return value(families, "clank_requests", "clank_requests_total", { kind = kind, status = status })
+end
+
+-- The SPEC §15 families, as the parser names them (a counter's _total is the sample's).
+local FAMILIES = {
+  clank_requests = "counter",
+  clank_request_duration_seconds = "histogram",
+  clank_inflight_requests = "gauge",
+  clank_connections = "gauge",
+  clank_lua_memory_bytes = "gauge",
+  clank_reloads = "counter",
+  clank_action_calls = "counter",
+}
+
+local function wait_for(fn, what)
+  for _ = 1, 200 do
+    if fn() then
+      return
+    end
+    http.sleep(0.02)
+  end
+  error("timed out waiting for " .. what)
+end
+
+describe("clank-run health and metrics", function()
+  local s = server.for_describe(server.fixture("basic"))
+
+  it("answers health in JSON with the generation and the uptime in whole seconds", function()
+    local res = assert(http.get(s.port, "/__clank/health"))
+    assert.are.equal(200, res.status)
+    assert.are.equal("application/json", res.headers["content-type"])
+    assert.are.equal("no-store", res.headers["cache-control"])
+    assert.truthy(res.body:match('^{"generation":1,"status":"ok","uptime":%d+}$'), res.body)
+    local h = cjson.decode(res.body)
+    assert.are.equal("ok", h.status)
+    assert.are.equal(1, h.generation)
+    assert.is_true(h.uptime >= 0 and h.uptime < 60 and h.uptime == math.floor(h.uptime))
+  end)
+
+  it("answers HEAD on both, and 405 with allow to other methods", function()
+    assert.are.equal(200, assert(http.request(s.port, "HEAD", "/__clank/health")).status)
+    assert.are.equal(200, assert(http.request(s.port, "HEAD", "/__clank/metrics")).status)
+    local res = assert(http.request(s.port, "POST", "/__clank/metrics", {}, ""))
+    assert.are.equal(405, res.status)
+    assert.are.equal("GET, HEAD", res.headers["allow"])
+  end)
+
+  it("writes every family of SPEC §15 with HELP and TYPE, accepted by prometheus_client", function()
+    local families, text = scrape(s)
+    for name, kind in pairs(FAMILIES) do
+      assert.is_truthy(families[name], "missing family " .. name)
+      assert.are.equal(kind, families[name].type, name)
+      assert.is_truthy(#families[name].help > 0, name)
+      local exposed = kind == "counter" and name .. "_total" or name
+      assert.is_truthy(text:find("\n# HELP " .. exposed .. " ", 1, true) or
+        text:find("^# HELP " .. exposed .. " "), "no HELP for " .. exposed)
+      assert.is_truthy(text:find("\n# TYPE " .. exposed .. " " .. kind .. "\n", 1, true) or
+        text:find("^# TYPE " .. exposed .. " " .. kind .. "\n"), "no TYPE for " .. exposed)
+    end
+    assert.is_true(value(families, "clank_lua_memory_bytes", "clank_lua_memory_bytes") > 0)
+    assert.is_true(value(families, "clank_connections", "clank_connections") >= 1)
+  end)
+
+  it("counts requests by kind and status", function()
+    local before = scrape(s)
+    for _ = 1, 3 do
+      assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+    end
+    assert.are.equal(418, assert(http.get(s.port, "/teapot")).status)
+    assert.are.equal(404, assert(http.get(s.port, "/no-such-page")).status)
+    assert.are.equal(200, assert(http.get(s.port, "/__clank/health")).status)
+    assert.are.equal(404, assert(http.request(s.port, "POST", "/actions/none", {}, "{}")).status)
+    local after = scrape(s)
+    local function grew(kind, status)
+      return requests(after, kind, status) - requests(before, kind, status)
+    end
+    assert.are.equal(3, grew("route", "200"))
+    assert.are.equal(1, grew("route", "418"))
+    assert.are.equal(1, grew("other", "404"))
+    assert.are.equal(1, grew("bridge", "404"))
+    -- the health check and the first scrape itself
+    assert.are.equal(2, grew("runtime", "200"))
+  end)
+
+  it("keeps a consistent histogram: buckets monotonic, +Inf = count, sum grows", function()
+    local before = scrape(s)
+    assert.are.equal(200, assert(http.get(s.port, "/sleep?ms=30")).status)
+    local families = scrape(s)
+    local fam = families.clank_request_duration_seconds
+    local buckets, count, sum = {}, nil, nil
+    for _, sample in ipairs(fam.samples) do
+      if sample.name == "clank_request_duration_seconds_bucket" then
+        local le = sample.labels.le == "+Inf" and math.huge or tonumber(sample.labels.le)
+        buckets[#buckets + 1] = { le = le, text = sample.labels.le, v = sample.value }
+      elseif sample.name == "clank_request_duration_seconds_count" then
+        count = sample.value
+      elseif sample.name == "clank_request_duration_seconds_sum" then
+        sum = sample.value
+      end
+    end
+    local bounds = {}
+    for _, b in ipairs(buckets) do
+      bounds[#bounds + 1] = b.text
+    end
+    assert.are.same({ "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+      "2.5", "5", "10", "+Inf" }, bounds)
+    for i = 2, #buckets do
+      assert.is_true(buckets[i].v >= buckets[i - 1].v)
+    end
+    assert.are.equal(count, buckets[#buckets].v)
+    local old_sum = value(before, "clank_request_duration_seconds", "clank_request_duration_seconds_sum")
+    assert.is_true(sum - old_sum >= 0.03, "the 30 ms request is in the sum")
+    -- the 30 ms request landed above 0.025
+    local old_025 = value(before, "clank_request_duration_seconds",
+      "clank_request_duration_seconds_bucket", { le = "0.025" })
+    local old_count = value(before, "clank_request_duration_seconds", "clank_request_duration_seconds_count")
+    assert.is_true(count - old_count > buckets[4].v - old_025)
+  end)
+
+  it("shows a request in flight and its connection", function()
+    local conn = assert(http.connect(s.port))
+    assert(conn:send(http.build("GET", "/sleep?ms=400")))
+    wait_for(function()
+      return value(scrape(s), "clank_inflight_requests", "clank_inflight_requests") >= 1
+    end, "an inflight request")
+    local families = scrape(s)
+    assert.is_true(value(families, "clank_connections", "clank_connections") >= 2)
+    assert.are.equal(200, assert(conn:read_response()).status)
+    conn:close()
+    wait_for(function()
+      return value(scrape(s), "clank_inflight_requests", "clank_inflight_requests") == 0
+    end, "no inflight request")
+  end)
+
+  it("refuses a foreign Host with 403 on both", function()
+    for _, path in ipairs({ "/__clank/health", "/__clank/metrics" }) do
+      local res = assert(http.get(s.port, path, { Host = "evil.example" }))
+      assert.are.equal(403, res.status, path)
+      assert.is_nil(res.body:find("clank_requests_total", 1, true))
+    end
+    assert.are.equal(200, assert(http.get(s.port, "/__clank/health", { Host = "localhost:1" })).status)
+  end)
+end)
+
+describe("clank-run metrics: action calls", function()
+  local s = server.for_describe(server.fixture("bridge"))
+
+  local function calls(families, action, outcome)
+    return value(families, "clank_action_calls", "clank_action_calls_total",
+      { action = action, outcome = outcome })
+  end
+
+  it("counts action calls by action and outcome, only for the app's actions", function()
+    local before = scrape(s)
+    local json = { ["content-type"] = "application/json" }
+    for _ = 1, 2 do
+      assert.are.equal(200, assert(http.request(s.port, "POST", "/actions/echo", json, '{"text":"hi"}')).status)
+    end
+    assert.are.equal(422, assert(http.request(s.port, "POST", "/actions/echo", json, '{"text":""}')).status)
+    assert.are.equal(409, assert(http.request(s.port, "POST", "/actions/conflict", json, "{}")).status)
+    assert.are.equal(404, assert(http.request(s.port, "POST", "/actions/nope", json, "{}")).status)
+    local after, text = scrape(s)
+    assert.are.equal(2, calls(after, "echo", "ok") - calls(before, "echo", "ok"))
+    assert.are.equal(1, calls(after, "echo", "error") - calls(before, "echo", "error"))
+    assert.are.equal(1, calls(after, "conflict", "error") - calls(before, "conflict", "error"))
+    assert.are.equal(0, calls(after, "conflict", "ok"))
+    assert.is_nil(text:find('action="nope"', 1, true))
+    -- every action of the app is listed, calls or not
+    assert.is_truthy(text:find('clank_action_calls_total{action="notes.delete",outcome="ok"} 0', 1, true))
+    assert.are.equal(2, requests(after, "bridge", "200") - requests(before, "bridge", "200"))
+  end)
+end)
+
+describe("clank-run metrics: reloads", function()
+  local dir, s
+
+  before_each(function()
+    local p = assert(io.popen("mktemp -d"))
+    dir = p:read("l")
+    p:close()
+    assert(os.execute("cp -R " .. quote(server.fixture("basic", "")) .. ". " .. quote(dir)))
+    s = server.start(dir .. "/app.lua", { args = { "--no-watch" } })
+  end)
+
+  after_each(function()
+    server.kill_all()
+    os.execute("rm -rf " .. quote(dir))
+  end)
+
+  it("counts reloads by result and bumps the generation after SIGHUP", function()
+    local families = scrape(s)
+    assert.are.equal(0, value(families, "clank_reloads", "clank_reloads_total", { result = "ok" }))
+    assert.are.equal(0, value(families, "clank_reloads", "clank_reloads_total", { result = "failed" }))
+    s:signal("HUP")
+    wait_for(function()
+      return value(scrape(s), "clank_reloads", "clank_reloads_total", { result = "ok" }) == 1
+    end, "a counted reload")
+    local h = cjson.decode(assert(http.get(s.port, "/__clank/health")).body)
+    assert.are.equal(2, h.generation)
+
+    local f = assert(io.open(dir .. "/app.lua", "ab"))
+    f:write("\nthis is not lua\n")
+    f:close()
+    s:signal("HUP")
+    wait_for(function()
+      return value(scrape(s), "clank_reloads", "clank_reloads_total", { result = "failed" }) == 1
+    end, "a counted failed reload")
+    families = scrape(s)
+    assert.are.equal(1, value(families, "clank_reloads", "clank_reloads_total", { result = "ok" }))
+    h = cjson.decode(assert(http.get(s.port, "/__clank/health")).body)
+    assert.are.equal(2, h.generation)
+  end)
+end)
