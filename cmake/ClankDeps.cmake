@@ -3,6 +3,8 @@ pkg_check_modules(LUA REQUIRED lua5.4)
 pkg_check_modules(LIBUV REQUIRED libuv>=1.44)
 # SHA-256 for manifest etags, HMAC for MCP sessions.
 pkg_check_modules(CRYPTO REQUIRED libcrypto)
+# clank.fetch's TLS (SPEC §12).
+pkg_check_modules(SSL REQUIRED libssl)
 # clank.db's SQLite driver (SPEC §12).
 pkg_check_modules(SQLITE3 REQUIRED sqlite3)
 # clank.db's PostgreSQL driver (SPEC §12): libpq in non-blocking mode.
