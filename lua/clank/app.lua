@@ -10,7 +10,7 @@ local App = { __name = "clank.App" }
 local fields = {
   name = "string", description = "string", version = "string", actions = "table",
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
-  actionTimeout = "number", mcp = "table", routes = "table",
+  actionTimeout = "number", cpuLimit = "number", mcp = "table", routes = "table",
   page = "table", principal = "function", static = "table",
 }
 
@@ -59,6 +59,30 @@ local function pattern(path)
   end
 end
 
+-- A route as a table (SPEC §15): { handler = fn, bodyLimit = BYTES?, crossSite = bool? }.
+local ROUTE_BODY_MAX = 64 * 1024 * 1024
+local routeFields = { handler = true, bodyLimit = true, crossSite = true }
+
+local function routeOptionsProblem(route)
+  for k in pairs(route) do
+    if not routeFields[k] then
+      return format("unknown field '%s' (handler, bodyLimit, crossSite)", tostring(k))
+    end
+  end
+  if type(route.handler) ~= "function" then
+    return "handler must be a function, got " .. type(route.handler)
+  end
+  local limit = route.bodyLimit
+  if limit ~= nil and (math.type(limit) ~= "integer" or limit < 1 or limit > ROUTE_BODY_MAX) then
+    return format("bodyLimit must be an integer from 1 to %d (64 MiB), got %s", ROUTE_BODY_MAX,
+      tostring(limit))
+  end
+  if route.crossSite ~= nil and type(route.crossSite) ~= "boolean" then
+    return "crossSite must be a boolean"
+  end
+  return nil
+end
+
 local function app(def)
   if type(def) ~= "table" then
     error("clank.app: expected a table, got " .. type(def), 2)
@@ -84,7 +108,12 @@ local function app(def)
         error(format("clank.app: route '%s' must be \"METHOD /path\" with METHOD one of "
           .. "GET HEAD POST PUT DELETE PATCH OPTIONS", tostring(key)), 2)
       end
-      if type(handler) ~= "function" then
+      if type(handler) == "table" then
+        local problem = routeOptionsProblem(handler)
+        if problem then
+          error(format("clank.app: route '%s': %s", key, problem), 2)
+        end
+      elseif type(handler) ~= "function" then
         error(format("clank.app: route '%s' must be a function, got %s", key, type(handler)), 2)
       end
       local prefix, shape = pattern(path)
@@ -128,6 +157,9 @@ local function app(def)
   -- not (x > 0), not x <= 0: NaN is refused too
   if def.actionTimeout and not (def.actionTimeout > 0) then -- luacheck: ignore 581
     error("clank.app: actionTimeout must be a positive number of milliseconds", 2)
+  end
+  if def.cpuLimit and not (def.cpuLimit > 0) then -- luacheck: ignore 581
+    error("clank.app: cpuLimit must be a positive number of milliseconds", 2)
   end
   return setmetatable(out, App)
 end

@@ -15,12 +15,13 @@ typedef struct exchange_s {
   clank_host_t *host;
   clank_gen_t *gen;
   int co_ref;
-  unsigned serial;         /* bumped on every use, so a kept writer can tell */
-  int waited;              /* it went asynchronous: its end resumes the connection */
-  int abandoned;           /* the connection went away */
-  int streaming;           /* the answer's head went out, its body streams */
-  int stream_closed;       /* the last chunk went out */
-  struct exchange_s *next; /* in the generation's spares */
+  unsigned serial;           /* bumped on every use, so a kept writer can tell */
+  int waited;                /* it went asynchronous: its end resumes the connection */
+  int abandoned;             /* the connection went away */
+  int streaming;             /* the answer's head went out, its body streams */
+  int stream_closed;         /* the last chunk went out */
+  clank_task_t *send_waiter; /* the task a full stream suspended, until the output drains */
+  struct exchange_s *next;   /* in the generation's spares */
 } exchange_t;
 
 static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
@@ -34,5 +35,10 @@ int clank_stream_begin(lua_State *L);
 void clank_stream_finish(exchange_t *x);
 /* Detaches the writer Lua may still hold from an exchange that ends. */
 void clank_stream_forget(exchange_t *x, lua_State *L);
+/* The output drained, or the connection went: a send waiting goes on. */
+void clank_stream_wake(exchange_t *x);
+/* A route's streamed answer: [response table at idx] → its head written and
+   send (a function) pushed; the route then calls stream(send). */
+void clank_stream_route_begin(lua_State *co, exchange_t *x, int idx);
 
 #endif

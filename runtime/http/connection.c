@@ -4,15 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "http/headers.h"
 #include "http/response.h"
 #include "http/server.h"
 
 #define PIPELINE_BUFFER (64 * 1024) /* input buffered while a handler runs */
 #define READ_CHUNK CLANK_READ_CHUNK
-#define DRAIN_MAX (64 * 1024)         /* unread body discarded after an early answer */
-#define OUTPUT_HIGH (4 * 1024 * 1024) /* unsent output that stops reading */
-#define OUTPUT_LOW (256 * 1024)       /* and below which on_drain is told */
+#define DRAIN_MAX (64 * 1024)              /* unread body discarded after an early answer */
+#define OUTPUT_HIGH (4 * 1024 * 1024)      /* unsent output that stops reading */
+#define OUTPUT_LOW (256 * 1024)            /* and below which on_drain is told */
+#define STREAM_LOW (CLANK_STREAM_HIGH / 2) /* a waiting producer goes on below this */
+#define WRITE_SLICE (128 * 1024) /* one write: its end is the progress the write deadline sees */
+#define COPY_MAX (16 * 1024)     /* bodies smaller than this are copied, not referred to */
+#define CAP_HEAD_MS 1000         /* a connection past the cap gets this long for its head */
 
 static void timer_fired(uv_timer_t *t);
 static void process(clank_conn_t *c);
@@ -21,20 +27,60 @@ static clank_conn_t *conn_of(llhttp_t *p) { return p->data; }
 
 /* Deadlines move on every request; the timer only when one comes earlier
    than it is set for. When it fires early it checks and sets itself again,
-   which keeps timer-heap work off the request path. */
+   which keeps timer-heap work off the request path. Two deadlines share it:
+   the phase's, and the write in flight's. */
+static void schedule(clank_conn_t *c) {
+  if (c->closing) return;
+  uint64_t next = c->deadline;
+  if (c->write_by && (next == 0 || c->write_by < next)) next = c->write_by;
+  if (next == 0) return;
+  if (c->armed_for == 0 || c->armed_for > next) {
+    uint64_t now = uv_now(c->server->loop);
+    c->armed_for = next;
+    uv_timer_start(&c->timer, timer_fired, next > now ? next - now : 0, 0);
+  }
+}
+
 static void arm(clank_conn_t *c, uint64_t ms) {
   if (c->closing) return;
-  uint64_t now = uv_now(c->server->loop);
-  c->deadline = now + ms;
-  if (c->armed_for == 0 || c->armed_for > c->deadline) {
-    c->armed_for = c->deadline;
-    uv_timer_start(&c->timer, timer_fired, ms, 0);
-  }
+  c->deadline = uv_now(c->server->loop) + ms;
+  schedule(c);
+}
+
+/* A write was handed to libuv: it must end (the peer take its bytes) in time. */
+static void arm_write(clank_conn_t *c) {
+  c->write_by = uv_now(c->server->loop) + c->server->limits.write_ms;
+  schedule(c);
 }
 
 static void disarm(clank_conn_t *c) { c->deadline = 0; }
 
 /* ---- lifetime ---- */
+
+static void piece_free(clank_piece_t *p) {
+  if (p->release)
+    p->release(p->ud, p->token);
+  else
+    clank_buf_free(&p->own);
+  free(p);
+}
+
+/* The queue's output is let go of at close: whoever lent bytes gets them back. */
+static void queue_free(clank_conn_t *c) {
+  while (c->queue) {
+    clank_piece_t *p = c->queue;
+    c->queue = p->next;
+    piece_free(p);
+  }
+  c->queue_tail = NULL;
+  c->queued = 0;
+}
+
+int clank_conn_refers_to(const clank_conn_t *c, const void *ud) {
+  for (const clank_piece_t *p = c->queue; p; p = p->next)
+    if (p->release && p->ud == ud) return 1;
+  return 0;
+}
 
 static void conn_free(clank_conn_t *c) {
   if (c->holds > 0) return; /* the last release frees it */
@@ -62,7 +108,9 @@ void clank_conn_release(clank_conn_t *c) {
   if (--c->holds == 0 && c->closing && c->open_handles == 0) conn_free(c);
 }
 
-size_t clank_conn_pending(const clank_conn_t *c) { return c->out.len + c->wbuf.len; }
+size_t clank_conn_pending(const clank_conn_t *c) {
+  return c->out.len + (c->wbuf.len - c->woff) + c->queued;
+}
 
 static void file_end(clank_conn_t *c);
 static int file_reading(const clank_conn_t *c);
@@ -77,6 +125,8 @@ void clank_conn_close(clank_conn_t *c) {
   if (c->file && !file_reading(c)) file_end(c); /* a read in flight ends it when it returns */
   uv_close((uv_handle_t *)&c->tcp, handle_closed);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
+  /* uv_close stopped the socket's I/O: nothing reads the lent bytes again */
+  queue_free(c);
   if (s->stopping && s->nconns == 0 && s->on_drained) s->on_drained(s);
 }
 
@@ -187,26 +237,133 @@ int clank_conn_body_file(clank_conn_t *c, uv_file fd, uint64_t offset, uint64_t 
 /* Output buffers keep their memory between answers, up to this much. */
 #define OUTPUT_KEEP (16 * 1024)
 
+/* n bytes of the queue's head were written. */
+static void queue_advance(clank_conn_t *c, size_t n) {
+  clank_piece_t *p = c->queue;
+  p->off += n;
+  c->queued -= n;
+  if (p->off < p->len) return;
+  c->queue = p->next;
+  if (c->queue == NULL) c->queue_tail = NULL;
+  piece_free(p);
+}
+
+static void queue_push(clank_conn_t *c, clank_piece_t *p) {
+  if (c->queue_tail)
+    c->queue_tail->next = p;
+  else
+    c->queue = p;
+  c->queue_tail = p;
+  c->queued += p->len;
+}
+
+/* What c->out holds goes into the queue as it is (no copy): later output
+   must follow what is queued next. Returns -1 out of memory. */
+static int queue_out(clank_conn_t *c) {
+  if (c->out.len == 0) return 0;
+  clank_piece_t *p = calloc(1, sizeof *p);
+  if (p == NULL) return -1;
+  p->own = c->out;
+  p->data = p->own.data;
+  p->len = p->own.len;
+  c->out = (clank_buf_t){0};
+  queue_push(c, p);
+  return 0;
+}
+
+void clank_conn_out_ref(clank_conn_t *c, const char *data, size_t len, clank_release_fn release,
+                        void *ud, uintptr_t token) {
+  clank_piece_t *p = c->closing ? NULL : calloc(1, sizeof *p);
+  if (p == NULL || queue_out(c) != 0) {
+    free(p);
+    release(ud, token);
+    if (!c->closing) clank_conn_close(c); /* the promised body cannot come */
+    return;
+  }
+  p->data = data;
+  p->len = len;
+  p->release = release;
+  p->ud = ud;
+  p->token = token;
+  queue_push(c, p);
+}
+
+/* Tells a waiting producer (streamed output, an upgraded protocol) that the
+   output went down. */
+static void tell_drained(clank_conn_t *c) {
+  size_t pending = clank_conn_pending(c);
+  if (c->draining && !c->closing && pending < OUTPUT_LOW) {
+    c->draining = 0;
+    if (c->upgrade && c->upgrade->on_drain) c->upgrade->on_drain(c);
+  }
+  if (c->want_writable && !c->closing && pending < STREAM_LOW) {
+    c->want_writable = 0;
+    if (c->server->handler->on_writable) c->server->handler->on_writable(c);
+  }
+}
+
 static void write_done(uv_write_t *req, int status) {
   clank_conn_t *c = req->data;
   c->writing = 0;
-  clank_buf_reset(&c->wbuf);
-  if (c->wbuf.cap > OUTPUT_KEEP) clank_buf_free(&c->wbuf);
+  c->write_by = 0;
   if (status < 0) {
     clank_conn_close(c);
     return;
   }
+  if (c->from_queue) {
+    c->from_queue = 0;
+    queue_advance(c, c->wslice);
+  } else {
+    c->woff += c->wslice;
+    if (c->woff == c->wbuf.len) {
+      c->woff = 0;
+      clank_buf_reset(&c->wbuf);
+      if (c->wbuf.cap > OUTPUT_KEEP) clank_buf_free(&c->wbuf);
+    }
+  }
   clank_conn_flush(c);
   update_reading(c);
   if (c->file) file_read(c);
-  if (c->draining && !c->closing && clank_conn_pending(c) < OUTPUT_LOW) {
-    c->draining = 0;
-    if (c->upgrade && c->upgrade->on_drain) c->upgrade->on_drain(c);
+  tell_drained(c);
+}
+
+/* Hands a slice of [data, len) to libuv; its end is the write's progress. */
+static void write_slice(clank_conn_t *c, const char *data, size_t len, int from_queue) {
+  if (len > WRITE_SLICE) len = WRITE_SLICE;
+  c->writing = 1;
+  c->from_queue = from_queue ? 1 : 0;
+  c->wslice = len;
+  c->wreq.data = c;
+  uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
+    c->writing = 0;
+    clank_conn_close(c);
+    return;
   }
+  arm_write(c);
 }
 
 void clank_conn_flush(clank_conn_t *c) {
   if (c->closing || c->writing) return; /* write_done flushes again */
+  if (c->wbuf.len > c->woff) {          /* the rest of a write begun before */
+    write_slice(c, c->wbuf.data + c->woff, c->wbuf.len - c->woff, 0);
+    return;
+  }
+  while (c->queue) {
+    clank_piece_t *p = c->queue;
+    uv_buf_t b = uv_buf_init((char *)p->data + p->off, (unsigned)(p->len - p->off));
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) {
+      clank_conn_close(c);
+      return;
+    }
+    if (n == 0) {
+      write_slice(c, b.base, b.len, 1);
+      return;
+    }
+    queue_advance(c, (size_t)n);
+  }
   if (c->out.len > 0) {
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -224,13 +381,8 @@ void clank_conn_flush(clank_conn_t *c) {
     clank_buf_t t = c->wbuf;
     c->wbuf = c->out;
     c->out = t;
-    c->writing = 1;
-    c->wreq.data = c;
-    uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_done) != 0) {
-      c->writing = 0;
-      clank_conn_close(c);
-    }
+    c->woff = 0;
+    write_slice(c, c->wbuf.data, c->wbuf.len, 0);
     return;
   }
   if (c->close_after && c->phase != CLANK_PHASE_HANDLER)
@@ -241,7 +393,8 @@ void clank_conn_flush(clank_conn_t *c) {
 
 static void shutdown_done(uv_shutdown_t *req, int status) {
   clank_conn_t *c = req->data;
-  if (status < 0 && status != UV_ECANCELED) clank_conn_close(c);
+  if (status == UV_ECANCELED) return;
+  if (status < 0 || c->close_on_shut) clank_conn_close(c);
 }
 
 /* All output written: the peer reads our end, we read (and drop) its rest. */
@@ -256,6 +409,12 @@ void clank_conn_linger(clank_conn_t *c, uint64_t ms) {
   c->lingering = 1;
   arm(c, ms);
   clank_conn_flush(c);
+}
+
+int clank_conn_stream_full(clank_conn_t *c) {
+  if (clank_conn_pending(c) < CLANK_STREAM_HIGH) return 0;
+  c->want_writable = 1;
+  return 1;
 }
 
 void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
@@ -293,7 +452,29 @@ static int refuse_too_large(clank_conn_t *c) {
   return HPE_PAUSED;
 }
 
+/* Past the connection cap (SPEC §13): 503, then the write side is shut
+   down and input read and dropped until the peer closes, so it reads the
+   whole answer instead of a reset. */
+static void answer_over_cap(clank_conn_t *c, int head_read) {
+  if (!c->answered) {
+    c->close_after = 1; /* for its connection: close */
+    clank_conn_answer(c, 503, "content-type: text/plain; charset=utf-8\r\nretry-after: 1\r\n",
+                      "Service unavailable.", sizeof "Service unavailable." - 1);
+  }
+  c->close_after = 0;
+  c->stop_parsing = 1;
+  /* Nothing more is coming (a head without a body): close once the answer
+     and our FIN are out, which frees the descriptor at once; else read the
+     rest and drop it until the peer closes. */
+  c->close_on_shut = head_read && c->parser.content_length == 0 && !(c->parser.flags & F_CHUNKED);
+  c->phase = CLANK_PHASE_IDLE;
+  clank_conn_linger(c, c->server->limits.drain_ms);
+  update_reading(c);
+}
+
 /* ---- llhttp callbacks ---- */
+
+static size_t body_max(const clank_conn_t *c) { return c->body_max ? c->body_max : CLANK_MAX_BODY; }
 
 static int on_message_begin(llhttp_t *p) {
   clank_conn_t *c = conn_of(p);
@@ -302,9 +483,10 @@ static int on_message_begin(llhttp_t *p) {
   c->answered = 0;
   c->undrainable = 0;
   c->body_limit = 0;
+  c->body_max = 0;
   c->drained = 0;
   c->phase = CLANK_PHASE_HEAD;
-  arm(c, c->server->limits.header_ms);
+  if (!c->over_cap) arm(c, c->server->limits.header_ms); /* else the cap's 1 s from accept */
   return 0;
 }
 
@@ -320,54 +502,27 @@ static int on_url(llhttp_t *p, const char *at, size_t len) {
   return 0;
 }
 
-static int header_room(clank_conn_t *c, size_t more) {
-  clank_request_t *r = &c->req;
-  clank_header_t *h = &r->headers[r->nheaders];
-  return r->header_bytes + h->name_len + h->value_len + more + 4 <= CLANK_MAX_HEADER_BYTES;
-}
-
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   clank_conn_t *c = conn_of(p);
-  clank_request_t *r = &c->req;
-  if (r->nheaders >= CLANK_MAX_HEADERS || !header_room(c, len))
+  if (clank_headers_name(&c->req, at, len) != 0)
     return refuse(c, 431, "Request header fields too large.");
-  clank_header_t *h = &r->headers[r->nheaders];
-  if (h->name_len == 0) h->name_off = (uint32_t)r->head.len;
-  clank_buf_append(&r->head, at, len);
-  h->name_len += (uint32_t)len;
   return 0;
 }
 
 static int on_header_field_complete(llhttp_t *p) {
-  clank_conn_t *c = conn_of(p);
-  clank_request_t *r = &c->req;
-  clank_header_t *h = &r->headers[r->nheaders];
-  char *name = r->head.data + h->name_off;
-  for (uint32_t i = 0; i < h->name_len; i++)
-    if (name[i] >= 'A' && name[i] <= 'Z') name[i] = (char)(name[i] + 32);
-  h->value_off = (uint32_t)r->head.len;
+  clank_headers_name_done(&conn_of(p)->req);
   return 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   clank_conn_t *c = conn_of(p);
-  clank_request_t *r = &c->req;
-  if (!header_room(c, len)) return refuse(c, 431, "Request header fields too large.");
-  clank_buf_append(&r->head, at, len);
-  r->headers[r->nheaders].value_len += (uint32_t)len;
+  if (clank_headers_value(&c->req, at, len) != 0)
+    return refuse(c, 431, "Request header fields too large.");
   return 0;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
-  clank_conn_t *c = conn_of(p);
-  clank_request_t *r = &c->req;
-  clank_header_t *h = &r->headers[r->nheaders];
-  r->header_bytes += h->name_len + h->value_len + 4;
-  /* llhttp strips leading whitespace only; the field value has none (RFC 9112 §5.1). */
-  const char *v = r->head.data + h->value_off;
-  while (h->value_len > 0 && (v[h->value_len - 1] == ' ' || v[h->value_len - 1] == '\t'))
-    h->value_len--;
-  if (++r->nheaders < CLANK_MAX_HEADERS) r->headers[r->nheaders] = (clank_header_t){0};
+  clank_headers_value_done(&conn_of(p)->req);
   return 0;
 }
 
@@ -414,6 +569,10 @@ static int on_headers_complete(llhttp_t *p) {
   r->method = p->method;
   r->http_major = p->http_major;
   r->http_minor = p->http_minor;
+  if (c->over_cap) {
+    answer_over_cap(c, 1);
+    return HPE_PAUSED;
+  }
   if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 505, "HTTP version not supported.");
   int http11 = p->http_minor == 1;
 
@@ -440,7 +599,7 @@ static int on_headers_complete(llhttp_t *p) {
     c->undrainable = 0; /* the body is read, not discarded */
     /* A body limit of the handler's own is enforced as the body arrives
        (its answer may want what came before). */
-    if (!(p->flags & F_CHUNKED) && p->content_length > CLANK_MAX_BODY)
+    if (!(p->flags & F_CHUNKED) && p->content_length > body_max(c))
       return refuse(c, 413, "Payload too large.");
     if (expect && has_body) clank_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
     c->phase = CLANK_PHASE_BODY;
@@ -476,8 +635,21 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
   }
   clank_buf_t *b = &c->req.body;
   if (c->body_limit && b->len + len > c->body_limit) return refuse_too_large(c);
-  if (b->len + len > CLANK_MAX_BODY) return refuse(c, 413, "Payload too large.");
+  if (b->len + len > body_max(c)) return refuse(c, 413, "Payload too large.");
   clank_buf_append(b, at, len);
+  return 0;
+}
+
+/* Chunk extensions (RFC 9112 §7.1.1) are metadata like header fields: they
+   count toward the header limit (SPEC §13), else a client could send them
+   without end. */
+static int on_chunk_extension(llhttp_t *p, const char *at, size_t len) {
+  (void)at;
+  clank_conn_t *c = conn_of(p);
+  clank_request_t *r = &c->req;
+  r->header_bytes += len;
+  if (r->header_bytes > CLANK_MAX_HEADER_BYTES)
+    return refuse(c, 431, "Request header fields too large.");
   return 0;
 }
 
@@ -509,6 +681,8 @@ void clank_server_init_parser_settings(llhttp_settings_t *s) {
   s->on_header_value_complete = on_header_value_complete;
   s->on_headers_complete = on_headers_complete;
   s->on_body = on_body;
+  s->on_chunk_extension_name = on_chunk_extension;
+  s->on_chunk_extension_value = on_chunk_extension;
   s->on_message_complete = on_message_complete;
 }
 
@@ -559,7 +733,8 @@ static void process(clank_conn_t *c) {
   }
   if (c->stop_parsing) clank_buf_reset(&c->in);
   if (c->phase == CLANK_PHASE_IDLE && c->eof) c->close_after = 1;
-  if (c->phase == CLANK_PHASE_IDLE && !c->close_after) arm(c, c->server->limits.idle_ms);
+  if (c->phase == CLANK_PHASE_IDLE && !c->close_after && !c->lingering)
+    arm(c, c->server->limits.idle_ms);
   clank_conn_flush(c);
   update_reading(c);
 }
@@ -621,6 +796,7 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     return;
   }
   if (nread == 0) return;
+  if (c->lingering && c->phase != CLANK_PHASE_UPGRADED) return; /* dropped */
   if (c->phase == CLANK_PHASE_UPGRADED) {
     if (!c->lingering) c->upgrade->on_data(c, buf->base, (size_t)nread);
     return;
@@ -641,8 +817,8 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
 
 static void update_reading(clank_conn_t *c) {
   if (c->closing) return;
-  int want = !c->eof && !c->stop_parsing && c->in.len < PIPELINE_BUFFER &&
-             clank_conn_pending(c) < OUTPUT_HIGH;
+  int want = !c->eof && (c->lingering || (!c->stop_parsing && c->in.len < PIPELINE_BUFFER &&
+                                          clank_conn_pending(c) < OUTPUT_HIGH));
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_input, read_input) == 0) c->reading = 1;
   } else if (!want && c->reading) {
@@ -661,14 +837,24 @@ void clank_conn_resume(clank_conn_t *c) {
 static void timer_fired(uv_timer_t *t) {
   clank_conn_t *c = t->data;
   c->armed_for = 0;
-  if (c->deadline == 0) return;
   uint64_t now = uv_now(c->server->loop);
-  if (now < c->deadline) {
-    c->armed_for = c->deadline;
-    uv_timer_start(&c->timer, timer_fired, c->deadline - now, 0);
+  if (c->write_by && now >= c->write_by) {
+    clank_conn_close(c); /* the peer stopped taking its answer (SPEC §13) */
+    return;
+  }
+  if (c->deadline == 0 || now < c->deadline) {
+    schedule(c);
     return;
   }
   c->deadline = 0;
+  if (c->lingering && c->phase != CLANK_PHASE_UPGRADED) {
+    clank_conn_close(c);
+    return;
+  }
+  if (c->over_cap && (c->phase == CLANK_PHASE_IDLE || c->phase == CLANK_PHASE_HEAD)) {
+    answer_over_cap(c, 0); /* no head in time: answered all the same */
+    return;
+  }
   switch (c->phase) {
     case CLANK_PHASE_HEAD:
     case CLANK_PHASE_BODY:
@@ -706,12 +892,12 @@ void clank_conn_deadline(clank_conn_t *c, uint64_t ms) {
     arm(c, ms);
 }
 
-void clank_conn_accept(clank_server_t *s) {
+static clank_conn_t *conn_new(clank_server_t *s) {
   /* the user's data slot follows the connection, in the same allocation */
   size_t extra = (s->conn_data_size + 15) & ~(size_t)15;
   size_t size = (sizeof(clank_conn_t) + 15) & ~(size_t)15;
   clank_conn_t *c = calloc(1, size + extra);
-  if (c == NULL) return;
+  if (c == NULL) return NULL;
   c->server = s;
   clank_request_reset(&c->req);
   if (extra) c->data = (char *)c + size;
@@ -725,17 +911,44 @@ void clank_conn_accept(clank_server_t *s) {
   s->nconns++;
   llhttp_init(&c->parser, HTTP_REQUEST, &s->settings);
   c->parser.data = c;
-  if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) != 0) {
+  return c;
+}
+
+static void conn_start(clank_conn_t *c) {
+  clank_server_t *s = c->server;
+  uv_tcp_nodelay(&c->tcp, 1);
+  update_reading(c);
+  if (s->nconns > s->limits.max_connections) {
+    /* Its head is read first: closing with a request unread would reset it. */
+    c->over_cap = 1;
+    arm(c, CAP_HEAD_MS);
+    return;
+  }
+  arm(c, s->limits.idle_ms);
+}
+
+void clank_conn_accept(clank_server_t *s, int fd) {
+  clank_conn_t *c = conn_new(s);
+  if (c == NULL) {
+    close(fd);
+    return;
+  }
+  if (uv_tcp_open(&c->tcp, fd) != 0) {
+    close(fd);
     clank_conn_close(c);
     return;
   }
-  if (s->nconns > s->limits.max_connections) {
-    c->close_after = 1;
-    clank_conn_text(c, 503, "Service unavailable.");
-    clank_conn_flush(c);
-    return;
+  conn_start(c);
+}
+
+int clank_conn_open(clank_server_t *s, uv_os_sock_t sock) {
+  clank_conn_t *c = conn_new(s);
+  if (c == NULL) return UV_ENOMEM;
+  int rc = uv_tcp_open(&c->tcp, sock);
+  if (rc != 0) {
+    clank_conn_close(c);
+    return rc;
   }
-  uv_tcp_nodelay(&c->tcp, 1);
-  update_reading(c);
-  arm(c, s->limits.idle_ms);
+  conn_start(c);
+  return 0;
 }

@@ -88,9 +88,9 @@ static int owned_header(const char *name, size_t n) {
 
 /* x-request-id (SPEC §13): the client's when it is 1-64 of A-Za-z0-9._-,
    else one made up: 16 hex digits, a random prefix per run plus a count. */
-static void request_id(clank_conn_t *c) {
+const char *clank_conn_request_id(clank_conn_t *c) {
   clank_request_t *r = &c->req;
-  if (r->id_len) return;
+  if (r->id_len) return r->id;
   const clank_header_t *h = r->nheaders ? clank_request_header(r, "x-request-id", 12, NULL) : NULL;
   if (h && h->value_len >= 1 && h->value_len <= 64) {
     const char *v = clank_header_value(r, h);
@@ -101,14 +101,17 @@ static void request_id(clank_conn_t *c) {
       i++;
     if (i == h->value_len) {
       memcpy(r->id, v, i);
+      r->id[i] = '\0';
       r->id_len = (uint8_t)i;
-      return;
+      return r->id;
     }
   }
   static const char hex[] = "0123456789abcdef";
   uint64_t n = c->server->id_prefix + c->server->id_next++;
   for (int i = 15; i >= 0; i--, n >>= 4) r->id[i] = hex[n & 15];
   r->id_len = 16;
+  r->id[16] = '\0';
+  return r->id;
 }
 
 void clank_conn_begin(clank_conn_t *c, int status) {
@@ -125,7 +128,7 @@ void clank_conn_begin(clank_conn_t *c, int status) {
   clank_buf_appends(out, "\r\ndate: ");
   clank_buf_appends(out, clank_server_date(c->server));
   clank_buf_appends(out, "\r\nx-content-type-options: nosniff\r\nx-request-id: ");
-  request_id(c);
+  clank_conn_request_id(c);
   clank_buf_append(out, r->id, r->id_len);
   clank_buf_append(out, "\r\n", 2);
   if (!keep_alive)
@@ -159,7 +162,7 @@ static void log_access(clank_conn_t *c, size_t bytes) {
   if (r->url_len == 0) return; /* no request was read (the connection cap) */
   uint64_t ns = uv_hrtime() - r->started_ns;
   clank_log_access(c->server->log, llhttp_method_name((llhttp_method_t)r->method),
-                   clank_request_url(r), r->url_len, c->status, bytes, ns);
+                   clank_request_url(r), r->url_len, c->status, bytes, ns, r->id, r->id_len);
   if (c->server->on_answered) c->server->on_answered(c, c->status, ns);
 }
 
@@ -183,6 +186,22 @@ void clank_conn_body(clank_conn_t *c, const char *body, size_t len) {
   end_head(c, len);
   if (!has_no_body(c->status) && c->req.method != HTTP_HEAD) clank_buf_append(&c->out, body, len);
   log_access(c, len);
+}
+
+/* Bodies under this are copied: a reference costs more than the copy. */
+#define BODY_COPY_MAX (16 * 1024)
+
+void clank_conn_body_ref(clank_conn_t *c, const char *body, size_t len, clank_release_fn release,
+                         void *ud, uintptr_t token) {
+  int sent = !has_no_body(c->status) && c->req.method != HTTP_HEAD;
+  if (!sent || len < BODY_COPY_MAX) {
+    clank_conn_body(c, body, len);
+    release(ud, token);
+    return;
+  }
+  end_head(c, len);
+  log_access(c, len);
+  clank_conn_out_ref(c, body, len, release, ud, token); /* held once, not copied (SPEC §13) */
 }
 
 void clank_conn_stream_start(clank_conn_t *c) {

@@ -13,5 +13,10 @@ const char *clank_status_reason(int status);
    (connection.c's file body). */
 void clank_conn_body_length(clank_conn_t *c, uint64_t len);
 void clank_conn_switch(clank_conn_t *c, const char *protocol, const char *header_lines);
+/* Queues len bytes at data after what is written so far, without copying
+   them; release(ud, token) once they are written or the connection closes
+   (at once when it cannot take them). */
+void clank_conn_out_ref(clank_conn_t *c, const char *data, size_t len, clank_release_fn release,
+                        void *ud, uintptr_t token);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct clank_http_limits_s {
   uint64_t body_ms;   /* body, from the end of the header block */
   uint64_t idle_ms;   /* idle keep-alive connection */
   uint64_t drain_ms;  /* discarding an unread body after an early answer */
+  uint64_t write_ms;  /* output pending and not a byte of it taken: close */
   unsigned max_connections;
 } clank_http_limits_t;
 
@@ -45,6 +46,9 @@ typedef struct clank_http_handler_s {
   void (*on_client_gone)(clank_conn_t *c);
   /* The connection closes: let go of what c->data holds. */
   void (*on_close)(clank_conn_t *c);
+  /* Streamed output fell below the low mark after clank_conn_stream_full
+     said it was full. */
+  void (*on_writable)(clank_conn_t *c);
 } clank_http_handler_t;
 
 /* A connection that left HTTP (an upgrade, RFC 9110 §7.8). */
@@ -58,6 +62,22 @@ typedef struct clank_upgrade_handler_s {
   /* Output drained below the low mark after being over the high one. */
   void (*on_drain)(clank_conn_t *c);
 } clank_upgrade_handler_t;
+
+/* Called once output handed over by reference is no longer needed: written,
+   or its connection closed. */
+typedef void (*clank_release_fn)(void *ud, uintptr_t token);
+
+/* Output queued ahead of c->out: a buffer moved out of it, or bytes the
+   writer does not own (a body by reference). */
+typedef struct clank_piece_s {
+  struct clank_piece_s *next;
+  const char *data;
+  size_t len, off; /* off: how much of it was written */
+  clank_buf_t own; /* the bytes, when they are the writer's */
+  clank_release_fn release;
+  void *ud;
+  uintptr_t token;
+} clank_piece_t;
 
 typedef enum {
   CLANK_PHASE_IDLE,     /* between requests */
@@ -75,15 +95,21 @@ struct clank_conn_s {
   clank_server_t *server;
   void *data; /* the user's, conn_data_size bytes zeroed at accept */
   clank_conn_t *prev, *next;
-  clank_buf_t in;   /* received, not yet parsed */
-  clank_buf_t out;  /* responses not yet handed to a write */
-  clank_buf_t wbuf; /* the write in flight */
+  clank_buf_t in;                    /* received, not yet parsed */
+  clank_buf_t out;                   /* responses not yet handed to a write */
+  clank_buf_t wbuf;                  /* the write in flight */
+  clank_piece_t *queue, *queue_tail; /* written before out, in order */
+  size_t queued;                     /* bytes left in the queue */
+  size_t wslice;                     /* bytes of the write in flight (a slice) */
+  size_t woff;                       /* how much of wbuf was written */
+  uint64_t write_by;                 /* loop time the write in flight must end by; 0: none */
   uv_write_t wreq;
   uv_shutdown_t shutdown;
   clank_request_t req;
   clank_phase_t phase;
   const clank_upgrade_handler_t *upgrade;
   size_t body_limit;  /* set by on_head; 0: the 1 MiB cap */
+  size_t body_max;    /* set by on_head: the hard cap (413 text) instead of 1 MiB; 0: that */
   size_t drained;     /* body bytes discarded after an early answer */
   size_t head_mark;   /* where the response being written started in out */
   size_t body_bytes;  /* the answer's body length, for the access log */
@@ -104,12 +130,22 @@ struct clank_conn_s {
   unsigned draining : 1;          /* over the output high mark: tell on_drain when below */
   unsigned lingering : 1;         /* closing gracefully: input is dropped, output ends */
   unsigned shut : 1;              /* the write side was shut down */
+  unsigned from_queue : 1;        /* the write in flight is a slice of the queue's head */
+  unsigned over_cap : 1;          /* accepted past max_connections: gets a 503 */
+  unsigned want_writable : 1;     /* a producer waits for on_writable */
+  unsigned close_on_shut : 1;     /* lingering with nothing more to read: close at our FIN */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 
 struct clank_server_s {
   uv_loop_t *loop;
-  uv_tcp_t listener;
+  uv_tcp_t listener; /* bound and listening; accepted from by hand (poll) */
+  uv_poll_t accepting;
+  uv_timer_t pause; /* accepting paused: no descriptor to shed the excess with */
+  uv_timer_t shed_log;
+  int reserve_fd;                /* kept for shedding connections when descriptors run out */
+  int out_of_fds;                /* accept failed for want of one, and none was accepted since */
+  uint64_t shed, shed_logged_at; /* connections shed since the last log line, and when */
   int listening;
   int loopback; /* bound to a loopback address */
   clank_http_limits_t limits;
@@ -133,6 +169,9 @@ struct clank_server_s {
 
 int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, int port,
                         int *bound_port, char *err, size_t errlen);
+/* Readies a server that does not listen: its connections come from
+   clank_conn_open (fuzzers and tests drive the server without a listener). */
+void clank_server_init(clank_server_t *s, uv_loop_t *loop);
 /* Stops accepting; idle connections close now, busy ones after their response. */
 void clank_server_stop(clank_server_t *s);
 /* Closes every connection at once (the stop deadline). */
@@ -143,7 +182,11 @@ const char *clank_server_date(clank_server_t *s);
 
 /* ---- connections (connection.c) ---- */
 
-void clank_conn_accept(clank_server_t *s);
+/* Takes an accepted socket (non-blocking) as a new connection. */
+void clank_conn_accept(clank_server_t *s, int fd);
+/* A connection over a stream socket connected already (one end of a
+   socketpair): it takes sock on success; 0 or a libuv error. */
+int clank_conn_open(clank_server_t *s, uv_os_sock_t sock);
 void clank_conn_close(clank_conn_t *c);
 /* A user keeps pointing at c after on_close: its memory stays until released. */
 void clank_conn_hold(clank_conn_t *c);
@@ -161,6 +204,9 @@ size_t clank_conn_pending(const clank_conn_t *c);
    begin → header* → body | stream_start (chunk*, stream_end); the status
    line, date, connection, content-length or chunking, HEAD and the access
    log are the writer's. */
+/* The request's x-request-id (SPEC §13): the client's when it is 1-64 of
+   A-Za-z0-9._-, else one made up; NUL-terminated, fixed for the request. */
+const char *clank_conn_request_id(clank_conn_t *c);
 void clank_conn_begin(clank_conn_t *c, int status);
 /* Returns 0, or -1 (nothing written) for a name that is not an RFC 9110
    token, a value that is not a field-value, or a header the writer owns
@@ -172,9 +218,19 @@ void clank_conn_header_raw(clank_conn_t *c, const char *lines);
 /* Drops what begin and header wrote (the answer turned out bad). */
 void clank_conn_cancel(clank_conn_t *c);
 void clank_conn_body(clank_conn_t *c, const char *body, size_t len);
+/* The body, without copying it when it is large: the writer keeps pointing
+   at body until release(ud, token) (once, possibly before returning). */
+void clank_conn_body_ref(clank_conn_t *c, const char *body, size_t len, clank_release_fn release,
+                         void *ud, uintptr_t token);
+/* Whether output queued by piece pointers with this ud is still pending. */
+int clank_conn_refers_to(const clank_conn_t *c, const void *ud);
 void clank_conn_stream_start(clank_conn_t *c);
 void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len);
 void clank_conn_stream_end(clank_conn_t *c);
+/* 1 when the connection holds CLANK_STREAM_HIGH of unsent output: the
+   producer should wait for the handler's on_writable. */
+int clank_conn_stream_full(clank_conn_t *c);
+#define CLANK_STREAM_HIGH (1024 * 1024)
 /* Ends the head with content-length: len and sends len bytes of the open
    file fd from offset as the body (HEAD: none), read in chunks off the loop
    as the output drains. The writer owns fd from here (it closes it). Call

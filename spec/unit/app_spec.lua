@@ -79,6 +79,16 @@ describe("clank.app", function()
     { "an origin without a scheme", { allowedOrigins = { "localhost:5173" } },
       "clank.app: allowedOrigins[1] must be an origin" },
     { "a non-positive actionTimeout", { actionTimeout = 0 }, "clank.app: actionTimeout must be a positive" },
+    { "a bodyLimit over 64 MiB", { routes = { ["POST /u"] = { handler = handler, bodyLimit = 64 * 1024 * 1024 + 1 } } },
+      "clank.app: route 'POST /u': bodyLimit must be an integer from 1 to 67108864 (64 MiB)" },
+    { "a bodyLimit that is not an integer", { routes = { ["POST /u"] = { handler = handler, bodyLimit = 1.5 } } },
+      "clank.app: route 'POST /u': bodyLimit must be an integer" },
+    { "a route table without a handler", { routes = { ["POST /u"] = { bodyLimit = 10 } } },
+      "clank.app: route 'POST /u': handler must be a function, got nil" },
+    { "an unknown route field", { routes = { ["POST /u"] = { handler = handler, bodylimit = 10 } } },
+      "clank.app: route 'POST /u': unknown field 'bodylimit'" },
+    { "a crossSite that is not a boolean", { routes = { ["POST /u"] = { handler = handler, crossSite = "yes" } } },
+      "clank.app: route 'POST /u': crossSite must be a boolean" },
   }
   for _, case in ipairs(refused) do
     it("refuses " .. case[1] .. ", naming it", function()
@@ -93,6 +103,12 @@ describe("clank.app", function()
     local ok, err = pcall(function() local app = clank.app { bogus = 1 }; return app end)
     assert.is_false(ok)
     assert.matches("app_spec.lua:%d+: clank.app: unknown field 'bogus'", err)
+  end)
+
+  it("keeps a route given as { handler, bodyLimit, crossSite }", function()
+    local route = { handler = handler, bodyLimit = 64 * 1024 * 1024, crossSite = true }
+    local app = clank.app { routes = { ["POST /u"] = route } }
+    assert.equal(route, app.routes["POST /u"])
   end)
 
   it("allows GET / when the app has no views", function()
