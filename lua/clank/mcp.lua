@@ -11,6 +11,7 @@ local session = require "clank.mcp.session"
 local tools = require "clank.mcp.tools"
 local elicit = require "clank.mcp.elicit"
 local notify = require "clank.mcp.notify"
+local runner = require "clank.runner"
 
 local decode, isArray = json.decode, json.isArray
 local checkOrigin, isJsonMediaType = bridge.checkOrigin, bridge.isJsonMediaType
@@ -140,6 +141,7 @@ local function tools_call(msg, request, env, sess, cors)
     end
   end
   result = result or tools.run(env, request, act, input, wrapped, not_object, channel)
+  runner.countCall(act, not result.isError) -- clank_action_calls_total (SPEC §15)
   return channel:answer(msg.id, result)
 end
 

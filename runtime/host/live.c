@@ -9,6 +9,7 @@
 
 #include "host/dispatch.h"
 #include "host/host.h"
+#include "host/inspector.h"
 #include "host/lua_request.h"
 #include "lua/json.h"
 #include "lua/protect.h"
@@ -35,6 +36,7 @@ struct clank_live_s {
   int socket_ref;  /* the LiveSocket userdata in gen's state */
   uint64_t heard;  /* loop time of the peer's last frame */
   uint64_t jitter; /* the state of ping_interval's sequence */
+  int inspector;   /* a session of the inspector (SPEC §16), not of the app's views */
   clank_live_t *prev, *next;
 };
 
@@ -221,6 +223,20 @@ static void forget_socket(clank_live_t *live) {
   live->socket_ref = LUA_NOREF;
 }
 
+/* Pushes the object owning the channel's session in g: the app's live object,
+   or the inspector's; returns 0 (nothing pushed) when there is none. */
+static int push_owner(clank_live_t *live, clank_gen_t *g) {
+  if (live->inspector) {
+    clank_inspector_push(live->host, g);
+    if (!lua_isnil(g->L, -1)) return 1;
+    lua_pop(g->L, 1);
+    return 0;
+  }
+  if (g->live_ref == LUA_NOREF) return 0;
+  lua_rawgeti(g->L, LUA_REGISTRYINDEX, g->live_ref);
+  return 1;
+}
+
 /* live:<method>(id, ..., socket) on the generation's live object, protected;
    the arguments between the id and the socket are on top of the stack
    (nargs of them). The socket tells a replaced connection from its successor. */
@@ -228,7 +244,10 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
   clank_gen_t *g = live->gen;
   lua_State *L = g->L;
   int base = lua_gettop(L) - nargs;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->live_ref);
+  if (!push_owner(live, g)) {
+    lua_settop(L, base);
+    return;
+  }
   lua_getfield(L, -1, method);
   lua_insert(L, base + 1);
   lua_insert(L, base + 2); /* [fn, live, args...] */
@@ -375,12 +394,13 @@ static void let_go(clank_live_t *live) {
 /* Gives the channel a socket in its generation and calls live:<method>(id, request, socket). */
 static void hand_over(clank_live_t *live, const char *method, int request_idx) {
   lua_State *L = live->gen->L;
-  if (live->gen->live_ref == LUA_NOREF) {
+  if (!push_owner(live, live->gen)) {
     /* the app has no views (any more): the session is unknown */
     wslay_event_queue_close(live->ws, 4404, (const uint8_t *)"unknown session", 15);
     pump(live);
     return;
   }
+  lua_pop(L, 1);
   push_socket(L, live);
   live->socket_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, request_idx);
@@ -395,7 +415,7 @@ static int encode_request(lua_State *L) {
 }
 
 void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *id,
-                       size_t id_len, int request_idx) {
+                       size_t id_len, int request_idx, int inspector) {
   const clank_request_t *r = &c->req;
   const clank_header_t *key = header(r, "sec-websocket-key");
   char accept_in[64], digest[EVP_MAX_MD_SIZE], lines[96];
@@ -417,6 +437,7 @@ void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const c
   live->conn = c;
   live->host = h;
   live->id = strndup(id, id_len);
+  live->inspector = inspector;
   live->socket_ref = LUA_NOREF;
   live->heard = uv_now(c->server->loop);
   live->jitter = (uint64_t)(uintptr_t)live ^ uv_hrtime();
@@ -444,7 +465,7 @@ void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const c
 
 void clank_live_closed(clank_live_t *live) {
   clank_host_t *h = live->host;
-  if (live->gen->live_ref != LUA_NOREF) call_live(live, "disconnect", 0);
+  call_live(live, "disconnect", 0);
   let_go(live);
   if (live->prev)
     live->prev->next = live->next;
@@ -468,7 +489,7 @@ static void free_live(clank_live_t *live) {
 void clank_live_move(clank_host_t *h, clank_gen_t *from, clank_gen_t *to) {
   for (clank_live_t *live = h->lives; live; live = live->next) {
     if (live->gen != from || live->conn->closing) continue;
-    if (from->live_ref != LUA_NOREF) call_live(live, "disconnect", 0);
+    call_live(live, "disconnect", 0);
     let_go(live);
     hold(live, to);
     lua_State *L = to->L;
@@ -501,11 +522,8 @@ void clank_live_css(clank_host_t *h) {
   }
 }
 
-void clank_live_tick(clank_host_t *h) {
-  clank_gen_t *g = h->gen;
-  if (g == NULL || g->live_ref == LUA_NOREF) return;
-  lua_State *L = g->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->live_ref);
+/* owner:tick(now) for the object on top of the stack (popped). */
+static void tick(clank_host_t *h, lua_State *L) {
   lua_getfield(L, -1, "tick");
   lua_insert(L, -2);
   lua_pushinteger(L, (lua_Integer)uv_now(&h->loop));
@@ -513,4 +531,14 @@ void clank_live_tick(clank_host_t *h) {
     clank_log_msg(&h->log, "error", "live: tick failed: %s", clank_error_text(L, -1));
     lua_pop(L, 1);
   }
+}
+
+void clank_live_tick(clank_host_t *h) {
+  clank_gen_t *g = h->gen;
+  if (g == NULL) return;
+  if (g->live_ref != LUA_NOREF) {
+    lua_rawgeti(g->L, LUA_REGISTRYINDEX, g->live_ref);
+    tick(h, g->L);
+  }
+  if (clank_inspector_existing(g->L)) tick(h, g->L);
 }

@@ -18,10 +18,11 @@ int clank_live_check(clank_conn_t *c, struct clank_gen_s *g);
    and returns 0 when the request's Origin is refused. */
 int clank_live_origin(clank_conn_t *c, struct clank_gen_s *g);
 /* At the end of that request: answers 101, takes the connection and hands
-   the session to the generation's live object. request_idx: the Lua request
+   the session to the generation's live object (the inspector's when
+   inspector is set, SPEC §16). request_idx: the Lua request
    table on g's main stack. */
 void clank_live_accept(clank_conn_t *c, struct clank_host_s *h, struct clank_gen_s *g,
-                       const char *id, size_t id_len, int request_idx);
+                       const char *id, size_t id_len, int request_idx, int inspector);
 /* The connection closes: the session goes idle, the channel is freed. */
 void clank_live_closed(clank_live_t *live);
 /* A reload switched generations: every channel on `from` moves to `to`,

@@ -9,6 +9,7 @@
 #include "host/dispatch.h"
 #include "host/generation.h"
 #include "host/host.h"
+#include "lua/action.h"
 #include "lua/bridge.h"
 
 /* Bucket bounds in ns and as Prometheus writes them. */
@@ -59,7 +60,9 @@ static clank_metrics_action_t *find_action(clank_metrics_t *m, const char *name,
 }
 
 void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
-  clank_metrics_t *m = &((clank_host_t *)c->server->data)->metrics;
+  clank_host_t *h = c->server->data;
+  clank_metrics_t *m = &h->metrics;
+  clank_inspector_record(&h->inspector, c, status, ns);
   clank_conn_state_t *st = c->data;
   int kind = st->kind;
   st->kind = CLANK_KIND_OTHER; /* the next request on the connection starts unclassified */
@@ -88,6 +91,22 @@ void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
   }
 }
 
+/* count(name, ok): an action call that did not come over the bridge's HTTP
+   path (MCP's tools/call, a live view's event); upvalue 1: the metrics. */
+static int count_call(lua_State *L) {
+  clank_metrics_t *m = lua_touserdata(L, lua_upvalueindex(1));
+  size_t n;
+  const char *name = luaL_checklstring(L, 1, &n);
+  clank_metrics_action_t *a = find_action(m, name, n);
+  if (a) {
+    if (lua_toboolean(L, 2))
+      a->ok++;
+    else
+      a->error++;
+  }
+  return 0;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const clank_metrics_action_t *)a)->name,
                 ((const clank_metrics_action_t *)b)->name);
@@ -110,6 +129,9 @@ void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref) {
     }
   }
   lua_pop(L, 2);
+  lua_pushlightuserdata(L, m);
+  lua_pushcclosure(L, count_call, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_CALL_KEY);
   qsort(m->actions, (size_t)m->nactions, sizeof *m->actions,
         by_name); /* scrapes list them sorted */
 }
@@ -183,7 +205,7 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *m) {
                     (unsigned long long)m->reloads_failed);
 
   family(b, "clank_action_calls_total", "counter",
-         "Action calls over HTTP, by action and outcome.");
+         "Action calls (bridge, MCP, live views), by action and outcome.");
   for (int i = 0; i < m->nactions; i++) {
     const clank_metrics_action_t *a = &m->actions[i];
     for (int e = 0; e < 2; e++) {

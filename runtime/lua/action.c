@@ -108,6 +108,17 @@ void clank_action_push_name(lua_State *L, int idx) {
   lua_remove(L, -2);
 }
 
+void clank_action_count_call(lua_State *L, int idx, int ok) {
+  idx = lua_absindex(L, idx);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_CALL_KEY) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return;
+  }
+  clank_action_push_name(L, idx);
+  lua_pushboolean(L, ok);
+  lua_call(L, 2, 0);
+}
+
 static int valid_name(const char *s, size_t n) {
   if (n == 0 || n > 128) return 0;
   if (!((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return 0;

@@ -17,6 +17,11 @@ int clank_action_requires_confirmation(const clank_action_t *a);
 int clank_bound_request_unconfirmed(lua_State *L);
 /* Pushes the action's name. */
 void clank_action_push_name(lua_State *L, int idx);
+/* Registry key of count(name, ok), clank-run's counter of action calls
+   (SPEC §15, clank_action_calls_total); absent elsewhere. */
+#define CLANK_COUNT_CALL_KEY "clank.count_call"
+/* Counts one call of the action at idx, when clank-run counts them. */
+void clank_action_count_call(lua_State *L, int idx, int ok);
 
 /* The call pipeline of SPEC §4 as a lua_CFunction over [action, input, ctx]:
    it must run inside a task (it may wait); returns the output. */

@@ -219,6 +219,17 @@ static int run_k(lua_State *L, int status, lua_KContext step) {
     lua_pushboolean(L, 0);
     commit(L, base);
   }
+  /* a run for a live view's event or surface call is one of the app's
+     action calls (SPEC §15); the bridge and MCP count their own */
+  push_request(L);
+  int bound = lua_istable(L, -1);
+  lua_pop(L, 1);
+  if (bound) {
+    lua_getiuservalue(L, 1, UV_PUBLIC);
+    lua_getfield(L, -1, "action");
+    if (clank_action_test(L, -1)) clank_action_count_call(L, -1, ok);
+    lua_pop(L, 2);
+  }
   if (!ok) lua_pushnil(L);
   return 1;
 }
@@ -357,12 +368,21 @@ static int l_action_runner(lua_State *L) {
   return 1;
 }
 
+/* clank.runner.countCall(action, ok): a call made elsewhere (MCP's
+   tools/call) counted with the rest (SPEC §15) */
+static int l_count_call(lua_State *L) {
+  if (clank_action_test(L, 1) == NULL) luaL_typeerror(L, 1, "clank.Action");
+  clank_action_count_call(L, 1, lua_toboolean(L, 2));
+  return 0;
+}
+
 static const luaL_Reg runner_meta[] = {
     {"__index", runner_index}, {"__tostring", runner_tostring}, {NULL, NULL}};
 
 static const luaL_Reg runner_funcs[] = {{"actionRunner", l_action_runner},
                                         {"bindRequest", l_bind_request},
                                         {"currentRequest", l_current_request},
+                                        {"countCall", l_count_call},
                                         {NULL, NULL}};
 
 int luaopen_clank_runner(lua_State *L) {

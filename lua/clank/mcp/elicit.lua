@@ -121,6 +121,9 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped, channel)
     writer:close()
     error(result, 0)
   end
+  if result then
+    require("clank.runner").countCall(act, not result.isError) -- clank_action_calls_total
+  end
   if result and not (channel and channel.gone) then
     writer:write(rpc.event(rpc.result(call_id, result)))
   end
