@@ -6,7 +6,9 @@ find_program(BUSTED busted REQUIRED)
 # What every test that starts clank-run needs; the sanitizer build adds its options.
 set(CLANK_RUN_ENV
   "CLANK_RUN=$<TARGET_FILE:clank-run>"
-  "CLANK_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+  "CLANK_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+  # spec/functional/install_spec installs and packs this build
+  "CLANK_BUILD_DIR=${CMAKE_BINARY_DIR}")
 if(CLANK_SANITIZE)
   list(APPEND CLANK_RUN_ENV
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:suppressions=${CMAKE_SOURCE_DIR}/spec/asan.supp"
@@ -35,6 +37,14 @@ foreach(spec ${CLANK_SPECS})
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
 endforeach()
+
+# An app's own specs, run as an app author runs them: `clank-run test DIR` (SPEC §16). The
+# tasks app's database is a file of this build (each run of its spec is a user of its own).
+add_test(NAME apps/tasks
+  COMMAND $<TARGET_FILE:clank-run> test apps/tasks --output=plainTerminal
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(apps/tasks PROPERTIES
+  ENVIRONMENT "${CLANK_RUN_ENV};CLANK_TASKS_DB=${CMAKE_BINARY_DIR}/tasks-spec.db" TIMEOUT 120)
 
 # The MCP endpoint against the official TypeScript SDK client (spec/mcp, its
 # packages pinned in package-lock.json and installed by ./dev test).
@@ -71,7 +81,7 @@ endif()
 find_program(LUACHECK luacheck)
 if(LUACHECK)
   add_test(NAME style/luacheck
-    COMMAND ${LUACHECK} --formatter plain --codes lua spec apps bench
+    COMMAND ${LUACHECK} --formatter plain --codes lua spec apps bench fuzz
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(style/luacheck PROPERTIES TIMEOUT 120)
 endif()
@@ -82,7 +92,8 @@ find_program(CLANG_FORMAT NAMES clang-format clang-format-14)
 if(CLANG_FORMAT)
   file(GLOB_RECURSE CLANK_C_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/runtime/*.c ${CMAKE_SOURCE_DIR}/runtime/*.h
-    ${CMAKE_SOURCE_DIR}/bench/bare/*.c ${CMAKE_SOURCE_DIR}/bench/bare/*.h)
+    ${CMAKE_SOURCE_DIR}/bench/bare/*.c ${CMAKE_SOURCE_DIR}/bench/bare/*.h
+    ${CMAKE_SOURCE_DIR}/fuzz/*.c)
   foreach(source IN LISTS CLANK_C_SOURCES)
     string(FIND "${source}" "${CMAKE_BINARY_DIR}/" at)
     if(at EQUAL 0)

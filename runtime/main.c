@@ -1,6 +1,7 @@
 /* clank-run: serves a Clank app (SPEC §2). */
 #include <stdio.h>
 
+#include "host/command.h"
 #include "host/host.h"
 #include "options.h"
 
@@ -9,6 +10,8 @@ int main(int argc, char **argv) {
   switch (clank_options_parse(&opts, argc, argv)) {
     case CLANK_OPTIONS_EXIT_OK: return 0;
     case CLANK_OPTIONS_USAGE: return 2;
-    default: return clank_host_main(&opts);
+    default:
+      return opts.command == CLANK_COMMAND_SERVE ? clank_host_main(&opts)
+                                                 : clank_command_main(&opts);
   }
 }

@@ -4,21 +4,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char usage[] =
-    "usage: clank-run [options] app.lua\n"
+    "usage: clank-run [options] app.lua|DIR\n"
+    "       clank-run new NAME\n"
+    "       clank-run test [DIR]\n"
     "\n"
-    "Serves a Clank app over HTTP.\n"
+    "Serves a Clank app over HTTP (DIR serves DIR/app.lua). `new NAME` writes a starter app\n"
+    "into the folder NAME; `test DIR` runs the specs under DIR/spec (default .) with busted.\n"
     "\n"
-    "  --host HOST        address to listen on (default 127.0.0.1)\n"
-    "  --port N           port (default $PORT, else 8080; 0 picks a free port)\n"
-    "  --no-watch         do not reload the app when its files change\n"
-    "  --quiet            no access log\n"
-    "  --workers N        worker processes (default 1)\n"
-    "  --log text|json    log format on stderr (default text)\n"
-    "  --check            load the app, print its manifest, exit\n"
-    "  --version          print the version and exit\n"
-    "  --help             print this help and exit\n";
+    "  --host HOST          address to listen on (default 127.0.0.1)\n"
+    "  --port N             port (default $PORT, else 8080; 0 picks a free port)\n"
+    "  --no-watch           do not reload the app when its files change\n"
+    "  --quiet              no access log\n"
+    "  --workers N          worker processes (default 1)\n"
+    "  --cpu-limit MS       CPU time a handler may run before it is stopped (default 1000)\n"
+    "  --memory-limit MIB   memory of an app's Lua state (default 512)\n"
+    "  --inspector HOST     open /__clank/inspector to requests for HOST (default: loopback)\n"
+    "  --log text|json      log format on stderr (default text)\n"
+    "  --check              load the app, print its manifest, exit\n"
+    "  --version            print the version and exit\n"
+    "  --help               print this help and exit\n"
+    "\n"
+    "See clank-run(1).\n";
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
   char *end;
@@ -55,6 +64,8 @@ static void parse_test_limits(clank_limits_t *l, const char *spec) {
       l->http.idle_ms = (uint64_t)v;
     else if (!strcmp(item, "drain_ms"))
       l->http.drain_ms = (uint64_t)v;
+    else if (!strcmp(item, "write_ms"))
+      l->http.write_ms = (uint64_t)v;
     else if (!strcmp(item, "max_connections"))
       l->http.max_connections = (unsigned)v;
     else if (!strcmp(item, "stop_ms"))
@@ -67,6 +78,8 @@ static void parse_test_limits(clank_limits_t *l, const char *spec) {
       l->ping_ms = (uint64_t)v;
     else if (!strcmp(item, "silence_ms"))
       l->silence_ms = (uint64_t)v;
+    else if (!strcmp(item, "preempt")) /* bench/preempt.sh's baseline: 0 turns it off */
+      l->preempt = (int)v;
   }
 }
 
@@ -76,17 +89,21 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       .port = 8080,
       .watch = 1,
       .workers = 1,
+      .cpu_limit_ms = 1000,
+      .memory_limit_mib = 512,
       .log_format = CLANK_LOG_TEXT,
       .limits = {.http = {.header_ms = 10000,
                           .body_ms = 30000,
                           .idle_ms = 60000,
                           .drain_ms = 2000,
+                          .write_ms = 60000,
                           .max_connections = 10000},
                  .stop_ms = 10000,
                  .live_idle_ms = 600000,
                  .live_max_idle = 1000,
                  .ping_ms = 30000,
-                 .silence_ms = 60000},
+                 .silence_ms = 60000,
+                 .preempt = 1},
   };
   long v;
   const char *env_port = getenv("PORT");
@@ -97,7 +114,19 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
   const char *test_limits = getenv("CLANK_TEST_LIMITS");
   if (test_limits) parse_test_limits(&o->limits, test_limits);
 
-  for (int i = 1; i < argc; i++) {
+  int first = 1;
+  if (argc > 1 && (!strcmp(argv[1], "new") || !strcmp(argv[1], "test"))) {
+    o->command = !strcmp(argv[1], "new") ? CLANK_COMMAND_NEW : CLANK_COMMAND_TEST;
+    first = 2;
+  }
+  if (o->command == CLANK_COMMAND_TEST) {
+    /* the rest is busted's own command line */
+    o->app_path = argc > 2 && argv[2][0] != '-' ? argv[2] : ".";
+    o->rest_argc = argc - (argc > 2 && argv[2][0] != '-' ? 3 : 2);
+    o->rest_argv = argv + argc - o->rest_argc;
+    return CLANK_OPTIONS_RUN;
+  }
+  for (int i = first; i < argc; i++) {
     const char *a = argv[i];
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -125,6 +154,21 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
         return bad_usage("--workers needs a number from 1 to 256, got %s", next ? next : "nothing");
       o->workers = (int)v;
       i++;
+    } else if (!strcmp(a, "--cpu-limit")) {
+      if (!next || parse_int(next, 1, 3600000, &v) != 0)
+        return bad_usage("--cpu-limit needs a number of milliseconds from 1 to 3600000, got %s",
+                         next ? next : "nothing");
+      o->cpu_limit_ms = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--memory-limit")) {
+      if (!next || parse_int(next, 1, 1048576, &v) != 0)
+        return bad_usage("--memory-limit needs a number of MiB from 1 to 1048576, got %s",
+                         next ? next : "nothing");
+      o->memory_limit_mib = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--inspector")) {
+      if (!next || !*next) return bad_usage("%s needs a host", a);
+      o->inspector_host = argv[++i];
     } else if (!strcmp(a, "--log")) {
       if (next && !strcmp(next, "text"))
         o->log_format = CLANK_LOG_TEXT;
@@ -141,6 +185,20 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       o->app_path = a;
     }
   }
+  if (o->command == CLANK_COMMAND_NEW) {
+    if (!o->app_path) return bad_usage("%s", "new needs the name of the folder to write");
+    return CLANK_OPTIONS_RUN;
+  }
   if (!o->app_path) return bad_usage("%s", "missing app.lua");
+  /* clank-run DIR serves DIR/app.lua (SPEC §16) */
+  struct stat st;
+  if (stat(o->app_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    size_t n = strlen(o->app_path);
+    while (n > 1 && o->app_path[n - 1] == '/') n--;
+    if (n + sizeof "/app.lua" > sizeof o->app_file)
+      return bad_usage("folder name too long: %s", o->app_path);
+    snprintf(o->app_file, sizeof o->app_file, "%.*s/app.lua", (int)n, o->app_path);
+    o->app_path = o->app_file;
+  }
   return CLANK_OPTIONS_RUN;
 }

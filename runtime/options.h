@@ -2,6 +2,7 @@
 #ifndef CLANK_OPTIONS_H
 #define CLANK_OPTIONS_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "http/server.h"
@@ -14,9 +15,18 @@ typedef struct clank_limits_s {
   unsigned live_max_idle; /* idle view sessions kept per worker */
   uint64_t ping_ms;       /* live connections are pinged this often */
   uint64_t silence_ms;    /* and dropped when silent this long */
+  int preempt;            /* the watchdog runs (SPEC §13); off only to measure its cost */
 } clank_limits_t;
 
+/* What clank-run was asked to do (SPEC §2, §16). */
+typedef enum {
+  CLANK_COMMAND_SERVE, /* clank-run [options] app.lua|DIR */
+  CLANK_COMMAND_NEW,   /* clank-run new NAME: app_path is NAME */
+  CLANK_COMMAND_TEST   /* clank-run test [DIR]: app_path is DIR (default ".") */
+} clank_command_t;
+
 typedef struct clank_options_s {
+  clank_command_t command;
   const char *host;
   int port;
   int check;
@@ -25,6 +35,12 @@ typedef struct clank_options_s {
   int workers;
   clank_log_format_t log_format;
   const char *app_path;
+  unsigned cpu_limit_ms;      /* a handler's CPU time per run (SPEC §13) */
+  unsigned memory_limit_mib;  /* an app generation's Lua memory (SPEC §13) */
+  const char *inspector_host; /* --inspector HOST opens /__clank/inspector (SPEC §16); NULL */
+  char app_file[PATH_MAX];    /* DIR/app.lua when app_path named a folder */
+  int rest_argc;              /* clank-run test DIR ARGS...: ARGS go to busted */
+  char **rest_argv;
   clank_limits_t limits;
 } clank_options_t;
 

@@ -228,7 +228,7 @@ end
 -- server.start into `self`; errors name the caller of server.start.
 local function start(self, app_path, opts)
   opts = opts or {}
-  local argv = { clank_run() }
+  local argv = { opts.binary or clank_run() }
   if opts.port ~= false then
     argv[#argv + 1] = "--port"
     argv[#argv + 1] = tostring(opts.port or 0)
@@ -270,7 +270,7 @@ end
 
 -- Starts `$CLANK_RUN --port 0 [args] app` and waits for the start-up line.
 -- opts.args: extra arguments before the app; opts.env: extra environment;
--- opts.port: a port number, or false to pass no --port at all;
+-- opts.port: a port number, or false to pass no --port at all; opts.binary: another clank-run;
 -- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run.
 function server.start(app_path, opts)
   return start({}, app_path, opts)
@@ -313,7 +313,8 @@ end
 
 -- Runs a short-lived clank-run: server.run({ "--version" }, { env = {...} })
 -- returns exit code, stdout, stderr. Bounded by `timeout` (exit 124 when hit).
--- opts.binary: another clank-run than $CLANK_RUN (a copy elsewhere).
+-- opts.binary: another clank-run than $CLANK_RUN (a copy elsewhere); opts.cwd: the folder it
+-- runs in.
 function server.run(args, opts)
   opts = opts or {}
   local base = os.tmpname()
@@ -330,6 +331,7 @@ function server.run(args, opts)
   -- shell's own exit status could be LeakSanitizer's, not clank-run's
   local cmd = table.concat(words, " ") .. " </dev/null >" .. quote(out_path) .. " 2>" .. quote(err_path)
     .. "; echo $? >" .. quote(status_path)
+  if opts.cwd then cmd = "cd " .. quote(opts.cwd) .. " && " .. cmd end
   os.execute(cmd)
   local code = tonumber(read_file(status_path):match("^(%d+)"))
   local stdout, stderr = read_file(out_path), read_file(err_path)
