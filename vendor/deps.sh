@@ -13,7 +13,7 @@ packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
 for arg in "$@"; do
   case "$arg" in
     --test) packages+=(postgresql sqlite3 chromium lua-check clang-format
-                      python3-prometheus-client) ;;
+                      python3-prometheus-client groff-base man-db curl openssl) ;;
     # bench/db.sh: its own PostgreSQL, and LuaSQL for the comparison with the tasks app as it
     # was before clank.db (the only place LuaSQL is still used)
     --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq

@@ -31,6 +31,7 @@ local action = require "clank.action"
 
 local ActionError = action.ActionError
 local current_signal = core.currentSignal
+local db_registry = core.dbRegistry
 local sha256 = core.sha256
 local pack, unpack = table.pack, table.unpack
 local type, error, pcall, setmetatable = type, error, pcall, setmetatable
@@ -107,10 +108,22 @@ local function wait_args(db)
   return signal, timeout
 end
 
+-- The pool, from the registry the state uses now: a generation built off the
+-- loop (a reload) opened its top-level pools on a private loop, closed when
+-- it joined the host's loop.
+local function pool_of(db)
+  local registry = db_registry()
+  if db._registry ~= registry then
+    db.pool = db._driver.pool(db._where, { size = db._size })
+    db._registry = registry
+  end
+  return db.pool
+end
+
 local function acquire(db, level)
   if db.closed then error("clank.db: the database is closed", level + 1) end
   local signal, timeout = wait_args(db)
-  local conn, err = db.pool:acquire(signal, timeout)
+  local conn, err = pool_of(db):acquire(signal, timeout)
   if not conn then raise(err, level + 1) end
   return conn
 end
@@ -296,9 +309,11 @@ function M.open(target, opts)
     error("clank.db.open: timeout must be a positive number of milliseconds", 2)
   end
   local driver = load_driver(kind, target)
-  local pool = driver.pool(where, { size = size or 4 })
+  local registry = db_registry()
+  local pool = driver.pool(where, { size = size or 4 }) -- a bad target fails here
   return setmetatable({
     kind = kind, target = target, pool = pool, timeout = timeout,
+    _driver = driver, _where = where, _size = size or 4, _registry = registry,
     begin = kind == "sqlite" and "BEGIN IMMEDIATE" or "BEGIN",
   }, Db)
 end

@@ -10,8 +10,10 @@
 #include <strings.h>
 
 #include "client/client_js.h"
+#include "host/csrf.h"
 #include "host/exchange.h"
 #include "host/host.h"
+#include "host/inspector.h"
 #include "host/live.h"
 #include "host/lua_request.h"
 #include "host/metrics.h"
@@ -52,9 +54,13 @@ static exchange_t *exchange_get(clank_gen_t *g) {
   x->next = NULL;
   x->serial++;
   x->waited = x->abandoned = x->streaming = x->stream_closed = 0;
+  x->send_waiter = NULL;
   x->task.wait = NULL;
   x->task.signal_ref = 0;
   x->task.wants_signal = 1;
+  x->task.cpu_ns = 0;
+  x->task.exhausted = x->task.mem_over = x->task.preempted = 0;
+  x->task.mem_charged = 0;
   return x;
 }
 
@@ -88,6 +94,7 @@ void clank_dispatch_drop(clank_server_t *s, clank_gen_t *g) {
       release_gen(c);
       clank_conn_close(c);
     }
+    if (!c->closing && clank_conn_refers_to(c, g)) clank_conn_close(c); /* a body of g's */
     exchange_t *x = st->exchange;
     if (x && x->gen == g) {
       g->inflight--;
@@ -325,6 +332,34 @@ static int method_not_allowed(clank_conn_t *c, clank_gen_t *g, const char *path,
   return 1;
 }
 
+/* The inspector's page and live channels (SPEC §16) take these pseudo-routes. */
+static const clank_route_t inspector_page_route = {.handler_ref = LUA_NOREF};
+static const clank_route_t inspector_live_route = {.handler_ref = LUA_NOREF};
+
+/* /__clank/inspector and /__clank/sessions/i.<token>/...: 404 for whoever may
+   not see it (it does not exist for them), whatever the Host rules say. */
+static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *p,
+                          size_t n) {
+  const clank_route_t *route = NULL;
+  int get = c->req.method == HTTP_GET || c->req.method == HTTP_HEAD;
+  if (!clank_inspector_allowed(c, h->opts.inspector_host)) {
+    route = NULL;
+  } else if (span_is(p, n, "/__clank/inspector")) {
+    if (get) route = &inspector_page_route;
+  } else if (n > 23 && span_is(p + n - 5, 5, "/live") && !memchr(p + 18, '/', n - 23)) {
+    if (!clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
+    route = &inspector_live_route;
+  }
+  if (route == NULL) {
+    clank_conn_text(c, 404, "Not found.");
+    return CLANK_HTTP_ANSWERED;
+  }
+  int next = hold(c, g, route);
+  ((clank_conn_state_t *)c->data)->kind =
+      route == &inspector_live_route ? CLANK_KIND_LIVE : CLANK_KIND_RUNTIME;
+  return next;
+}
+
 static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
@@ -334,6 +369,7 @@ static int on_head(clank_conn_t *c) {
   const char *path = t.path;
   size_t path_len = t.path_len;
   int mcp = span_is(path, path_len, "/__clank/mcp");
+  if (clank_inspector_path(path, path_len)) return inspector_head(c, h, g, path, path_len);
   if (c->server->loopback && !host_allowed(g, r, &t)) {
     if (mcp)
       answer_rpc_forbidden(c);
@@ -387,6 +423,10 @@ static int on_head(clank_conn_t *c) {
     clank_conn_text(c, 404, "Not found.");
     return CLANK_HTTP_ANSWERED;
   }
+  if (route->body_limit) c->body_max = route->body_limit;
+  int unsafe = r->method == HTTP_POST || r->method == HTTP_PUT || r->method == HTTP_PATCH ||
+               r->method == HTTP_DELETE;
+  if (unsafe && !route->cross_site && !clank_csrf_check(c, g)) return CLANK_HTTP_ANSWERED;
   return hold(c, g, route);
 }
 
@@ -427,6 +467,20 @@ void clank_write_headers(lua_State *co, clank_conn_t *c, int headers, int *has_t
   }
 }
 
+/* Bodies at least this long are written from the Lua string itself. */
+#define BODY_REF_MIN (16 * 1024)
+
+/* The writer is done with a body it was lent (clank_conn_body_ref). */
+static void release_body(void *ud, uintptr_t token) {
+  clank_gen_t *g = ud;
+  luaL_unref(g->L, LUA_REGISTRYINDEX, (int)token);
+  g->inflight--;
+  clank_host_gen_idle(g->host, g);
+}
+
+static void write_head(lua_State *co, clank_conn_t *c, int idx, int status,
+                       const char *default_type);
+
 /* Writes { status, headers?, body? } (at idx) into the connection's output;
    raises (with nothing written) when the table is not a valid response. */
 static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx) {
@@ -459,7 +513,26 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
                luaL_typename(co, body_idx));
   }
 
-  clank_conn_begin(c, (int)status);
+  write_head(
+      co, c, idx, (int)status,
+      json ? "content-type: application/json\r\n" : "content-type: text/plain; charset=utf-8\r\n");
+  if (body_len >= BODY_REF_MIN && !json) {
+    /* held once, by a registry ref, until written (SPEC §13) */
+    lua_pushvalue(co, body_idx);
+    int ref = luaL_ref(co, LUA_REGISTRYINDEX);
+    g->host = c->server->data;
+    g->inflight++; /* the string lives in g's state: g stays until it is written */
+    clank_conn_body_ref(c, body, body_len, release_body, g, (uintptr_t)ref);
+  } else {
+    clank_conn_body(c, body, body_len);
+  }
+}
+
+/* The head of { status, headers?, cookies? } at idx: the status line, the
+   headers and cookies, and default_type when the headers gave none. */
+static void write_head(lua_State *co, clank_conn_t *c, int idx, int status,
+                       const char *default_type) {
+  clank_conn_begin(c, status);
   int has_type = 0;
   if (lua_getfield(co, idx, "headers") == LUA_TTABLE) {
     clank_write_headers(co, c, lua_gettop(co), &has_type);
@@ -475,10 +548,24 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
     bad_response(co, c, "cookies must be a table");
   }
   lua_pop(co, 1);
-  if (!has_type)
-    clank_conn_header_raw(c, json ? "content-type: application/json\r\n"
-                                  : "content-type: text/plain; charset=utf-8\r\n");
-  clank_conn_body(c, body, body_len);
+  if (!has_type) clank_conn_header_raw(c, default_type);
+}
+
+/* A streamed answer { status, headers?, cookies?, stream } at idx (SPEC
+   §15): the head now; pushes send for the stream function. */
+static void write_stream_head(lua_State *co, exchange_t *x, int idx) {
+  clank_conn_t *c = x->conn;
+  lua_getfield(co, idx, "status");
+  int isint;
+  lua_Integer status = lua_tointegerx(co, -1, &isint);
+  if (!isint || status < 200 || status > 599)
+    luaL_error(co, "bad route response: status must be an integer from 200 to 599");
+  lua_pop(co, 1);
+  if (!c->closing && !x->abandoned) {
+    if (c->req.http_major == 1 && c->req.http_minor == 0) c->close_after = 1; /* ends with it */
+    write_head(co, c, idx, (int)status, "content-type: text/plain; charset=utf-8\r\n");
+  }
+  clank_stream_route_begin(co, x, idx);
 }
 
 /* The coroutine's body: [handler, request, context fn or nil] →
@@ -502,11 +589,18 @@ static int route_step(lua_State *co, int status, lua_KContext step) {
       lua_pushvalue(co, 4);
       lua_callk(co, 2, 1, 2, route_step);
       /* fallthrough */
-    default: {
+    case 2: {
       exchange_t *x = exchange_of(co);
-      write_response(co, x->conn, x->gen, 5);
-      return 0;
+      if (!lua_istable(co, 5) || lua_getfield(co, 5, "stream") == LUA_TNIL) {
+        write_response(co, x->conn, x->gen, 5);
+        return 0;
+      }
+      if (!lua_isfunction(co, 6)) luaL_error(co, "bad route response: stream must be a function");
+      write_stream_head(co, x, 5);
+      lua_callk(co, 1, 0, 3, route_step); /* stream(send) */
     }
+      /* fallthrough */
+    default: clank_stream_finish(exchange_of(co)); return 0;
   }
 }
 
@@ -574,14 +668,15 @@ static int page_entry(lua_State *co) { return live_step(co, LUA_OK, 1); }
 static int live_http_entry(lua_State *co) { return live_step(co, LUA_OK, 2); }
 
 /* The live channel: answered at once, no handler coroutine. */
-static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g) {
+static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, int inspector) {
   clank_target_t t;
   clank_request_target(&c->req, &t);
-  const char *id = t.path + sizeof "/__clank/sessions/" - 1;
-  size_t id_len = t.path_len - (sizeof "/__clank/sessions/" - 1) - 5;
+  size_t skip = sizeof "/__clank/sessions/" - 1 + (inspector ? 2 : 0); /* "i." */
+  const char *id = t.path + skip;
+  size_t id_len = t.path_len - skip - 5;
   lua_State *L = g->L;
   push_request(L, c, g);
-  clank_live_accept(c, h, g, id, id_len, lua_gettop(L));
+  clank_live_accept(c, h, g, id, id_len, lua_gettop(L), inspector);
   lua_pop(L, 1);
   g->inflight--; /* the channel holds the generation itself */
   clank_host_gen_idle(h, g);
@@ -590,6 +685,7 @@ static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g) {
 /* ---- running and finishing ---- */
 
 static void finish(exchange_t *x, int reusable) {
+  if (x->gen->alloc.pressure) clank_host_memory_check(x->host, x->gen);
   x->gen->inflight--;
   clank_host_gen_idle(x->host, x->gen);
   if (x->streaming) {
@@ -614,9 +710,11 @@ static void log_failure(exchange_t *x, lua_State *co) {
   clank_request_t *r = &x->conn->req;
   const char *msg = clank_error_message(co, -1);
   luaL_traceback(co, co, msg, 0);
+  x->host->log.request_id = x->task.request_id;
   clank_log_msg(&x->host->log, "error", "route %s %.*s failed: %s",
                 llhttp_method_name((llhttp_method_t)r->method), (int)r->url_len,
                 clank_request_url(r), lua_tostring(co, -1));
+  x->host->log.request_id = NULL;
 }
 
 /* Resumes the coroutine; returns 1 while it waits. */
@@ -626,20 +724,30 @@ static void resume_task(clank_task_t *t, int nargs) { run((exchange_t *)t, nargs
 static int run(exchange_t *x, int nargs) {
   lua_State *co = x->task.co;
   int nres;
-  int st = lua_resume(co, NULL, nargs, &nres);
-  if (st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == &x->gen->sched) {
-    lua_pop(co, 1);
-    return 1;
-  }
-  if (st == LUA_YIELD) {
-    lua_pop(co, nres);
-    lua_pushliteral(co, "a route yielded outside a runtime wait (coroutine.yield in a handler)");
-  }
+  int st = clank_task_resume(&x->task, nargs, &nres);
+  if (st == LUA_YIELD) return 1;
   if (st != LUA_OK) {
-    log_failure(x, co);
     clank_conn_t *c = x->conn;
-    if (!x->abandoned && !c->closing && !c->answered)
-      clank_conn_text(c, 500, "Internal server error.");
+    int exhausted = x->task.exhausted;
+    if (exhausted) { /* the RESOURCE_LIMIT ActionError: its message is the answer */
+      lua_getfield(co, -1, "message");
+      x->host->log.request_id = x->task.request_id;
+      clank_log_msg(&x->host->log, "error", "route %s %.*s stopped: %s",
+                    llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.url_len,
+                    clank_request_url(&c->req), lua_tostring(co, -1));
+      x->host->log.request_id = NULL;
+    } else {
+      log_failure(x, co);
+    }
+    if (!x->abandoned && !c->closing && !c->answered) {
+      if (exhausted)
+        clank_conn_text(c, 503, lua_tostring(co, -1));
+      else
+        clank_conn_text(c, 500, "Internal server error.");
+    } else if (x->streaming && !x->stream_closed && !c->closing) {
+      x->stream_closed = 1; /* no last chunk: the client must not take it for whole */
+      clank_conn_close(c);
+    }
   }
   finish(x, st == LUA_OK);
   return 0;
@@ -651,8 +759,8 @@ static int on_message(clank_conn_t *c) {
   clank_gen_t *g = st->gen; /* held since the header block: it may be a retired one now */
   st->gen = NULL;           /* the exchange holds it from here */
   const clank_route_t *route = st->route;
-  if (route == &g->live_route) {
-    accept_live(c, h, g);
+  if (route == &g->live_route || route == &inspector_live_route) {
+    accept_live(c, h, g, route == &inspector_live_route);
     return 0;
   }
   if (route == &g->static_route) {
@@ -667,6 +775,8 @@ static int on_message(clank_conn_t *c) {
   exchange_t *x = exchange_get(g);
   x->conn = c;
   x->host = h;
+  const char *id = clank_conn_request_id(c);
+  memcpy(x->task.request_id, id, c->req.id_len + 1u);
   lua_State *co = x->task.co;
   if (route == &g->bridge_route) {
     lua_pushcfunction(co, bridge_entry);
@@ -674,6 +784,10 @@ static int on_message(clank_conn_t *c) {
   } else if (route == &g->mcp_route) {
     lua_pushcfunction(co, mcp_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->mcp_env_ref);
+  } else if (route == &inspector_page_route) {
+    lua_pushcfunction(co, page_entry); /* the inspector's own page (SPEC §16) */
+    clank_inspector_push(h, g);
+    lua_xmove(g->L, co, 1);
   } else if (route == &g->page_route || route == &g->live_http_route) {
     lua_pushcfunction(co, route == &g->page_route ? page_entry : live_http_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->live_ref);
@@ -710,6 +824,12 @@ static void on_client_gone(clank_conn_t *c) {
   }
 }
 
+/* A stream's output drained: its waiting send goes on. */
+static void on_writable(clank_conn_t *c) {
+  exchange_t *x = ((clank_conn_state_t *)c->data)->exchange;
+  if (x) clank_stream_wake(x);
+}
+
 /* The connection goes away: a waiting handler's signal aborts, a held
    generation is let go. */
 static void on_close(clank_conn_t *c) {
@@ -717,6 +837,7 @@ static void on_close(clank_conn_t *c) {
   if (st->exchange) {
     st->exchange->abandoned = 1;
     on_client_gone(c);
+    clank_stream_wake(st->exchange); /* its send returns false */
   }
   if (st->live) clank_live_closed(st->live);
   release_gen(c);
@@ -728,4 +849,5 @@ const clank_http_handler_t clank_dispatch_handler = {
     .on_message = on_message,
     .on_client_gone = on_client_gone,
     .on_close = on_close,
+    .on_writable = on_writable,
 };

@@ -11,52 +11,12 @@
 #include <unistd.h>
 
 #include "host/exchange.h"
+#include "host/lua_dir.h"
 #include "host/static.h"
 #include "lua/bridge.h"
+#include "lua/db.h"
 #include "lua/modules.h"
 #include "lua/protect.h"
-
-/* Where the Lua side is, when nothing nearer has it: the source tree this
-   binary was built from, then the system's share folder. */
-#ifndef CLANK_SOURCE_LUA_DIR
-#define CLANK_SOURCE_LUA_DIR "/usr/share/clank/lua"
-#endif
-
-static int has_lua_side(const char *dir) {
-  char probe[PATH_MAX + 64];
-  if (strlen(dir) >= PATH_MAX) return 0;
-  snprintf(probe, sizeof probe, "%s/clank/init.lua", dir);
-  return access(probe, R_OK) == 0;
-}
-
-/* $CLANK_LUA_DIR; else relative to the executable: an install
-   (<prefix>/bin → <prefix>/share/clank/lua) or a build inside the source
-   tree (<src>/build → <src>/lua); else the source folder compiled in (an
-   out-of-tree build). */
-static void find_lua_dir(char *out, size_t n) {
-  const char *env = getenv("CLANK_LUA_DIR");
-  if (env && *env) {
-    snprintf(out, n, "%s", env);
-    return;
-  }
-  char exe[PATH_MAX];
-  size_t len = sizeof exe;
-  if (uv_exepath(exe, &len) == 0) {
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    const char *rel[] = {"/../share/clank/lua", "/../lua"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-      char dir[PATH_MAX + 32];
-      snprintf(dir, sizeof dir, "%s%s", exe, rel[i]);
-      if (has_lua_side(dir) && strlen(dir) < n) {
-        memcpy(out, dir, strlen(dir) + 1);
-        return;
-      }
-    }
-  }
-  snprintf(out, n, "%s",
-           has_lua_side(CLANK_SOURCE_LUA_DIR) ? CLANK_SOURCE_LUA_DIR : "/usr/share/clank/lua");
-}
 
 /* print(...) in an app: one line through the logger (SPEC §13), so stdout
    carries only the start-up line. */
@@ -78,7 +38,7 @@ static int log_print(lua_State *L) {
    LUA_PATH_5_4 / LUA_CPATH_5_4 that luaL_openlibs put there. */
 static void set_paths(lua_State *L, const char *app_path, char app_dir[PATH_MAX]) {
   char lua_dir[PATH_MAX];
-  find_lua_dir(lua_dir, sizeof lua_dir);
+  clank_find_lua_dir(lua_dir, sizeof lua_dir);
   if (realpath(app_path, app_dir) == NULL) snprintf(app_dir, PATH_MAX, "%s", app_path);
   char *slash = strrchr(app_dir, '/');
   if (slash) *slash = '\0';
@@ -135,6 +95,26 @@ static int parse_pattern(clank_route_t *r) {
   return 0;
 }
 
+#define ROUTE_BODY_MAX (64 * 1024 * 1024) /* the largest bodyLimit (SPEC §15) */
+
+/* { handler = fn, bodyLimit = BYTES?, crossSite = bool? } at the top: its
+   options out, and the handler in its place. */
+static void read_route_options(lua_State *L, const char *key, size_t *body_limit, int *cross_site) {
+  if (lua_getfield(L, -1, "bodyLimit") != LUA_TNIL) {
+    int isint;
+    lua_Integer n = lua_tointegerx(L, -1, &isint);
+    if (!isint || n < 1 || n > ROUTE_BODY_MAX)
+      luaL_error(L, "route '%s': bodyLimit must be an integer from 1 to 67108864 (64 MiB)", key);
+    *body_limit = (size_t)n;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "crossSite");
+  *cross_site = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "handler");
+  lua_replace(L, -2);
+}
+
 static void read_routes(clank_gen_t *g, lua_State *L) {
   if (lua_getfield(L, -1, "routes") != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -152,6 +132,9 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
       if (strlen(route_methods[i].name) == (size_t)(space - key) &&
           strncmp(key, route_methods[i].name, (size_t)(space - key)) == 0)
         method = route_methods[i].method;
+    size_t body_limit = 0;
+    int cross_site = 0;
+    if (method >= 0 && lua_istable(L, -1)) read_route_options(L, key, &body_limit, &cross_site);
     if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1))
       luaL_error(L, "route '%s' must be \"METHOD /path\" = function", key);
     clank_route_t *r =
@@ -161,6 +144,8 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
     r->path_len = strlen(r->path);
     if (is_pattern(r->path) && parse_pattern(r) != 0)
       luaL_error(L, "route '%s' is not a valid pattern", key);
+    r->body_limit = body_limit;
+    r->cross_site = cross_site;
     lua_pushvalue(L, -1);
     r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
@@ -305,6 +290,10 @@ static void read_app(clank_gen_t *g, lua_State *L, const char *app_path) {
   g->action_timeout_ms =
       lua_isnumber(L, -1) ? lua_tonumber(L, -1) : CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_pop(L, 1);
+  lua_getfield(L, -1, "cpuLimit"); /* app.cpuLimit wins over --cpu-limit (SPEC §13) */
+  if (lua_isnumber(L, -1) && lua_tonumber(L, -1) > 0)
+    g->sched.cpu_limit_ns = (uint64_t)(lua_tonumber(L, -1) * 1e6);
+  lua_pop(L, 1);
   read_allowed_hosts(g, L);
 }
 
@@ -333,7 +322,25 @@ static int recording_searcher(lua_State *L) {
   return 2;
 }
 
-static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *app_dir) {
+/* Files the app loads: told at once, or kept while it loads off the loop. */
+static void gen_file(void *ud, const char *path) {
+  clank_gen_t *g = ud;
+  if (g->private_loop)
+    clank_buf_append(&g->kept_files, path, strlen(path) + 1);
+  else if (g->on_file)
+    g->on_file(g->on_file_ud, path);
+}
+
+/* Log lines of a load off the loop wait for clank_gen_attach. */
+static void keep_log(void *ud, const char *level, const char *msg, const char *request_id) {
+  clank_gen_t *g = ud;
+  (void)request_id;
+  clank_buf_append(&g->kept_log, level, strlen(level) + 1);
+  clank_buf_append(&g->kept_log, msg, strlen(msg) + 1);
+}
+
+static void record_loads(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o,
+                         const char *app_dir) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "searchers");
   lua_rawgeti(L, -1, 2);
@@ -344,6 +351,8 @@ static void record_loads(lua_State *L, const clank_gen_opts_t *o, const char *ap
   *copy = *o;
   copy->app_path = NULL;
   copy->secret = NULL;
+  copy->on_file = gen_file; /* kept while the generation loads off the loop */
+  copy->ud = g;
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "clank.gen_opts");
   lua_pushcclosure(L, recording_searcher, 3);
@@ -426,12 +435,90 @@ static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
 /* [g, opts] → runs the app file and reads what it returned. All of it runs
    protected: an app whose fields raise when read (a views table with a
    __len that errors) fails to load like a syntax error would. */
+/* An error outside any protected call: a runtime bug, never an app's. */
+static int panic(lua_State *L) {
+  const char *msg = lua_tostring(L, -1);
+  fprintf(stderr, "clank-run: unprotected Lua error: %s\n", msg ? msg : "(not a string)");
+  fflush(stderr);
+  abort();
+}
+
+/* ---- loading off the loop ---- */
+
+#define CLANK_LOAD_LIMIT_NS (30 * 1000000000ull)
+#define LOAD_HOOK_COUNT 100000
+
+/* Only its address matters: the registry key of the load's deadline. */
+static const char load_deadline_key = 0;
+
+/* Coroutines made while loading inherit the hook: once loaded, it finds no
+   deadline and returns. */
+static void load_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  int set = lua_rawgetp(L, LUA_REGISTRYINDEX, &load_deadline_key) == LUA_TNUMBER;
+  uint64_t deadline = set ? (uint64_t)lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  if (set && uv_hrtime() > deadline)
+    luaL_error(L, "loading the app took more than %d s",
+               (int)(CLANK_LOAD_LIMIT_NS / 1000000000ull));
+}
+
+/* The top-level code of a generation built off the loop waits on a loop of
+   its own; its pools and timers are not the host's. */
+static int use_private_loop(clank_gen_t *g) {
+  g->private_loop = malloc(sizeof *g->private_loop);
+  if (g->private_loop == NULL || uv_loop_init(g->private_loop) != 0) {
+    free(g->private_loop);
+    g->private_loop = NULL;
+    return -1;
+  }
+  g->sched.loop = g->private_loop;
+  g->sched.loop_running = 0;
+  g->sched.log = keep_log;
+  g->sched.log_ud = g;
+  g->sched.db = NULL; /* a private registry, made on first use */
+  g->sched.watchdog = NULL;
+  g->sched.defer_spawn = 1;
+  return 0;
+}
+
+static void close_leftover(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+/* Everything the load left on its private loop closes before the switch:
+   timers, the fetch pool, the clank.db pools it opened (their threads
+   joined); db objects made at the top level find the host's pools on their
+   next use. */
+static void release_private_loop(clank_gen_t *g) {
+  if (g->private_loop == NULL) return;
+  lua_State *L = g->L;
+  clank_sched_cancel_all(&g->sched);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "clank.db.registry") == LUA_TUSERDATA) {
+    clank_db_registry_t **box = lua_touserdata(L, -1);
+    if (*box) clank_db_registry_close(*box);
+    *box = NULL;
+  }
+  lua_pop(L, 1);
+  g->sched.db = NULL;
+  uv_run(g->private_loop, UV_RUN_NOWAIT);
+  uv_walk(g->private_loop, close_leftover, NULL);
+  while (uv_loop_close(g->private_loop) == UV_EBUSY) uv_run(g->private_loop, UV_RUN_NOWAIT);
+  free(g->private_loop);
+  g->private_loop = NULL;
+  g->sched.loop = NULL;
+}
+
 static int load_app(lua_State *L) {
   clank_gen_t *g = lua_touserdata(L, 1);
   const clank_gen_opts_t *o = lua_touserdata(L, 2);
   lua_settop(L, 0);
   if (luaL_loadfile(L, o->app_path) != LUA_OK) return lua_error(L);
-  lua_call(L, 0, 1); /* 1: the app */
+  /* In a task: top-level code may wait (clank.sleep, clank.db, clank.fetch),
+     the loop running until it returns (SPEC §13). */
+  clank_sched_call(L, 0);
+  lua_settop(L, 1); /* 1: the app */
   int is_app = 0;
   if (lua_istable(L, 1) && luaL_getmetafield(L, 1, "__name") != LUA_TNIL) {
     is_app = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "clank.App") == 0;
@@ -471,7 +558,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   uv_loop_t *loop = o->loop;
   const char *app_path = o->app_path;
   clank_gen_t *g = calloc(1, sizeof *g);
-  lua_State *L = luaL_newstate();
+  lua_State *L = g ? lua_newstate(clank_alloc, &g->alloc) : NULL;
   if (g == NULL || L == NULL) {
     snprintf(err, errlen, "out of memory");
     free(g);
@@ -486,6 +573,18 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   g->sched.log = o->log;
   g->sched.log_ud = o->log_ud;
   g->sched.db = o->db;
+  g->sched.watchdog = o->watchdog;
+  if (o->off_loop && use_private_loop(g) != 0) {
+    snprintf(err, errlen, "cannot make a loop to load the app on");
+    lua_close(L);
+    free(g);
+    return NULL;
+  }
+  g->sched.cpu_limit_ns = o->cpu_limit_ms * 1000000ull;
+  g->alloc.sched = &g->sched;
+  g->alloc.cap = o->memory_limit;
+  lua_atpanic(L, panic);
+  lua_setwarnf(L, NULL, NULL);
   luaL_openlibs(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);
@@ -493,22 +592,64 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   lua_setglobal(L, "print");
   char app_dir[PATH_MAX];
   set_paths(L, app_path, app_dir);
+  g->on_file = o->on_file;
+  g->on_file_ud = o->ud;
   if (o->on_file) {
     char real[PATH_MAX];
-    if (realpath(app_path, real)) o->on_file(o->ud, real);
-    record_loads(L, o, app_dir);
+    if (realpath(app_path, real)) gen_file(g, real);
+    record_loads(L, g, o, app_dir);
   }
 
+  /* A load is limited to CLANK_LOAD_LIMIT_NS of Lua (SPEC §13). */
+  lua_pushinteger(L, (lua_Integer)(uv_hrtime() + CLANK_LOAD_LIMIT_NS));
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &load_deadline_key);
+  lua_sethook(L, load_hook, LUA_MASKCOUNT, LOAD_HOOK_COUNT);
   lua_pushcfunction(L, load_app);
   lua_pushlightuserdata(L, g);
   lua_pushlightuserdata(L, (void *)o);
-  if (clank_pcall(L, 2, 0) != LUA_OK) {
+  int status = clank_pcall(L, 2, 0);
+  lua_sethook(L, NULL, 0, 0);
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &load_deadline_key);
+  if (status != LUA_OK) {
     describe_load_error(app_path, clank_error_text(L, -1), err, errlen);
+    lua_settop(L, 0);
+    release_private_loop(g);
+    if (o->failed_log) *o->failed_log = g->kept_log;
+    if (o->failed_files) *o->failed_files = g->kept_files;
+    if (!o->failed_log) clank_buf_free(&g->kept_log);
+    if (!o->failed_files) clank_buf_free(&g->kept_files);
     clank_gen_close(g);
     return NULL;
   }
   lua_settop(L, 0);
+  release_private_loop(g);
   return g;
+}
+
+void clank_gen_tell_kept(const clank_gen_opts_t *o, const clank_buf_t *log,
+                         const clank_buf_t *files) {
+  for (size_t at = 0; at < log->len;) {
+    const char *level = log->data + at;
+    const char *msg = level + strlen(level) + 1;
+    o->log(o->log_ud, level, msg, NULL);
+    at = (size_t)(msg - log->data) + strlen(msg) + 1;
+  }
+  for (size_t at = 0; at < files->len; at += strlen(files->data + at) + 1)
+    if (o->on_file) o->on_file(o->ud, files->data + at);
+}
+
+void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o) {
+  g->sched.loop = o->loop;
+  g->sched.loop_running = 1;
+  g->sched.log = o->log;
+  g->sched.log_ud = o->log_ud;
+  g->sched.db = o->db;
+  g->sched.watchdog = o->watchdog;
+  clank_gen_tell_kept(o, &g->kept_log, &g->kept_files);
+  clank_buf_free(&g->kept_log);
+  clank_buf_free(&g->kept_files);
+  clank_sched_run_deferred(g->L);
 }
 
 void clank_gen_close(clank_gen_t *g) {

@@ -6,6 +6,7 @@
 #include <lua.h>
 #include <stddef.h>
 
+#include "lua/alloc.h"
 #include "lua/scheduler.h"
 #include "util/buf.h"
 
@@ -24,11 +25,21 @@ typedef struct clank_route_s {
   int handler_ref;
   clank_seg_t *segs; /* a pattern's segments; NULL for an exact path */
   int nsegs;
+  size_t body_limit; /* bodyLimit (SPEC §15); 0: the 1 MiB of §13 */
+  int cross_site;    /* crossSite = true: no CSRF check on an unsafe method */
 } clank_route_t;
 
 typedef struct clank_gen_s {
   lua_State *L;
   clank_sched_t sched;
+  clank_alloc_t alloc; /* its Lua memory, capped (SPEC §13) */
+  /* While built off the loop (clank_gen_opts_t.off_loop): the private loop,
+     the log lines ("level\0message\0" records) and files seen meanwhile,
+     and where files go once attached. */
+  uv_loop_t *private_loop;
+  clank_buf_t kept_log, kept_files;
+  void (*on_file)(void *ud, const char *path);
+  void *on_file_ud;
   char *name;
   int app_ref;
   int context_ref;       /* LUA_NOREF without app.context */
@@ -59,6 +70,7 @@ typedef struct clank_gen_s {
   void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
   int nspare;
   clank_buf_t scratch; /* response bodies encoded as JSON */
+  void *host;          /* the clank_host_t serving it, for callbacks that have only g */
 } clank_gen_t;
 
 /* Loads app_path into a new Lua state. On failure returns NULL with the error
@@ -79,9 +91,26 @@ typedef struct clank_gen_opts_s {
   void *db;               /* the host's clank.db registry: pools outlive generations */
   clank_log_fn log;       /* the host's log sink, for C and Lua alike */
   void *log_ud;
+  struct clank_watchdog_s *watchdog; /* preemption (lua/preempt.h), NULL: none */
+  uint64_t cpu_limit_ms;             /* --cpu-limit; app.cpuLimit wins */
+  size_t memory_limit;               /* bytes of Lua memory (--memory-limit), 0: none */
+  /* Built off the loop's thread (a reload, SPEC §13): the app's top-level
+     code waits on a private loop, closed before clank_gen_attach; log lines
+     and loaded files are kept until then, and clank.spawn calls deferred. */
+  int off_loop;
+  /* And when that load fails: where its kept lines and files go (the files
+     of a module that failed to load are watched too). */
+  clank_buf_t *failed_log, *failed_files;
 } clank_gen_opts_t;
 
 clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen);
+/* On the loop's thread, a generation built off_loop joins it: its scheduler
+   gets the loop, the clank.db registry and the watchdog; the kept log lines
+   and files are told; deferred clank.spawn calls start. */
+void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o);
+/* Tells o's log and on_file the records of kept lines and files. */
+void clank_gen_tell_kept(const clank_gen_opts_t *o, const clank_buf_t *log,
+                         const clank_buf_t *files);
 void clank_gen_close(clank_gen_t *g);
 
 /* The route for method and path: the exact one, else the pattern that

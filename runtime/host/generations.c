@@ -136,6 +136,20 @@ void clank_host_close_retired(clank_host_t *h) {
   }
 }
 
+static void fresh_load(uv_timer_t *t) { clank_host_reload(t->data); }
+
+void clank_host_memory_check(clank_host_t *h, clank_gen_t *g) {
+  g->alloc.pressure = 0;
+  if (g != h->gen || h->torn_down) return;
+  lua_gc(g->L, LUA_GCCOLLECT);
+  if (g->alloc.used / 10 * 10 <= g->alloc.cap / 10 * 9) return;
+  clank_log_msg(&h->log, "warn",
+                "the app's Lua memory stays at %zu of its %zu MiB after a full collection: "
+                "loading the app afresh",
+                g->alloc.used >> 20, g->alloc.cap >> 20);
+  uv_timer_start(&h->fresh_load, fresh_load, 0, 0);
+}
+
 /* ---- reloading ---- */
 
 static void log_failure(clank_host_t *h, const char *err) {
@@ -144,33 +158,28 @@ static void log_failure(clank_host_t *h, const char *err) {
                        err);
 }
 
-void clank_host_reload(void *ud) {
-  clank_host_t *h = ud;
-  if (h->torn_down || h->stop_requests) return;
-  uint64_t t0 = uv_hrtime();
+/* A reload's new generation is built on a thread of libuv's pool, so the
+   loop keeps serving while app.lua runs (SPEC §13); the switch happens back
+   on the loop. One build at a time: a reload asked for meanwhile runs once
+   this one ends. */
+typedef struct reload_job_s {
+  uv_work_t work;
+  clank_host_t *h;
+  clank_gen_opts_t go;
+  clank_gen_t *g;
+  uint64_t t0;
   char err[4096];
-  clank_gen_opts_t go = {
-      .loop = &h->loop,
-      .app_path = h->opts.app_path,
-      .secret = h->secret,
-      .loop_running = 1,
-      .on_file = clank_reloader_file,
-      .ud = &h->reloader,
-      .live_idle_ms = h->opts.limits.live_idle_ms,
-      .live_max_idle = h->opts.limits.live_max_idle,
-      .db = h->db,
-      .log = h->gen->sched.log,
-      .log_ud = h,
-  };
-  clank_reloader_begin(&h->reloader);
-  clank_gen_t *g = clank_gen_load(&go, err, sizeof err);
-  clank_reloader_end(&h->reloader, g != NULL);
-  if (g == NULL) {
-    h->metrics.reloads_failed++;
-    log_failure(h, err);
-    return;
-  }
+  clank_buf_t failed_log, failed_files;
+} reload_job_t;
+
+static void build(uv_work_t *w) {
+  reload_job_t *job = w->data;
+  job->g = clank_gen_load(&job->go, job->err, sizeof job->err);
+}
+
+static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
   h->metrics.reloads_ok++;
+  clank_inspector_reload(&h->inspector, 1, uv_hrtime() - t0, NULL);
   h->metrics.generation++;
   clank_metrics_actions(&h->metrics, g->L, g->bridge_ref);
   clank_gen_t *old = h->gen;
@@ -195,4 +204,80 @@ void clank_host_reload(void *ud) {
   clank_log_msg(&h->log, "info", "reloaded in %.1f ms; %.*s", (double)(uv_hrtime() - t0) / 1e6,
                 (int)changes.len, changes.data);
   clank_buf_free(&changes);
+}
+
+static void built(uv_work_t *w, int status) {
+  reload_job_t *job = w->data;
+  clank_host_t *h = job->h;
+  clank_gen_t *g = status == 0 ? job->g : NULL;
+  h->reloading = NULL;
+  if (h->torn_down || h->stop_requests) {
+    if (g) clank_gen_close(g);
+    clank_buf_free(&job->failed_log);
+    clank_buf_free(&job->failed_files);
+    free(job);
+    return;
+  }
+  clank_reloader_begin(&h->reloader);
+  if (g) /* tells the reloader the files it loaded */
+    clank_gen_attach(g, &job->go);
+  else
+    clank_gen_tell_kept(&job->go, &job->failed_log, &job->failed_files);
+  clank_buf_free(&job->failed_log);
+  clank_buf_free(&job->failed_files);
+  clank_reloader_end(&h->reloader, g != NULL);
+  if (g) {
+    switch_to(h, g, job->t0);
+  } else {
+    h->metrics.reloads_failed++;
+    clank_inspector_reload(&h->inspector, 0, uv_hrtime() - job->t0, job->err);
+    log_failure(h, job->err);
+  }
+  free(job);
+  if (h->reload_again) {
+    h->reload_again = 0;
+    clank_host_reload(h);
+  }
+}
+
+void clank_host_reload(void *ud) {
+  clank_host_t *h = ud;
+  if (h->torn_down || h->stop_requests) return;
+  if (h->reloading) {
+    h->reload_again = 1;
+    return;
+  }
+  reload_job_t *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    log_failure(h, "out of memory");
+    return;
+  }
+  job->h = h;
+  job->t0 = uv_hrtime();
+  job->work.data = job;
+  job->go = (clank_gen_opts_t){
+      .loop = &h->loop,
+      .app_path = h->opts.app_path,
+      .secret = h->secret,
+      .loop_running = 1,
+      .on_file = clank_reloader_file,
+      .ud = &h->reloader,
+      .live_idle_ms = h->opts.limits.live_idle_ms,
+      .live_max_idle = h->opts.limits.live_max_idle,
+      .db = h->db,
+      .log = h->gen->sched.log,
+      .log_ud = h,
+      .watchdog = h->watchdog,
+      .cpu_limit_ms = h->opts.cpu_limit_ms,
+      .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
+      .off_loop = 1,
+      .failed_log = &job->failed_log,
+      .failed_files = &job->failed_files,
+  };
+  if (uv_queue_work(&h->loop, &job->work, build, built) != 0) {
+    free(job);
+    log_failure(h, "cannot start a thread to load the app on");
+    return;
+  }
+  h->reloading = job;
 }

@@ -3,9 +3,11 @@
 
 #include "host/dispatch.h"
 #include "host/live.h"
+#include "host/announce.h"
 #include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/db.h"
+#include "lua/preempt.h"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -19,6 +21,7 @@
 /* The access log (and every other line) goes out once per loop iteration. */
 static void flush_log(uv_prepare_t *p) {
   clank_host_t *h = p->data;
+  clank_log_repeats(&h->log);
   clank_log_flush(&h->log);
 }
 
@@ -97,10 +100,12 @@ static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
 static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
 
 /* The log sink the generations' C modules and Lua code write through. */
-static void log_sink(void *ud, const char *level, const char *msg) {
+static void log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
   clank_host_t *h = ud;
   if (strcmp(level, "debug") == 0 && !h->log.debug) return;
+  h->log.request_id = request_id;
   clank_log_msg(&h->log, level, "%s", msg);
+  h->log.request_id = NULL;
 }
 
 static int load(clank_host_t *h) {
@@ -128,6 +133,9 @@ static int load(clank_host_t *h) {
       .db = h->db,
       .log = log_sink,
       .log_ud = h,
+      .watchdog = h->watchdog,
+      .cpu_limit_ms = h->opts.cpu_limit_ms,
+      .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
   };
   h->gen = clank_gen_load(&go, err, sizeof err);
   if (h->gen == NULL) {
@@ -160,6 +168,7 @@ int clank_host_main(const clank_options_t *o) {
   /* clank.db's pools, shared by every generation (each one's sched.db); the
      registry frees itself once closed and its last pool is gone. */
   h->db = clank_db_registry_new(&h->loop);
+  h->watchdog = o->limits.preempt ? clank_watchdog_start() : NULL;
   int code = 0;
   if (load(h) != 0) {
     code = 1;
@@ -189,6 +198,7 @@ int clank_host_main(const clank_options_t *o) {
   char err[256];
   int port;
   if (clank_server_listen(&h->server, &h->loop, o->host, o->port, &port, err, sizeof err) != 0) {
+    clank_announce_listen_hint(err, sizeof err);
     clank_log_flush(&h->log);
     fprintf(stderr, "clank-run: %s\n", err);
     code = 1;
@@ -205,6 +215,9 @@ int clank_host_main(const clank_options_t *o) {
   uv_timer_init(&h->loop, &h->reap);
   h->reap.data = h;
   uv_unref((uv_handle_t *)&h->reap);
+  uv_timer_init(&h->loop, &h->fresh_load);
+  h->fresh_load.data = h;
+  uv_unref((uv_handle_t *)&h->fresh_load);
   uv_timer_init(&h->loop, &h->stop_timer);
   h->stop_timer.data = h;
   uv_unref((uv_handle_t *)&h->stop_timer);
@@ -216,6 +229,7 @@ int clank_host_main(const clank_options_t *o) {
   printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,
          *shown ? "]" : "", port);
   fflush(stdout);
+  clank_announce_urls(&h->log, o, port);
   h->gen->sched.loop_running = 1;
   uv_run(&h->loop, UV_RUN_DEFAULT);
 
@@ -228,6 +242,7 @@ done:
     clank_dispatch_forget(h->gen);
     clank_gen_close(h->gen);
   }
+  clank_watchdog_stop(h->watchdog);
   clank_log_free(&h->log);
   clank_metrics_free(&h->metrics);
   free(h);

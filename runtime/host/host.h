@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "host/generation.h"
+#include "host/inspector.h"
 #include "host/metrics.h"
 #include "host/reload.h"
 #include "http/server.h"
@@ -24,12 +25,17 @@ typedef struct clank_host_s {
   clank_reloader_t reloader;
   clank_gen_t *retired; /* replaced generations finishing their requests */
   uv_timer_t reap;
+  uv_timer_t fresh_load; /* replaces a generation whose memory stays near its cap */
   unsigned live_generations;
   struct clank_live_s *lives;            /* open live channels (SPEC §11) */
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
   void *db; /* clank.db's pools (lua/db.h), shared by every generation */
   uv_timer_t live_tick;
-  clank_metrics_t metrics; /* health and metrics (SPEC §15) */
+  clank_metrics_t metrics;           /* health and metrics (SPEC §15) */
+  clank_inspector_log_t inspector;   /* recent requests and reloads (SPEC §16) */
+  struct clank_watchdog_s *watchdog; /* preempts long Lua runs (lua/preempt.h) */
+  struct reload_job_s *reloading;    /* a generation being built off the loop */
+  int reload_again;                  /* and another reload was asked for meanwhile */
   int stop_requests;
   int torn_down;
 } clank_host_t;
@@ -39,6 +45,9 @@ void clank_host_reload(void *h);
 /* A retired generation may have become idle: close it soon. */
 void clank_host_gen_idle(clank_host_t *h, clank_gen_t *g);
 void clank_host_close_retired(clank_host_t *h);
+/* A request of g's was refused memory: g is loaded afresh when a full
+   collection leaves it over 90 % of its cap (SPEC §13). */
+void clank_host_memory_check(clank_host_t *h, clank_gen_t *g);
 
 /* Runs clank-run with parsed options; returns the exit code. */
 int clank_host_main(const clank_options_t *o);

@@ -611,6 +611,11 @@ static void push_ctx(lua_State *L, int src, int req) {
   src = lua_absindex(L, src);
   req = lua_absindex(L, req);
   lua_newtable(L);
+  clank_task_t *t = clank_task_of(L);
+  if (t && t->request_id[0]) { /* x-request-id (SPEC §13); the context may still override it */
+    lua_pushstring(L, t->request_id);
+    lua_setfield(L, -2, "requestId");
+  }
   if (lua_istable(L, src)) {
     for (lua_pushnil(L); lua_next(L, src); lua_pop(L, 1)) {
       lua_pushvalue(L, -2);
@@ -680,9 +685,14 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
   lua_getiuservalue(L, 4, 1);
   lua_getfield(L, -1, "output");
   clank_buf_reset(&b->scratch);
-  clank_buf_appends(&b->scratch, "{\"ok\":true,\"output\":");
-  clank_json_encode(L, output, lua_isnil(L, -1) ? 0 : lua_gettop(L), &b->scratch);
-  clank_buf_appendc(&b->scratch, '}');
+  if (lua_isnil(L, output) && lua_isnil(L, -1)) {
+    /* a handler that returns nothing, with no output schema (SPEC §13) */
+    clank_buf_appends(&b->scratch, "{\"ok\":true}");
+  } else {
+    clank_buf_appends(&b->scratch, "{\"ok\":true,\"output\":");
+    clank_json_encode(L, output, lua_isnil(L, -1) ? 0 : lua_gettop(L), &b->scratch);
+    clank_buf_appendc(&b->scratch, '}');
+  }
   push_response(L, &a, 200, NULL, b->scratch.data, b->scratch.len);
   return 1;
 }

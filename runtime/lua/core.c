@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/db.h"
 #include "lua/modules.h"
 #include "lua/scheduler.h"
 #include "lua/abort.h"
@@ -131,6 +132,14 @@ static int core_current_signal(lua_State *L) {
   return 1;
 }
 
+/* clank.core.dbRegistry() → the clank.db registry this state's pools come
+   from now (a light userdata): a generation built off the loop changes it
+   when it joins the loop, and clank.db opens its pools again there. */
+static int core_db_registry(lua_State *L) {
+  lua_pushlightuserdata(L, clank_db_registry_of(L));
+  return 1;
+}
+
 static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
@@ -142,6 +151,7 @@ static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"log", core_log},
                                       {"currentSignal", core_current_signal},
                                       {"appSecret", core_app_secret},
+                                      {"dbRegistry", core_db_registry},
                                       {NULL, NULL}};
 
 int luaopen_clank_core(lua_State *L) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/action.h"
+#include "lua/preempt.h"
 #include "lua/protect.h"
 
 #define SCHED_KEY "clank.scheduler"
@@ -60,8 +62,9 @@ int clank_in_task(lua_State *L) { return lua_isyieldable(L) && clank_task_of(L) 
 
 /* ---- the scheduler ---- */
 
-static void default_log(void *ud, const char *level, const char *msg) {
+static void default_log(void *ud, const char *level, const char *msg, const char *request_id) {
   (void)ud;
+  (void)request_id;
   const char *debug = getenv("CLANK_DEBUG");
   if (strcmp(level, "debug") == 0 && (debug == NULL || *debug == '\0')) return;
   fprintf(stderr, "clank %s: %s\n", level, msg);
@@ -118,10 +121,13 @@ void clank_log(lua_State *L, const char *level, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   clank_sched_t *s = clank_sched_get(L);
-  s->log(s->log_ud, level, msg);
+  clank_task_t *t = s->running;
+  s->log(s->log_ud, level, msg, t && t->request_id[0] ? t->request_id : NULL);
 }
 
 /* ---- waits ---- */
+
+static void ready_remove(clank_sched_t *s, clank_task_t *t);
 
 static void wait_unlink(clank_wait_t *w) {
   if (w->sched) {
@@ -178,6 +184,7 @@ static clank_wait_t *wait_new(lua_State *L, clank_sched_t *s, double ms) {
 }
 
 void clank_sched_cancel(clank_task_t *t) {
+  ready_remove(t->sched, t);
   clank_wait_t *w = t->wait;
   if (w == NULL) return;
   wait_unlink(w);
@@ -216,11 +223,112 @@ static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
   return st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == s;
 }
 
+/* ---- preemption (preempt.h) ---- */
+
+int clank_task_push_exhausted(lua_State *L, clank_task_t *t) {
+  if (!t->exhausted && !t->mem_over) return 0;
+  clank_action_error_push(
+      L, "RESOURCE_LIMIT",
+      t->mem_over ? "The request used too much memory." : "The request used too much CPU.", 503);
+  return 1;
+}
+
+static void run_ready(uv_idle_t *idle);
+
+static void ready_closed(uv_handle_t *h) { free(h); }
+
+/* A preempted task waits behind the work that is ready now: the idle handle
+   makes the loop poll without blocking, then resumes the queue. */
+static void ready_push(clank_sched_t *s, clank_task_t *t) {
+  if (s->ready_idle == NULL) {
+    s->ready_idle = malloc(sizeof *s->ready_idle);
+    if (s->ready_idle == NULL) abort(); /* nowhere to keep a preempted task */
+    uv_idle_init(s->loop, s->ready_idle);
+    s->ready_idle->data = s;
+  }
+  t->queued = 1;
+  t->ready_next = NULL;
+  if (s->ready_tail)
+    s->ready_tail->ready_next = t;
+  else
+    s->ready = t;
+  s->ready_tail = t;
+  uv_idle_start(s->ready_idle, run_ready);
+}
+
+static void ready_remove(clank_sched_t *s, clank_task_t *t) {
+  if (!t->queued) return;
+  clank_task_t **p = &s->ready, *prev = NULL;
+  while (*p != t) {
+    prev = *p;
+    p = &(*p)->ready_next;
+  }
+  *p = t->ready_next;
+  if (s->ready_tail == t) s->ready_tail = prev;
+  t->queued = 0;
+  t->ready_next = NULL;
+}
+
+static void run_ready(uv_idle_t *idle) {
+  clank_sched_t *s = idle->data;
+  /* Only the tasks queued before this turn: one preempted again goes behind
+     the I/O of the next. */
+  clank_task_t *last = s->ready_tail;
+  while (s->ready) {
+    clank_task_t *t = s->ready;
+    ready_remove(s, t);
+    t->preempted = 0;
+    t->resume(t, 0);
+    if (t == last) break;
+  }
+  if (s->ready == NULL) uv_idle_stop(idle);
+}
+
+/* The running task's Lua time so far, charged; the watchdog lets go. */
+static void run_pause(clank_sched_t *s, clank_task_t *t, uint64_t now) {
+  t->cpu_ns += now - t->resumed_at;
+  if (s->watchdog) clank_watchdog_leave(s->watchdog);
+}
+
+static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
+  t->resumed_at = now;
+  if (s->watchdog == NULL) return;
+  uint64_t slice = CLANK_SLICE_NS;
+  if (s->cpu_limit_ns) {
+    uint64_t left = t->cpu_ns < s->cpu_limit_ns ? s->cpu_limit_ns - t->cpu_ns : 0;
+    if (left < slice) slice = left;
+  }
+  clank_watchdog_enter(s->watchdog, t->co, now + slice);
+}
+
 /* A task whose coroutine yielded something else than a wait is a bug in the
-   app (a bare coroutine.yield in a handler): it becomes an error. */
-static int resume_task(clank_task_t *t, int nargs, int *nres) {
+   app (a bare coroutine.yield in a handler): it becomes an error. A task
+   over its budget is never resumed: it fails with RESOURCE_LIMIT. */
+int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
+  clank_sched_t *s = t->sched;
+  if (t->exhausted || t->mem_over) {
+    lua_pop(t->co, nargs);
+    t->exhausted = 1;
+    clank_task_push_exhausted(t->co, t);
+    *nres = 1;
+    return LUA_ERRRUN;
+  }
+  uint64_t now = uv_hrtime();
+  clank_task_t *outer = s->running; /* a joined child runs inside its parent's run */
+  if (outer) run_pause(s, outer, now);
+  t->outer = outer;
+  s->running = t;
+  run_start(s, t, now);
   int st = lua_resume(t->co, NULL, nargs, nres);
-  if (is_wait(t->co, t->sched, st, *nres)) {
+  now = uv_hrtime();
+  run_pause(s, t, now);
+  s->running = outer;
+  if (outer) run_start(s, outer, now);
+  if (st == LUA_YIELD && t->preempted && *nres == 0) {
+    ready_push(s, t);
+    return LUA_YIELD;
+  }
+  if (is_wait(t->co, s, st, *nres)) {
     lua_pop(t->co, 1);
     return LUA_YIELD;
   }
@@ -230,7 +338,20 @@ static int resume_task(clank_task_t *t, int nargs, int *nres) {
     *nres = 1;
     return LUA_ERRRUN;
   }
+  if (st != LUA_OK && (t->exhausted || t->mem_over || st == LUA_ERRMEM)) {
+    /* The error the hook raised may have been caught and replaced: the
+       answer is the budget's. */
+    lua_pop(t->co, 1);
+    if (st == LUA_ERRMEM) t->mem_over = 1;
+    t->exhausted = 1;
+    clank_task_push_exhausted(t->co, t);
+    st = LUA_ERRRUN;
+  }
   return st;
+}
+
+static int resume_task(clank_task_t *t, int nargs, int *nres) {
+  return clank_task_resume(t, nargs, nres);
 }
 
 typedef struct driven_s {
@@ -380,7 +501,13 @@ struct join_s {
   owned_t owned;        /* the child */
   clank_task_t *parent; /* NULL once the parent stopped waiting */
   clank_wait_t *timer;
+  uint64_t cpu_start; /* the parent's Lua time when the child started: one budget */
 };
+
+/* The child's Lua time counts for the parent's request. */
+static void join_charge(join_t *j, clank_task_t *parent) {
+  parent->cpu_ns += j->owned.task.cpu_ns - j->cpu_start;
+}
 
 static size_t owned_size(void) { return sizeof(join_t); }
 
@@ -402,13 +529,14 @@ static void join_child_resume(clank_task_t *t, int nargs) {
     /* the parent gave up (timeout): nobody wants the result */
     if (st != LUA_OK) log_task_error(t->co, "an action that timed out failed later");
     if (st != LUA_OK) lua_resetthread(t->co);
-    owned_free(&j->owned, 1);
+    owned_free(&j->owned, !j->owned.task.exhausted);
     return;
   }
   if (j->timer) clank_sched_timer_cancel(j->timer);
+  join_charge(j, parent);
   join_deliver(t->co, parent->co, st, nres);
   if (st != LUA_OK) lua_resetthread(t->co);
-  owned_free(&j->owned, 1);
+  owned_free(&j->owned, !j->owned.task.exhausted);
   parent->resume(parent, 2);
 }
 
@@ -430,6 +558,8 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);
   j->parent = parent;
+  j->owned.task.cpu_ns = j->cpu_start = parent->cpu_ns;
+  memcpy(j->owned.task.request_id, parent->request_id, sizeof parent->request_id);
   if (parent->signal_ref > 0) { /* the child (an action's handler) sees the request's signal */
     lua_rawgeti(L, LUA_REGISTRYINDEX, parent->signal_ref);
     j->owned.task.signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -438,9 +568,10 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
   int nres;
   int st = resume_task(&j->owned.task, nargs, &nres);
   if (st != LUA_YIELD) {
+    join_charge(j, parent);
     join_deliver(co, L, st, nres);
     if (st != LUA_OK) lua_resetthread(co);
-    owned_free(&j->owned, 1);
+    owned_free(&j->owned, !j->owned.task.exhausted);
     return k(L, LUA_OK, ctx);
   }
   if (ms > 0) {
@@ -482,10 +613,42 @@ static void spawned_resume(clank_task_t *t, int nargs) {
     lua_resetthread(t->co);
   }
   lua_settop(t->co, 0);
-  owned_free((owned_t *)t, 1);
+  owned_free((owned_t *)t, !t->exhausted);
+}
+
+/* Only its address matters: the registry key of the deferred spawns' list. */
+static const char deferred_key = 0;
+
+void clank_sched_run_deferred(lua_State *L) {
+  clank_sched_t *s = clank_sched_get(L);
+  s->defer_spawn = 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deferred_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &deferred_key);
+  lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    clank_sched_spawn(L);
+  }
+  lua_pop(L, 1);
 }
 
 void clank_sched_spawn(lua_State *L) {
+  if (clank_sched_get(L)->defer_spawn) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deferred_key) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, LUA_REGISTRYINDEX, &deferred_key);
+    }
+    lua_insert(L, -2);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+    return;
+  }
   owned_t *o = owned_new(L, spawned_resume);
   o->spawned = 1;
   lua_pushcfunction(L, protected_body);
@@ -509,6 +672,11 @@ void clank_sched_retire(clank_sched_t *s) {
 }
 
 void clank_sched_cancel_all(clank_sched_t *s) {
+  while (s->ready) ready_remove(s, s->ready);
+  if (s->ready_idle) {
+    uv_close((uv_handle_t *)s->ready_idle, ready_closed);
+    s->ready_idle = NULL;
+  }
   while (s->spawned) owned_free((owned_t *)s->spawned, 0);
   while (s->spare) {
     owned_t *o = s->spare;
@@ -521,4 +689,5 @@ void clank_sched_cancel_all(clank_sched_t *s) {
     wait_unlink(w);
     wait_close(w);
   }
+  if (s->fetch_close) s->fetch_close(s);
 }

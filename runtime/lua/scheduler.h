@@ -9,6 +9,7 @@
 #define CLANK_SCHEDULER_H
 
 #include <lua.h>
+#include <stdint.h>
 #include <uv.h>
 
 typedef struct clank_sched_s clank_sched_t;
@@ -23,6 +24,19 @@ struct clank_task_s {
   clank_wait_t *wait; /* the pending timer wait, if any */
   int signal_ref;     /* registry ref of the task's abort signal, 0 when none */
   int wants_signal;   /* its driver aborts the signal (the client went away) */
+  /* SPEC §13's isolation: Lua time spent by this request or run (waits do
+     not count), when the running stretch began, and what the preemption
+     hook decided. */
+  uint64_t cpu_ns;
+  uint64_t resumed_at;
+  unsigned preempted : 1; /* the hook yielded it: it waits in the ready queue */
+  unsigned exhausted : 1; /* over its CPU or memory budget: never resumed again */
+  unsigned mem_over : 1;  /* the allocator charged it past its share of the cap */
+  unsigned queued : 1;
+  clank_task_t *ready_next;
+  clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
+  size_t mem_charged;  /* bytes allocated while it ran */
+  char request_id[65]; /* x-request-id of the request it serves ("" when none) */
 };
 
 /* A timer owned by the scheduler: it resumes a task, or calls fire. Freed in
@@ -38,7 +52,8 @@ struct clank_wait_s {
   clank_wait_t *prev, *next;
 };
 
-typedef void (*clank_log_fn)(void *ud, const char *level, const char *msg);
+/* request_id: the x-request-id of the request the running task serves, or NULL. */
+typedef void (*clank_log_fn)(void *ud, const char *level, const char *msg, const char *request_id);
 
 struct clank_sched_s {
   uv_loop_t *loop;
@@ -50,7 +65,28 @@ struct clank_sched_s {
   clank_log_fn log;
   void *log_ud;
   void *db; /* the clank.db registry (a clank_db_registry_t *, db.h), shared by generations */
+  /* clank.fetch's connections (fetch.c), closed by clank_sched_cancel_all. */
+  void *fetch;
+  void (*fetch_close)(clank_sched_t *s);
+  /* Isolation (preempt.h): the watchdog that interrupts long runs (NULL: no
+     preemption, as in plain lua5.4), the CPU budget per request or run
+     (0: none), the task running now, and tasks preempted, to resume. */
+  struct clank_watchdog_s *watchdog;
+  uint64_t cpu_limit_ns;
+  clank_task_t *running;
+  clank_task_t *ready, *ready_tail;
+  uv_idle_t *ready_idle;
+  int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
 };
+
+/* Resumes t's coroutine with nargs values and returns LUA_YIELD while it
+   waits (a runtime wait, or preempted: then the scheduler resumes it later
+   through t->resume with no values), else its status with nres results (an
+   error object on top). Every driver resumes its task through this. */
+int clank_task_resume(clank_task_t *t, int nargs, int *nres);
+/* The over-budget error (RESOURCE_LIMIT, 503) when t ran out of CPU or
+   memory, pushed on L; 0 when t is within its budget. */
+int clank_task_push_exhausted(lua_State *L, clank_task_t *t);
 
 /* The task waiting for t, when t is a joined child (clank_sched_join: an
    action run for a request), else NULL. */
@@ -93,8 +129,11 @@ int clank_sched_call(lua_State *L, int nargs);
    error; or nothing but the string "timeout" as the only value after a nil. */
 int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx);
 
-/* clank.spawn: runs the function at top in a task of its own. */
+/* clank.spawn: runs the function at top in a task of its own (or, while
+   defer_spawn is set, keeps it for clank_sched_run_deferred). */
 void clank_sched_spawn(lua_State *L);
+/* Starts the spawns kept while defer_spawn was set, in order. */
+void clank_sched_run_deferred(lua_State *L);
 
 /* A log line through the host (stderr in plain lua5.4). */
 void clank_log(lua_State *L, const char *level, const char *fmt, ...)

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,6 +70,110 @@ static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
   }
 }
 
+/* ---- repeats ---- */
+
+static uint64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t line_hash(const char *level, const char *msg, size_t n) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (const char *p = level; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)msg[i]) * 1099511628211ull;
+  return h | 1; /* 0 marks a free slot */
+}
+
+/* 1 when the line is written (setting *repeated to the lines counted since
+   its last one), 0 when it only counts. Only warnings and errors repeat. */
+static int admit_line(clank_log_t *log, const char *level, const char *msg, size_t n,
+                      unsigned *repeated) {
+  *repeated = 0;
+  if (strcmp(level, "error") != 0 && strcmp(level, "warn") != 0) return 1;
+  uint64_t h = line_hash(level, msg, n), now = monotonic_ns();
+  clank_log_repeat_t *r = &log->repeats[h % CLANK_LOG_REPEATS];
+  if (r->hash != h) { /* new, or it takes the slot of another (whose count is lost) */
+    if (r->count) log->counting--;
+    r->hash = h;
+    r->logged_at = now;
+    r->count = 0;
+    snprintf(r->level, sizeof r->level, "%s", level);
+    size_t keep = n < sizeof r->msg - 1 ? n : sizeof r->msg - 1;
+    memcpy(r->msg, msg, keep);
+    r->msg[keep] = '\0';
+    return 1;
+  }
+  if (now - r->logged_at >= CLANK_LOG_REPEAT_NS) {
+    *repeated = r->count;
+    if (r->count) log->counting--;
+    r->count = 0;
+    r->logged_at = now;
+    return 1;
+  }
+  if (r->count++ == 0) log->counting++;
+  return 0;
+}
+
+/* ---- lines ---- */
+
+#define TRACEBACK "\nstack traceback:\n"
+
+/* Where the traceback Lua's message handler appended begins, or NULL. */
+static const char *find_traceback(const char *msg, size_t n) {
+  const size_t k = sizeof TRACEBACK - 1;
+  for (const char *p = msg; n >= k && (p = memchr(p, '\n', n - k + 1 - (size_t)(p - msg))); p++)
+    if (memcmp(p, TRACEBACK, k) == 0) return p;
+  return NULL;
+}
+
+static void append_line(clank_log_t *log, const char *level, const char *colour, const char *msg,
+                        size_t n, unsigned repeated) {
+  clank_buf_t *b = &log->buf;
+  const char *rid = log->request_id && *log->request_id ? log->request_id : NULL;
+  if (log->format == CLANK_LOG_JSON) {
+    /* the traceback is a field of its own */
+    const char *tb = find_traceback(msg, n);
+    size_t head = tb ? (size_t)(tb - msg) : n;
+    clank_buf_appends(b, "{\"time\":\"");
+    append_time(log);
+    clank_buf_appendf(b, "\",\"level\":\"%s\",", level);
+    if (rid) {
+      clank_buf_appends(b, "\"requestId\":\"");
+      append_escaped(b, rid, strlen(rid), 1);
+      clank_buf_appends(b, "\",");
+    }
+    clank_buf_appends(b, "\"msg\":\"");
+    append_escaped(b, msg, head, 1);
+    clank_buf_appendc(b, '"');
+    if (tb) {
+      size_t skip = head + sizeof TRACEBACK - 1;
+      clank_buf_appends(b, ",\"traceback\":\"");
+      append_escaped(b, msg + skip, n - skip, 1);
+      clank_buf_appendc(b, '"');
+    }
+    if (repeated) {
+      clank_buf_appends(b, ",\"repeated\":");
+      clank_buf_append_uint(b, repeated);
+    }
+    clank_buf_appends(b, "}\n");
+  } else {
+    int paint = colour && log->colour;
+    if (paint) clank_buf_appends(b, colour);
+    append_time(log);
+    clank_buf_appendf(b, " %s ", level);
+    if (rid) {
+      clank_buf_appendc(b, '[');
+      append_escaped(b, rid, strlen(rid), 0);
+      clank_buf_appends(b, "] ");
+    }
+    append_escaped(b, msg, n, 0);
+    if (repeated) clank_buf_appendf(b, " (repeated %u times)", repeated);
+    if (paint) clank_buf_appends(b, "\x1b[0m");
+    clank_buf_appendc(b, '\n');
+  }
+}
+
 static void log_line(clank_log_t *log, const char *level, const char *colour, const char *fmt,
                      va_list args) {
   char small[1024];
@@ -87,23 +192,28 @@ static void log_line(clank_log_t *log, const char *level, const char *colour, co
   } else if ((size_t)n >= sizeof small) {
     n = sizeof small - 1;
   }
-  clank_buf_t *b = &log->buf;
-  if (log->format == CLANK_LOG_JSON) {
-    clank_buf_appends(b, "{\"time\":\"");
-    append_time(log);
-    clank_buf_appendf(b, "\",\"level\":\"%s\",\"msg\":\"", level);
-    append_escaped(b, msg, (size_t)n, 1);
-    clank_buf_appends(b, "\"}\n");
-  } else {
-    int paint = colour && log->colour;
-    if (paint) clank_buf_appends(b, colour);
-    append_time(log);
-    clank_buf_appendf(b, " %s ", level);
-    append_escaped(b, msg, (size_t)n, 0);
-    if (paint) clank_buf_appends(b, "\x1b[0m");
-    clank_buf_appendc(b, '\n');
-  }
+  const char *tb = find_traceback(msg, (size_t)n);
+  size_t head = tb ? (size_t)(tb - msg) : (size_t)n;
+  unsigned repeated;
+  if (admit_line(log, level, msg, head, &repeated))
+    append_line(log, level, colour, msg, (size_t)n, repeated);
   clank_buf_free(&big);
+}
+
+void clank_log_repeats(clank_log_t *log) {
+  if (log->counting == 0) return;
+  uint64_t now = monotonic_ns();
+  for (int i = 0; i < CLANK_LOG_REPEATS; i++) {
+    clank_log_repeat_t *r = &log->repeats[i];
+    if (r->count == 0 || now - r->logged_at < CLANK_LOG_REPEAT_NS) continue;
+    const char *saved = log->request_id;
+    log->request_id = NULL; /* the count is of lines about many requests */
+    append_line(log, r->level, NULL, r->msg, strlen(r->msg), r->count);
+    log->request_id = saved;
+    log->counting--;
+    r->count = 0;
+    r->logged_at = now;
+  }
 }
 
 void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
@@ -122,7 +232,8 @@ void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colou
 }
 
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
-                      int status, size_t bytes, uint64_t ns) {
+                      int status, size_t bytes, uint64_t ns, const char *request_id,
+                      size_t request_id_len) {
   if (log->quiet) return;
   clank_buf_t *b = &log->buf;
   int json = log->format == CLANK_LOG_JSON;
@@ -138,7 +249,13 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
   clank_buf_append_uint(b, bytes);
   clank_buf_appends(b, json ? ",\"ms\":" : "B ");
   append_ms(b, ns);
-  clank_buf_appends(b, json ? "}\n" : "ms\n");
+  if (request_id_len) { /* made of A-Za-z0-9._- only: nothing to escape */
+    clank_buf_appends(b, json ? ",\"requestId\":\"" : "ms ");
+    clank_buf_append(b, request_id, request_id_len);
+    clank_buf_appends(b, json ? "\"}\n" : "\n");
+  } else {
+    clank_buf_appends(b, json ? "}\n" : "ms\n");
+  }
 }
 
 void clank_log_flush(clank_log_t *log) {

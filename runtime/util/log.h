@@ -10,6 +10,18 @@
 
 typedef enum { CLANK_LOG_TEXT, CLANK_LOG_JSON } clank_log_format_t;
 
+/* An error line seen before (same level, message and place): logged once,
+   then counted, its count logged at most every CLANK_LOG_REPEAT_NS. */
+#define CLANK_LOG_REPEATS 64
+#define CLANK_LOG_REPEAT_NS (10 * 1000000000ull)
+typedef struct clank_log_repeat_s {
+  uint64_t hash;
+  uint64_t logged_at; /* monotonic ns of the last line written for it */
+  unsigned count;     /* lines not written since */
+  char level[8];
+  char msg[200]; /* its beginning, for the count's line */
+} clank_log_repeat_t;
+
 typedef struct clank_log_s {
   clank_log_format_t format;
   clank_buf_t buf;
@@ -19,6 +31,11 @@ typedef struct clank_log_s {
   int debug;      /* debug lines too ($CLANK_DEBUG) */
   char stamp[32]; /* the time of this loop iteration's lines, made once */
   size_t stamp_len;
+  /* The x-request-id of the request the next lines are about (SPEC §13), or
+     NULL: its writer sets it around them. */
+  const char *request_id;
+  clank_log_repeat_t repeats[CLANK_LOG_REPEATS];
+  unsigned counting; /* repeats with a count not yet logged */
 } clank_log_t;
 
 void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd);
@@ -29,7 +46,10 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...)
 void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt,
                           ...) __attribute__((format(printf, 4, 5)));
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
-                      int status, size_t bytes, uint64_t ns);
+                      int status, size_t bytes, uint64_t ns, const char *request_id,
+                      size_t request_id_len);
+/* Writes the counts of repeated lines whose 10 s passed (once per loop iteration). */
+void clank_log_repeats(clank_log_t *log);
 void clank_log_flush(clank_log_t *log);
 void clank_log_free(clank_log_t *log);
 

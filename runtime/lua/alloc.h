@@ -1,0 +1,24 @@
+/* A generation's Lua allocator (SPEC §13's memory cap): lua_Alloc over
+   malloc with accounting. Growth is charged to the task running; past the
+   cap, the running task that holds its share is refused (Lua raises a
+   memory error in it, and the preemption hook keeps raising RESOURCE_LIMIT
+   until it ends), while others are served from a reserve, so the runtime's
+   own calls outside tasks never fail and the process never panics. */
+#ifndef CLANK_ALLOC_H
+#define CLANK_ALLOC_H
+
+#include <stddef.h>
+
+#include "lua/scheduler.h"
+
+typedef struct clank_alloc_s {
+  size_t used;          /* bytes Lua holds now */
+  size_t cap;           /* 0: no cap */
+  clank_sched_t *sched; /* whose running task is charged */
+  int pressure;         /* a task was refused: the owner checks the generation once it ended */
+} clank_alloc_t;
+
+/* The lua_Alloc; ud is a clank_alloc_t. */
+void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+#endif

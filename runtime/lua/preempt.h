@@ -1,0 +1,40 @@
+/* Preemption (SPEC §13's isolation): no handler can stop the server.
+
+   A watchdog thread watches the task the loop is running. Once its run
+   passes the time slice (10 ms) or its request's CPU budget, the watchdog
+   sets a count hook on the task's coroutine — the one Lua API call meant
+   for another context (lua.c's SIGINT handler does the same) — and the hook,
+   back on the loop's thread, yields the coroutine (the scheduler resumes it
+   from its ready queue once the loop served the others) or, over budget,
+   raises RESOURCE_LIMIT on every tick until the task's run ends. Runs
+   shorter than the slice never see a hook: the request path pays two
+   uncontended mutex operations per resume and nothing per instruction.
+
+   Where the stack cannot yield (inside table.sort's comparator, a gsub
+   callback, require, a runtime lua_pcall, an app's own coroutine) the hook
+   keeps counting, so preemption is "about 10 ms where the stack allows"; a
+   single C call (string.rep of a huge count) cannot be interrupted. */
+#ifndef CLANK_PREEMPT_H
+#define CLANK_PREEMPT_H
+
+#include <lua.h>
+#include <stdint.h>
+
+#define CLANK_SLICE_NS (10 * 1000000ull)
+
+typedef struct clank_watchdog_s clank_watchdog_t;
+
+/* Starts the watchdog thread; NULL when it cannot (no preemption then). */
+clank_watchdog_t *clank_watchdog_start(void);
+void clank_watchdog_stop(clank_watchdog_t *w);
+
+/* co starts running on the loop's thread; the watchdog interrupts it at
+   deadline (uv_hrtime). */
+void clank_watchdog_enter(clank_watchdog_t *w, lua_State *co, uint64_t deadline);
+/* co stopped running: a hook the watchdog set on it is removed. */
+void clank_watchdog_leave(clank_watchdog_t *w);
+/* Interrupts co now, if it is the one running (the allocator found it over
+   its memory share). */
+void clank_watchdog_poke(clank_watchdog_t *w, lua_State *co);
+
+#endif
