@@ -120,6 +120,17 @@ local function pool_of(db)
   return db.pool
 end
 
+-- The databases this state opened (weak): rebound together when the state joins the loop.
+local opened = setmetatable({}, { __mode = "k" })
+
+-- clank_gen_attach: a generation built off the loop takes the host's pools for its databases
+-- now, before the generation it replaces lets go of them (the same pools, no new connections).
+function M._rebind()
+  for db in pairs(opened) do
+    if not db.closed then pool_of(db) end
+  end
+end
+
 local function acquire(db, level)
   if db.closed then error("clank.db: the database is closed", level + 1) end
   local signal, timeout = wait_args(db)
@@ -311,11 +322,13 @@ function M.open(target, opts)
   local driver = load_driver(kind, target)
   local registry = db_registry()
   local pool = driver.pool(where, { size = size or 4 }) -- a bad target fails here
-  return setmetatable({
+  local db = setmetatable({
     kind = kind, target = target, pool = pool, timeout = timeout,
     _driver = driver, _where = where, _size = size or 4, _registry = registry,
     begin = kind == "sqlite" and "BEGIN IMMEDIATE" or "BEGIN",
   }, Db)
+  opened[db] = true
+  return db
 end
 
 return M

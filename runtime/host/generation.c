@@ -627,6 +627,18 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   return g;
 }
 
+/* clank.db's databases opened by the top-level code take the host's pools. */
+static void rebind_databases(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "clank.db") == LUA_TTABLE &&
+      lua_getfield(L, -1, "_rebind") == LUA_TFUNCTION && clank_pcall(L, 0, 0) != LUA_OK) {
+    clank_log(L, "error", "clank.db: reopening the pools after a reload: %s",
+              clank_error_message(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_settop(L, 0);
+}
+
 void clank_gen_tell_kept(const clank_gen_opts_t *o, const clank_buf_t *log,
                          const clank_buf_t *files) {
   for (size_t at = 0; at < log->len;) {
@@ -647,6 +659,7 @@ void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o) {
   g->sched.db = o->db;
   g->sched.watchdog = o->watchdog;
   clank_gen_tell_kept(o, &g->kept_log, &g->kept_files);
+  rebind_databases(g->L);
   clank_buf_free(&g->kept_log);
   clank_buf_free(&g->kept_files);
   clank_sched_run_deferred(g->L);

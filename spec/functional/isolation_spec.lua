@@ -121,7 +121,8 @@ describe("isolation", function()
   end)
 
   it("stops a memory hog with 503, serves the next request and keeps RSS near the cap", function()
-    local s = server.start(app, { args = { "--memory-limit", "64" } })
+    -- a CPU budget that allocation under the sanitizers cannot reach first
+    local s = server.start(app, { args = { "--memory-limit", "64", "--cpu-limit", "20000" } })
     local res = call(s.port, "hog")
     assert.are.equal(503, res.status)
     assert.are.equal(MEMORY, res.body)
@@ -136,7 +137,7 @@ describe("isolation", function()
   end)
 
   it("loads the app afresh when its memory stays over 90% of the cap after a collection", function()
-    local s = server.start(app, { args = { "--memory-limit", "32" } })
+    local s = server.start(app, { args = { "--memory-limit", "32", "--cpu-limit", "20000" } })
     local res = call(s.port, "hoard")
     assert.are.equal(503, res.status)
     assert.are.equal(MEMORY, res.body)

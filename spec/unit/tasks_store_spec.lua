@@ -250,9 +250,16 @@ describe("apps/tasks/store", function()
       local db = run(function() return assert(store.open(path)) end)
       db:close()
       -- WAL is kept in the file: another process (the sqlite3 shell) reads the mode there
-      local p = assert(io.popen("env -u LD_PRELOAD sqlite3 '" .. path .. "' 'PRAGMA journal_mode'"))
-      local mode = p:read("a")
-      p:close()
+      -- the pool's threads close their connections after close() returns: a reader may find
+      -- the file locked for a moment
+      local mode
+      for _ = 1, 50 do
+        local p = assert(io.popen("env -u LD_PRELOAD sqlite3 '" .. path .. "' 'PRAGMA journal_mode' 2>&1"))
+        mode = p:read("a")
+        p:close()
+        if not mode:find("locked", 1, true) then break end
+        os.execute("sleep 0.1")
+      end
       remove_db(path)
       assert.are.equal("wal\n", mode)
     end)
