@@ -271,15 +271,15 @@ static void ready_remove(clank_sched_t *s, clank_task_t *t) {
 
 static void run_ready(uv_idle_t *idle) {
   clank_sched_t *s = idle->data;
-  /* Only the tasks queued before this turn: one preempted again goes behind
-     the I/O of the next. */
-  clank_task_t *last = s->ready_tail;
-  while (s->ready) {
+  /* Only as many as were queued before this turn: one preempted again goes
+     behind the I/O of the next. */
+  int n = 0;
+  for (clank_task_t *t = s->ready; t; t = t->ready_next) n++;
+  while (n-- > 0 && s->ready) {
     clank_task_t *t = s->ready;
     ready_remove(s, t);
     t->preempted = 0;
     t->resume(t, 0);
-    if (t == last) break;
   }
   if (s->ready == NULL) uv_idle_stop(idle);
 }
