@@ -111,6 +111,19 @@ describe("clank.live connections", function()
     assert.truthy(html_of(f):find('<output id="n">2</output>', 1, true))
   end)
 
+  it("runs every event sent from the DOM of v 1 while the answers made twenty newer versions", function()
+    local live = new_live()
+    local sock = fake_socket()
+    local id = session_id()
+    live:connect(id, REQUEST, sock)
+    for i = 1, 20 do -- a browser typing faster than the answers arrive
+      live:receive(id, event(i, 1, "0.1", "click"), sock)
+    end
+    local f = sock:last()
+    assert.are.same({ "html", 20, 21 }, { f.t, f.seq, f.v })
+    assert.truthy(html_of(f):find('<output id="n">20</output>', 1, true), html_of(f))
+  end)
+
   it("drops an event with a stale v (older than a DOM the browser used) and answers with the current html",
     function()
     local live = new_live()

@@ -259,15 +259,17 @@ end
 -- The trees of the versions the browser may still show: an event names an element by its
 -- position in the DOM it came from (its v), which can be a version or two behind while the
 -- answers to earlier events are on their way (typing fast). Kept from the newest v the
--- browser sent on (it has that DOM, so none older can come), at most MAX_TREES.
+-- browser sent on (it has that DOM, so none older can come): that one always, since a browser
+-- typing faster than the answers arrive sends every event on it, and the newest MAX_TREES.
 local MAX_TREES = 8
 
 keep_tree = function(s, tree, v)
   s.trees = s.trees or {}
   s.trees[v] = tree
-  local oldest = math.max(s.ackV or 0, v - MAX_TREES + 1)
+  local acked = s.ackV or 0
+  local oldest = math.max(acked, v - MAX_TREES + 1)
   for k in pairs(s.trees) do
-    if k < oldest then s.trees[k] = nil end
+    if k < oldest and k ~= acked then s.trees[k] = nil end
   end
 end
 
