@@ -573,7 +573,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   g->sched.log = o->log;
   g->sched.log_ud = o->log_ud;
   g->sched.db = o->db;
-  g->sched.watchdog = o->watchdog;
+  g->sched.watchdog = NULL; /* loading has its own limit (load_hook), not a request's */
   if (o->off_loop && use_private_loop(g) != 0) {
     snprintf(err, errlen, "cannot make a loop to load the app on");
     lua_close(L);
@@ -624,6 +624,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   }
   lua_settop(L, 0);
   release_private_loop(g);
+  if (!o->off_loop) g->sched.watchdog = o->watchdog;
   return g;
 }
 
