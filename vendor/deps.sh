@@ -12,7 +12,8 @@ packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
           libsqlite3-dev libpq-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) packages+=(postgresql sqlite3 chromium lua-check clang-format
+    --test) packages+=(postgresql sqlite3 chromium lua-check clang-format clang
+                      libclang-rt-14-dev
                       python3-prometheus-client groff-base man-db curl openssl) ;;
     # bench/db.sh: its own PostgreSQL, and LuaSQL for the comparison with the tasks app as it
     # was before clank.db (the only place LuaSQL is still used)
