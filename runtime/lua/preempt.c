@@ -1,6 +1,7 @@
 /* The watchdog thread and the hook it sets (see preempt.h). */
 #include "lua/preempt.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <uv.h>
 
@@ -8,25 +9,35 @@
 
 /* How often the hook runs once set: a few microseconds of Lua. */
 #define HOOK_COUNT 1000
-/* How often the watchdog looks: the slice's granularity. */
-#define TICK_NS (2 * 1000000ull)
+/* How often the watchdog looks: the slice's granularity. Rare wakeups keep
+   it off the loop's core. */
+#define TICK_NS (5 * 1000000ull)
+
+/* The running coroutine's state, one atomic word between the two threads:
+   the loop's thread moves IDLE -> RUNNING -> IDLE around each resume; the
+   watchdog moves RUNNING -> HOOKING -> HOOKED while it sets the hook, and
+   the loop's thread waits out HOOKING before it lets go. No lock on the
+   request path: a resume costs a store and a compare-and-swap. */
+enum { IDLE, RUNNING, HOOKING, HOOKED };
 
 struct clank_watchdog_s {
   uv_thread_t thread;
-  uv_mutex_t mu;
+  uv_mutex_t mu; /* only for the watchdog's sleep and its stop */
   uv_cond_t wake;
   int stop;
-  lua_State *co;     /* running on the loop's thread now, or NULL */
-  uint64_t deadline; /* when co is interrupted */
-  int hooked;        /* the hook is set on co */
+  atomic_int state;
+  lua_State *co;             /* running on the loop's thread, while not IDLE */
+  _Atomic uint64_t deadline; /* when co is interrupted */
 };
 
 static void hook(lua_State *L, lua_Debug *ar);
 
-/* Called with mu held. */
-static void set_hook(clank_watchdog_t *w) {
+/* From RUNNING: the hook goes on co, unless the run ended meanwhile. */
+static void interrupt(clank_watchdog_t *w) {
+  int expected = RUNNING;
+  if (!atomic_compare_exchange_strong(&w->state, &expected, HOOKING)) return;
   lua_sethook(w->co, hook, LUA_MASKCOUNT, HOOK_COUNT);
-  w->hooked = 1;
+  atomic_store(&w->state, HOOKED);
 }
 
 static void watch(void *arg) {
@@ -34,7 +45,8 @@ static void watch(void *arg) {
   uv_mutex_lock(&w->mu);
   while (!w->stop) {
     uv_cond_timedwait(&w->wake, &w->mu, TICK_NS);
-    if (w->co && !w->hooked && uv_hrtime() >= w->deadline) set_hook(w);
+    if (atomic_load(&w->state) == RUNNING && clank_run_clock() >= atomic_load(&w->deadline))
+      interrupt(w);
   }
   uv_mutex_unlock(&w->mu);
 }
@@ -42,6 +54,8 @@ static void watch(void *arg) {
 clank_watchdog_t *clank_watchdog_start(void) {
   clank_watchdog_t *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
+  atomic_init(&w->state, IDLE);
+  atomic_init(&w->deadline, 0);
   if (uv_mutex_init(&w->mu) != 0) goto no_mutex;
   if (uv_cond_init(&w->wake) != 0) goto no_cond;
   if (uv_thread_create(&w->thread, watch, w) != 0) goto no_thread;
@@ -68,28 +82,26 @@ void clank_watchdog_stop(clank_watchdog_t *w) {
 }
 
 void clank_watchdog_enter(clank_watchdog_t *w, lua_State *co, uint64_t deadline) {
-  uv_mutex_lock(&w->mu);
   w->co = co;
-  w->deadline = deadline;
-  w->hooked = 0;
-  uv_mutex_unlock(&w->mu);
+  atomic_store_explicit(&w->deadline, deadline, memory_order_relaxed);
+  atomic_store_explicit(&w->state, RUNNING, memory_order_release);
 }
 
 void clank_watchdog_leave(clank_watchdog_t *w) {
-  uv_mutex_lock(&w->mu);
-  lua_State *co = w->co;
-  int hooked = w->hooked;
-  w->co = NULL;
-  w->hooked = 0;
-  uv_mutex_unlock(&w->mu);
+  int s = atomic_load(&w->state);
+  for (;;) {
+    if (s == HOOKING) { /* the watchdog is setting the hook: a few instructions */
+      s = atomic_load(&w->state);
+      continue;
+    }
+    if (atomic_compare_exchange_weak(&w->state, &s, IDLE)) break;
+  }
   /* The coroutine is suspended or dead now: it is safe to touch it here. */
-  if (hooked) lua_sethook(co, NULL, 0, 0);
+  if (s == HOOKED) lua_sethook(w->co, NULL, 0, 0);
 }
 
 void clank_watchdog_poke(clank_watchdog_t *w, lua_State *co) {
-  uv_mutex_lock(&w->mu);
-  if (w->co == co && !w->hooked) set_hook(w);
-  uv_mutex_unlock(&w->mu);
+  if (w->co == co) interrupt(w);
 }
 
 /* On the loop's thread, every HOOK_COUNT instructions of an interrupted
@@ -100,7 +112,7 @@ static void hook(lua_State *L, lua_Debug *ar) {
   clank_sched_t *s = clank_sched_get(L);
   clank_task_t *t = s->running;
   if (t == NULL) return;
-  uint64_t now = uv_hrtime();
+  uint64_t now = clank_run_clock();
   if ((s->cpu_limit_ns && t->cpu_ns + (now - t->resumed_at) >= s->cpu_limit_ns) || t->mem_over) {
     /* Uncatchable: from here on every instruction raises it again, so a
        pcall that caught it fails at its next step. */

@@ -313,14 +313,14 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
     *nres = 1;
     return LUA_ERRRUN;
   }
-  uint64_t now = uv_hrtime();
+  uint64_t now = clank_run_clock();
   clank_task_t *outer = s->running; /* a joined child runs inside its parent's run */
   if (outer) run_pause(s, outer, now);
   t->outer = outer;
   s->running = t;
   run_start(s, t, now);
   int st = lua_resume(t->co, NULL, nargs, nres);
-  now = uv_hrtime();
+  now = clank_run_clock();
   run_pause(s, t, now);
   s->running = outer;
   if (outer) run_start(s, outer, now);
