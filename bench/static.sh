@@ -50,6 +50,9 @@ http {
 }
 CONF
 
+# nginx's worker runs as another user: it must be able to read the file (mktemp -d is 0700)
+chmod -R a+rX "$tmp"
+
 wait_up() {
   for _ in $(seq 100); do
     curl -fso /dev/null "http://127.0.0.1:$port/assets/file.bin" && return 0

@@ -180,6 +180,7 @@ static void file_chunk(uv_fs_t *req) {
   f->left -= (uint64_t)n;
   clank_buf_append(&c->out, f->buf, (size_t)n);
   clank_conn_flush(c);
+  if (c->file != f) return; /* the flush closed the connection, which ended the file */
   if (f->left == 0)
     file_end(c);
   else if (!c->writing)
