@@ -12,18 +12,9 @@ root=$(dirname "$here")
 duration=${BENCH_DURATION:-5}             # seconds per measurement
 rounds=${BENCH_ROUNDS:-3}                  # measurements each way
 connections=${BENCH_CONNECTIONS:-50}
-server_cpu=${BENCH_SERVER_CPU:-0}
-wrk_cpu=${BENCH_WRK_CPU:-1}
-clank_run=${CLANK_RUN:-$root/build/clank-run}
 port=${BENCH_PORT:-18480}
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$here/lib.sh"
 
 cat > "$tmp/scrape.lua" <<'LUA'
 -- one scrape a second; every answer must be a 200
@@ -33,11 +24,7 @@ function response(status) if status ~= 200 then bad = bad + 1 end end
 function done(summary) io.write(string.format("scrapes: %d, not 200: %d\n", summary.requests, bad)) end
 LUA
 
-taskset -c "$server_cpu" "$clank_run" --quiet --no-watch --port "$port" "$here/app.lua" \
-  > "$tmp/out" 2> "$tmp/err" &
-pid=$!
-for _ in $(seq 100); do grep -q "serving" "$tmp/out" 2>/dev/null && break; sleep 0.05; done
-grep -q "serving" "$tmp/out" || { cat "$tmp/err" >&2; exit 1; }
+start_clank "$here/app.lua"
 
 url=http://127.0.0.1:$port
 
@@ -51,7 +38,6 @@ scraping() { # hello for $1 s while a second wrk scrapes once a second
   hello "$1"
   wait "$scraper"
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 hello 3 > /dev/null # warm-up
 # Alone and scraped, interleaved, so that drift (CPU clocks, the other core) hits both alike.

@@ -13,19 +13,10 @@ root=$(dirname "$here")
 duration=${BENCH_DURATION:-5}
 rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-50}
-server_cpu=${BENCH_SERVER_CPU:-0}
-wrk_cpu=${BENCH_WRK_CPU:-1}
-clank_run=${CLANK_RUN:-$root/build/clank-run}
 port=${BENCH_PORT:-18490}
 
 command -v wrk >/dev/null || bash "$root/vendor/deps.sh" --bench
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$here/lib.sh"
 
 body=$(cat "$here/fixtures/valid.request.json")
 cat > "$tmp/post.lua" <<LUA
@@ -34,30 +25,19 @@ wrk.headers["content-type"] = "application/json"
 wrk.body = [==[$body]==]
 LUA
 
-start() { # start PREEMPT
-  CLANK_TEST_LIMITS="preempt=$1" taskset -c "$server_cpu" "$clank_run" --quiet --no-watch \
-    --port "$port" "$here/app.lua" > "$tmp/out" 2> "$tmp/err" &
-  pid=$!
-  for _ in $(seq 100); do grep -q "serving" "$tmp/out" 2>/dev/null && break; sleep 0.05; done
-  grep -q "serving" "$tmp/out" || { cat "$tmp/err" >&2; exit 1; }
-}
-stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
-ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; } # utime + stime, in clock ticks
-hz=$(getconf CLK_TCK)
 
 # per_cpu WORKLOAD: requests per CPU-second of the server over one wrk run
 per_cpu() {
   local args=() path=/hello
   [ "$1" = valid ] && args=(-s "$tmp/post.lua") && path=/actions/tasks.create
   local t0 t1 rps
-  t0=$(ticks)
+  t0=$(cpu_ticks)
   rps=$(taskset -c "$wrk_cpu" wrk -t1 -c"$connections" -d"${duration}s" "${args[@]}" \
     "http://127.0.0.1:$port$path" | awk '/Requests\/sec/ {print $2}')
-  t1=$(ticks)
+  t1=$(cpu_ticks)
   awk -v r="$rps" -v d="$duration" -v c="$((t1 - t0))" -v hz="$hz" \
     'BEGIN { printf "%.0f\n", r * d / (c / hz) }'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 for w in valid hello; do
   : > "$tmp/on.$w"
@@ -69,10 +49,10 @@ for i in $(seq "$rounds"); do
   order="off on"
   [ $((i % 2)) = 0 ] && order="on off"
   for mode in $order; do
-    start "$([ $mode = on ] && echo 1 || echo 0)"
+    start_clank "$here/app.lua" "CLANK_TEST_LIMITS=preempt=$([ $mode = on ] && echo 1 || echo 0)"
     taskset -c "$wrk_cpu" wrk -t1 -c"$connections" -d2s "http://127.0.0.1:$port/hello" > /dev/null
     for w in valid hello; do per_cpu "$w" >> "$tmp/$mode.$w"; done
-    stop
+    stop_server
   done
 done
 

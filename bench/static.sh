@@ -11,19 +11,10 @@ root=$(dirname "$here")
 duration=${BENCH_DURATION:-5}
 rounds=${BENCH_ROUNDS:-3}
 connections=${BENCH_CONNECTIONS:-10}
-server_cpu=${BENCH_SERVER_CPU:-0}
-wrk_cpu=${BENCH_WRK_CPU:-1}
-clank_run=${CLANK_RUN:-$root/build/clank-run}
 port=${BENCH_PORT:-18500}
 
 command -v wrk >/dev/null && command -v nginx >/dev/null || bash "$root/vendor/deps.sh" --bench
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$here/lib.sh"
 
 mkdir -p "$tmp/app/public" "$tmp/nginx"
 head -c 1048576 /dev/urandom > "$tmp/app/public/file.bin"
@@ -63,37 +54,27 @@ wait_up() {
 }
 start() { # start clank|nginx
   if [ "$1" = clank ]; then
-    taskset -c "$server_cpu" "$clank_run" --quiet --no-watch --port "$port" "$tmp/app/app.lua" \
-      > "$tmp/out" 2> "$tmp/err" &
+    start_clank "$tmp/app/app.lua"
   else
     taskset -c "$server_cpu" nginx -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2> "$tmp/err" &
+    pid=$!
   fi
-  pid=$!
   wait_up
   # the same bytes from both
   curl -fs "http://127.0.0.1:$port/assets/file.bin" | cmp -s - "$tmp/app/public/file.bin" \
     || { echo "static.sh: $1 served other bytes" >&2; exit 1; }
 }
-stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
-# CPU ticks of the server: nginx's work happens in its worker, the master's child
-server_pids() { echo "$pid"; pgrep -P "$pid" || true; }
-ticks() {
-  local t=0
-  for p in $(server_pids); do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
-  echo "$t"
-}
-hz=$(getconf CLK_TCK)
 
 measure() { # prints: req/s MiB/s req-per-cpu-second
   local t0 t1 out rps
-  t0=$(ticks)
+  t0=$(cpu_ticks)
   out=$(taskset -c "$wrk_cpu" wrk -t1 -c"$connections" -d"${duration}s" "http://127.0.0.1:$port/assets/file.bin")
-  t1=$(ticks)
+  t1=$(cpu_ticks)
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   awk -v r="$rps" -v d="$duration" -v c="$((t1 - t0))" -v hz="$hz" \
     'BEGIN { printf "%.0f %.0f %.0f\n", r, r, (c > 0 ? r * d / (c / hz) : 0) }'
 }
-median_col() { awk -v k="$1" '{ print $k }' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median_col() { awk -v k="$1" '{ print $k }' | median; }
 
 : > "$tmp/clank.r"
 : > "$tmp/nginx.r"
@@ -102,7 +83,7 @@ for i in $(seq "$rounds"); do
     start "$s"
     taskset -c "$wrk_cpu" wrk -t1 -c"$connections" -d1s "http://127.0.0.1:$port/assets/file.bin" > /dev/null
     measure >> "$tmp/$s.r"
-    stop
+    stop_server
   done
 done
 
