@@ -11,4 +11,9 @@
    the 403 is written. */
 int clank_csrf_check(clank_conn_t *c, clank_gen_t *g);
 
+/* Whether the request's Origin passes bridge.checkOrigin (SPEC §5, the one
+   source of the rule) under the app's allowedOrigins; with bridge_rules,
+   also the bridge's requireOrigin. A failing check is logged, naming what. */
+int clank_origin_allowed(clank_conn_t *c, clank_gen_t *g, int bridge_rules, const char *what);
+
 #endif

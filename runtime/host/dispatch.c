@@ -136,45 +136,16 @@ static int span_starts(const char *p, size_t n, const char *s) {
   return n >= k && memcmp(p, s, k) == 0;
 }
 
-static int loopback_name(const char *name, size_t n) {
-  if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
-  if (span_is(name, n, "[::1]")) return 1;
-  char ip[16];
-  if (n >= sizeof ip) return 0;
-  memcpy(ip, name, n);
-  ip[n] = '\0';
-  struct in_addr a;
-  return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
-}
-
 /* DNS rebinding defence (SPEC §13): on a loopback listener the Host must name
    a loopback address, or a host of allowedOrigins. */
 static int host_allowed(const clank_gen_t *g, const clank_request_t *r, const clank_target_t *t) {
-  const char *v = t->authority;
-  size_t n = t->authority_len;
-  if (v == NULL) {
-    const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
-    if (h == NULL) return 1; /* HTTP/1.0 */
-    v = clank_header_value(r, h);
-    n = h->value_len;
-  }
+  const char *v;
+  size_t n, name_len;
+  int named = clank_request_host(r, t, &v, &n, &name_len);
+  if (named == 0) return 1; /* HTTP/1.0 */
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
-  size_t name_len = n;
-  if (n > 0 && v[0] == '[') {
-    const char *close = memchr(v, ']', n);
-    if (close == NULL) return 0;
-    name_len = (size_t)(close - v) + 1;
-  } else {
-    const char *colon = memchr(v, ':', n);
-    if (colon) name_len = (size_t)(colon - v);
-  }
-  if (name_len < n) {
-    if (v[name_len] != ':' || n - name_len < 2 || n - name_len > 6) return 0;
-    for (size_t i = name_len + 1; i < n; i++)
-      if (v[i] < '0' || v[i] > '9') return 0;
-  }
-  return loopback_name(v, name_len);
+  return named > 0 && clank_host_is_loopback(v, name_len);
 }
 
 static int bridge_path(const char *p, size_t n) {

@@ -31,55 +31,16 @@ static int loopback_peer(clank_conn_t *c) {
   return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
 }
 
-static int loopback_name(const char *name, size_t n) {
-  if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
-  if (n == 5 && memcmp(name, "[::1]", 5) == 0) return 1;
-  char ip[16];
-  if (n >= sizeof ip) return 0;
-  memcpy(ip, name, n);
-  ip[n] = '\0';
-  struct in_addr a;
-  return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
-}
-
-/* The Host's name (the authority of an absolute-form target first), without
-   its port; 0 when there is none or it is malformed. */
-static int host_name(const clank_request_t *r, const char **name, size_t *n) {
-  clank_target_t t;
-  clank_request_target(r, &t);
-  const char *v = t.authority;
-  size_t len = t.authority_len;
-  if (v == NULL) {
-    const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
-    if (h == NULL) return 0;
-    v = clank_header_value(r, h);
-    len = h->value_len;
-  }
-  size_t name_len = len;
-  if (len > 0 && v[0] == '[') {
-    const char *close = memchr(v, ']', len);
-    if (close == NULL) return 0;
-    name_len = (size_t)(close - v) + 1;
-  } else {
-    const char *colon = memchr(v, ':', len);
-    if (colon) name_len = (size_t)(colon - v);
-  }
-  if (name_len < len && v[name_len] != ':') return 0;
-  for (size_t i = name_len + 1; i < len; i++)
-    if (v[i] < '0' || v[i] > '9') return 0;
-  *name = v;
-  *n = name_len;
-  return name_len > 0;
-}
-
 int clank_inspector_allowed(clank_conn_t *c, const char *inspector_host) {
   const char *name;
-  size_t n;
-  if (!host_name(&c->req, &name, &n)) return 0;
+  size_t len, n;
+  clank_target_t t;
+  clank_request_target(&c->req, &t);
+  if (clank_request_host(&c->req, &t, &name, &len, &n) <= 0 || n == 0) return 0;
   /* opened on purpose for one Host, wherever the request comes from */
   if (inspector_host && strlen(inspector_host) == n && strncasecmp(inspector_host, name, n) == 0)
     return 1;
-  return loopback_name(name, n) && loopback_peer(c);
+  return clank_host_is_loopback(name, n) && loopback_peer(c);
 }
 
 int clank_inspector_path(const char *p, size_t n) {

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <wslay/wslay.h>
 
+#include "host/csrf.h"
 #include "host/dispatch.h"
 #include "host/host.h"
 #include "host/inspector.h"
@@ -90,39 +91,8 @@ static void refuse(clank_conn_t *c, int status, const char *code, const char *me
   clank_conn_body(c, body, (size_t)n);
 }
 
-/* [request, app] → bridge.checkOrigin(request, app.allowedOrigins, requireOrigin):
-   the Origin rules of SPEC §5 come from the bridge, their one source. */
-static int origin_allowed(lua_State *L) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "clank.bridge");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "checkOrigin");
-  lua_pushvalue(L, 1);
-  lua_getfield(L, 2, "allowedOrigins");
-  lua_getfield(L, 2, "bridge");
-  if (lua_istable(L, -1))
-    lua_getfield(L, -1, "requireOrigin");
-  else
-    lua_pushboolean(L, 0);
-  lua_remove(L, -2);
-  lua_call(L, 3, 1);
-  return 1;
-}
-
 int clank_live_origin(clank_conn_t *c, clank_gen_t *g) {
-  const clank_request_t *r = &c->req;
-  lua_State *L = g->L;
-  lua_pushcfunction(L, origin_allowed);
-  clank_request_push(L, r);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->app_ref);
-  int allowed = 0;
-  if (clank_pcall(L, 2, 1) == LUA_OK) {
-    allowed = lua_toboolean(L, -1);
-  } else {
-    clank_log_msg(&((clank_host_t *)c->server->data)->log, "error",
-                  "live: the origin check failed: %s", clank_error_text(L, -1));
-  }
-  lua_pop(L, 1);
+  int allowed = clank_origin_allowed(c, g, 1, "live");
   if (!allowed) refuse(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
   return allowed;
 }

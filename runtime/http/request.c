@@ -1,5 +1,6 @@
 #include "http/request.h"
 
+#include <arpa/inet.h>
 #include <llhttp.h>
 #include <string.h>
 #include <strings.h>
@@ -64,4 +65,45 @@ const clank_header_t *clank_request_header(const clank_request_t *r, const char 
   }
   if (count) *count = n;
   return first;
+}
+
+int clank_request_host(const clank_request_t *r, const clank_target_t *t, const char **host,
+                       size_t *len, size_t *name_len) {
+  const char *v = t->authority;
+  size_t n = t->authority_len;
+  if (v == NULL) {
+    const clank_header_t *h = clank_request_header(r, "host", 4, NULL);
+    if (h == NULL) return 0;
+    v = clank_header_value(r, h);
+    n = h->value_len;
+  }
+  *host = v;
+  *len = n;
+  size_t name = n;
+  if (n > 0 && v[0] == '[') {
+    const char *close = memchr(v, ']', n);
+    if (close == NULL) return -1;
+    name = (size_t)(close - v) + 1;
+  } else {
+    const char *colon = memchr(v, ':', n);
+    if (colon) name = (size_t)(colon - v);
+  }
+  *name_len = name;
+  if (name < n) {
+    if (v[name] != ':' || n - name < 2 || n - name > 6) return -1;
+    for (size_t i = name + 1; i < n; i++)
+      if (v[i] < '0' || v[i] > '9') return -1;
+  }
+  return 1;
+}
+
+int clank_host_is_loopback(const char *name, size_t n) {
+  if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
+  if (n == 5 && memcmp(name, "[::1]", 5) == 0) return 1;
+  char ip[16];
+  if (n >= sizeof ip) return 0;
+  memcpy(ip, name, n);
+  ip[n] = '\0';
+  struct in_addr a;
+  return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }

@@ -44,6 +44,14 @@ typedef struct clank_target_s {
   size_t path_len, query_len, authority_len;
 } clank_target_t;
 void clank_request_target(const clank_request_t *r, clank_target_t *t);
+/* The host the request names (the authority of an absolute-form target t,
+   else the Host header): *host and *len the whole value, *name_len its name
+   without the port. Returns 1; 0 when there is none (HTTP/1.0); -1 when it is
+   malformed (a port that is not 1-5 digits, an unclosed IPv6 literal). */
+int clank_request_host(const clank_request_t *r, const clank_target_t *t, const char **host,
+                       size_t *len, size_t *name_len);
+/* Whether a host name (no port) is a loopback one: localhost, 127.0.0.0/8 or [::1]. */
+int clank_host_is_loopback(const char *name, size_t n);
 /* The first header named `name` (lower-case), or NULL; *count gets how many there are. */
 const clank_header_t *clank_request_header(const clank_request_t *r, const char *name,
                                            size_t name_len, int *count);
