@@ -224,6 +224,7 @@ int clank_host_main(const clank_options_t *o) {
   start_signal(h, &h->sigint, SIGINT);
   start_signal(h, &h->sigterm, SIGTERM);
   start_signal(h, &h->sighup, SIGHUP);
+  clank_watchdog_take_signals(h->watchdog); /* after libuv's handlers, which it chains */
 
   const char *shown = strchr(o->host, ':') ? "[" : "";
   printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,

@@ -1,7 +1,9 @@
 /* The watchdog thread and the hook it sets (see preempt.h). */
 #include "lua/preempt.h"
 
+#include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <stdlib.h>
 #include <uv.h>
 
@@ -26,6 +28,7 @@ struct clank_watchdog_s {
   uv_cond_t wake;
   int stop;
   atomic_int state;
+  atomic_int stopping;       /* SIGINT or SIGTERM came */
   lua_State *co;             /* running on the loop's thread, while not IDLE */
   _Atomic uint64_t deadline; /* when co is interrupted */
 };
@@ -45,7 +48,8 @@ static void watch(void *arg) {
   uv_mutex_lock(&w->mu);
   while (!w->stop) {
     uv_cond_timedwait(&w->wake, &w->mu, TICK_NS);
-    if (atomic_load(&w->state) == RUNNING && clank_run_clock() >= atomic_load(&w->deadline))
+    if (atomic_load(&w->state) == RUNNING &&
+        (atomic_load(&w->stopping) || clank_run_clock() >= atomic_load(&w->deadline)))
       interrupt(w);
   }
   uv_mutex_unlock(&w->mu);
@@ -55,6 +59,7 @@ clank_watchdog_t *clank_watchdog_start(void) {
   clank_watchdog_t *w = calloc(1, sizeof *w);
   if (w == NULL) return NULL;
   atomic_init(&w->state, IDLE);
+  atomic_init(&w->stopping, 0);
   atomic_init(&w->deadline, 0);
   if (uv_mutex_init(&w->mu) != 0) goto no_mutex;
   if (uv_cond_init(&w->wake) != 0) goto no_cond;
@@ -69,8 +74,48 @@ no_mutex:
   return NULL;
 }
 
+/* ---- signals ---- */
+
+/* The watchdog the process's SIGINT/SIGTERM handlers tell, and the handlers
+   they replaced (libuv's, which still run). Written before the handlers are
+   installed, cleared before the watchdog goes. */
+static clank_watchdog_t *signalled;
+static struct sigaction chained[2];
+
+static void on_stop_signal(int signum, siginfo_t *info, void *ctx) {
+  clank_watchdog_t *w = signalled;
+  if (w) atomic_store(&w->stopping, 1);
+  struct sigaction *old = &chained[signum == SIGTERM];
+  if (old->sa_flags & SA_SIGINFO) {
+    if (old->sa_sigaction) old->sa_sigaction(signum, info, ctx);
+  } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler) {
+    old->sa_handler(signum);
+  }
+}
+
+void clank_watchdog_take_signals(clank_watchdog_t *w) {
+  if (w == NULL || signalled) return;
+  signalled = w;
+  const int signums[2] = {SIGINT, SIGTERM};
+  for (int i = 0; i < 2; i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_stop_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    sigaction(signums[i], &sa, &chained[i]);
+  }
+}
+
+int clank_watchdog_stopping(clank_watchdog_t *w) { return atomic_load(&w->stopping); }
+
 void clank_watchdog_stop(clank_watchdog_t *w) {
   if (w == NULL) return;
+  if (signalled == w) { /* the process is ending: a signal now has its default effect */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signalled = NULL;
+  }
   uv_mutex_lock(&w->mu);
   w->stop = 1;
   uv_cond_signal(&w->wake);
@@ -113,7 +158,10 @@ static void hook(lua_State *L, lua_Debug *ar) {
   clank_task_t *t = s->running;
   if (t == NULL) return;
   uint64_t now = clank_run_clock();
-  if ((s->cpu_limit_ns && t->cpu_ns + (now - t->resumed_at) >= s->cpu_limit_ns) || t->mem_over) {
+  if (s->watchdog && clank_watchdog_stopping(s->watchdog) && (L != t->co || !lua_isyieldable(L)))
+    t->stopped = 1; /* the loop must see the signal: where it can yield, it is preempted */
+  if (t->stopped || (s->cpu_limit_ns && t->cpu_ns + (now - t->resumed_at) >= s->cpu_limit_ns) ||
+      t->mem_over) {
     /* Uncatchable: from here on every instruction raises it again, so a
        pcall that caught it fails at its next step. */
     t->exhausted = 1;

@@ -47,4 +47,11 @@ void clank_watchdog_leave(clank_watchdog_t *w);
    its memory share). */
 void clank_watchdog_poke(clank_watchdog_t *w, lua_State *co);
 
+/* SIGINT and SIGTERM also reach the watchdog (their handlers, libuv's, are
+   chained): a run that cannot yield is interrupted at once and stopped, so
+   the loop sees the signal within the watchdog's tick, not at the end of the
+   CPU budget. One watchdog per process gets them (signals are the process's). */
+void clank_watchdog_take_signals(clank_watchdog_t *w);
+int clank_watchdog_stopping(clank_watchdog_t *w);
+
 #endif

@@ -227,6 +227,10 @@ static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
 
 int clank_task_push_exhausted(lua_State *L, clank_task_t *t) {
   if (!t->exhausted && !t->mem_over) return 0;
+  if (t->stopped) {
+    clank_action_error_push(L, "ABORTED", "The server is stopping.", 503);
+    return 1;
+  }
   clank_action_error_push(
       L, "RESOURCE_LIMIT",
       t->mem_over ? "The request used too much memory." : "The request used too much CPU.", 503);

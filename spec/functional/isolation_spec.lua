@@ -252,3 +252,32 @@ describe("loading off the loop", function()
     os.remove(dbfile .. "-shm")
   end)
 end)
+
+describe("signals while Lua runs", function()
+  after_each(server.kill_all)
+
+  it("stops at SIGTERM within a second even where the spin cannot yield and the budget is long", function()
+    local s = server.start(app, { args = { "--cpu-limit", "30000" } })
+    local spinning = start_call(s.port, "sortSpin") -- inside a table.sort comparator
+    http.sleep(0.2)
+    local t0 = http.now()
+    s:signal("TERM")
+    local res = assert(spinning:read_response())
+    spinning:close()
+    assert.are.equal(503, res.status)
+    assert.are.equal('{"error":{"code":"ABORTED","message":"The server is stopping."},"ok":false}', res.body)
+    assert.are.equal(0, s:wait_exit(5))
+    local took = http.now() - t0
+    assert.is_true(took < (server.sanitized and 3 or 1), "exit took " .. took .. " s")
+  end)
+
+  it("lets a preemptible handler run on after SIGTERM (it is an in-flight request)", function()
+    local s = server.start(app)
+    local busy = start_call(s.port, "busy") -- 30 ms of Lua in slices
+    s:signal("TERM")
+    local res = assert(busy:read_response())
+    busy:close()
+    assert.are.equal('{"ok":true,"output":{"n":1}}', res.body)
+    assert.are.equal(0, s:wait_exit(5))
+  end)
+end)
