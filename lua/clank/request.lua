@@ -3,6 +3,7 @@
 -- whose __index calls M.index; the request's plain fields stay plain. The body is already
 -- read and held within its limit (§13) when a handler runs.
 local json = require "clank.json"
+local multipart = require "clank.multipart"
 
 local type, tonumber, rawget, rawset = type, tonumber, rawget, rawset
 local char, find, sub, gsub, lower, match, gmatch =
@@ -76,73 +77,11 @@ local function media_type(value)
 end
 M.mediaType = media_type
 
--- The headers of one part: { ["content-disposition"] = ..., ... }, or nil, message.
-local function part_headers(block, n)
-  local headers = {}
-  for line in gmatch(block, "([^\r\n]*)\r\n") do
-    local name, value = match(line, "^([!#$%%&'*+%-.^_`|~%w]+):%s*(.-)%s*$")
-    if not name then return nil, "part " .. n .. " has a malformed header line" end
-    headers[lower(name)] = value
-  end
-  return headers
-end
-
 -- multipart/form-data (RFC 7578 over RFC 2046): text parts are strings, a part with a
--- filename is { filename, type, data }; a repeated name: the last part wins.
+-- filename is { filename, type, data }; a repeated name: the last part wins. The parser is
+-- incremental, in C (runtime/util/multipart.c), so it can take the body in pieces.
 function M.parseMultipart(body, boundary)
-  if not boundary or boundary == "" or #boundary > 70 then
-    return nil, "Malformed multipart body: missing or invalid boundary."
-  end
-  local dash = "--" .. boundary
-  -- the first delimiter: at the very start, or after a preamble ending in CRLF
-  local pos
-  if sub(body, 1, #dash) == dash then
-    pos = #dash + 1
-  else
-    local s, e = find(body, "\r\n" .. dash, 1, true)
-    if not s then return nil, "Malformed multipart body: no opening boundary." end
-    pos = e + 1
-  end
-  local fields, n = {}, 0
-  local delimiter = "\r\n" .. dash
-  while true do
-    -- after a delimiter: "--" closes the body, else optional whitespace then CRLF
-    if sub(body, pos, pos + 1) == "--" then return fields end
-    local eol = match(body, "^[ \t]*\r\n()", pos)
-    if not eol then return nil, "Malformed multipart body: a boundary line is not followed by CRLF." end
-    n = n + 1
-    local head_end = find(body, "\r\n\r\n", eol, true)
-    local next_s, next_e = find(body, delimiter, eol, true)
-    if not next_s then
-      return nil, "Malformed multipart body: part " .. n .. " is not closed by a boundary."
-    end
-    local headers, data
-    if sub(body, eol, eol + 1) == "\r\n" then
-      headers, data = {}, sub(body, eol + 2, next_s - 1) -- no header lines
-    elseif not head_end or head_end > next_s then
-      return nil, "Malformed multipart body: part " .. n .. " has no end of headers."
-    else
-      local err
-      headers, err = part_headers(sub(body, eol, head_end + 1), n)
-      if not headers then return nil, "Malformed multipart body: " .. err .. "." end
-      data = sub(body, head_end + 4, next_s - 1)
-    end
-    local disposition = headers["content-disposition"]
-    local dtype, params = media_type(disposition or "")
-    if dtype ~= "form-data" or not params.name then
-      return nil, "Malformed multipart body: part " .. n .. " has no content-disposition form-data name."
-    end
-    if params.filename then
-      fields[params.name] = {
-        filename = params.filename,
-        type = headers["content-type"] or "application/octet-stream",
-        data = data,
-      }
-    else
-      fields[params.name] = data
-    end
-    pos = next_e + 1
-  end
+  return multipart.parse(body, boundary)
 end
 
 local FORM_TYPES = "Expected a form body (application/x-www-form-urlencoded or multipart/form-data)."

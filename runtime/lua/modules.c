@@ -12,6 +12,7 @@ static const luaL_Reg clank_modules[] = {{"clank.core", luaopen_clank_core},
                                          {"clank.db.sqlite", luaopen_clank_db_sqlite},
                                          {"clank.db.postgres", luaopen_clank_db_postgres},
                                          {"clank.fetch.core", luaopen_clank_fetch_core},
+                                         {"clank.multipart", luaopen_clank_multipart},
                                          {NULL, NULL}};
 
 void clank_preload_modules(lua_State *L) {

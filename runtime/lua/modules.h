@@ -14,6 +14,7 @@ int luaopen_clank_render_core(lua_State *L);
 int luaopen_clank_db_sqlite(lua_State *L);
 int luaopen_clank_db_postgres(lua_State *L);
 int luaopen_clank_fetch_core(lua_State *L);
+int luaopen_clank_multipart(lua_State *L);
 
 /* Registers every C module in package.preload, so `require` finds them
    inside clank-run without searching the file system. */
