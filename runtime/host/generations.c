@@ -1,6 +1,7 @@
 /* Hot reload's hands (SPEC §14): load a new generation beside the running
    one, switch at once, and retire the old one — it finishes what it has in
    flight, bounded by its action timeout plus 5 s, then its state closes. */
+#include <malloc.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,11 @@ static void close_generation(clank_host_t *h, clank_gen_t *g) {
   if (*p) *p = g->next_retired;
   clank_dispatch_forget(g);
   clank_gen_close(g);
+#ifdef __GLIBC__
+  /* The state was built on a thread of libuv's pool, in that thread's malloc
+     arena: give its freed pages back, or each pool thread keeps a heap's worth. */
+  malloc_trim(0);
+#endif
   h->live_generations--;
   clank_log_msg(&h->log, "info", "generation closed; live generations: %u", h->live_generations);
 }
@@ -158,12 +164,14 @@ static void log_failure(clank_host_t *h, const char *err) {
                        err);
 }
 
-/* A reload's new generation is built on a thread of libuv's pool, so the
-   loop keeps serving while app.lua runs (SPEC §13); the switch happens back
-   on the loop. One build at a time: a reload asked for meanwhile runs once
-   this one ends. */
+/* A reload's new generation is built on a thread of its own, so the loop
+   keeps serving while app.lua runs (SPEC §13), and a slow load never holds
+   one of libuv's pool threads (DNS, files) nor gives each of them a malloc
+   arena and a stack's worth of memory; the switch happens back on the loop,
+   told through h->reload_done. One build at a time: a reload asked for
+   meanwhile runs once this one ends. */
 typedef struct reload_job_s {
-  uv_work_t work;
+  uv_thread_t thread;
   clank_host_t *h;
   clank_gen_opts_t go;
   clank_gen_t *g;
@@ -172,9 +180,25 @@ typedef struct reload_job_s {
   clank_buf_t failed_log, failed_files;
 } reload_job_t;
 
-static void build(uv_work_t *w) {
-  reload_job_t *job = w->data;
+static void build(void *arg) {
+  reload_job_t *job = arg;
   job->g = clank_gen_load(&job->go, job->err, sizeof job->err);
+  uv_async_send(&job->h->reload_done);
+}
+
+static void free_job(reload_job_t *job) {
+  clank_buf_free(&job->failed_log);
+  clank_buf_free(&job->failed_files);
+  free(job);
+}
+
+void clank_host_reload_abandon(clank_host_t *h) {
+  reload_job_t *job = h->reloading;
+  if (job == NULL) return;
+  uv_thread_join(&job->thread);
+  h->reloading = NULL;
+  if (job->g) clank_gen_close(job->g);
+  free_job(job);
 }
 
 static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
@@ -206,16 +230,16 @@ static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
   clank_buf_free(&changes);
 }
 
-static void built(uv_work_t *w, int status) {
-  reload_job_t *job = w->data;
-  clank_host_t *h = job->h;
-  clank_gen_t *g = status == 0 ? job->g : NULL;
+void clank_host_reload_built(uv_async_t *a) {
+  clank_host_t *h = a->data;
+  reload_job_t *job = h->reloading;
+  if (job == NULL) return;
+  uv_thread_join(&job->thread); /* it has just ended: this does not wait */
+  clank_gen_t *g = job->g;
   h->reloading = NULL;
   if (h->torn_down || h->stop_requests) {
     if (g) clank_gen_close(g);
-    clank_buf_free(&job->failed_log);
-    clank_buf_free(&job->failed_files);
-    free(job);
+    free_job(job);
     return;
   }
   clank_reloader_begin(&h->reloader);
@@ -254,7 +278,6 @@ void clank_host_reload(void *ud) {
   }
   job->h = h;
   job->t0 = uv_hrtime();
-  job->work.data = job;
   job->go = (clank_gen_opts_t){
       .loop = &h->loop,
       .app_path = h->opts.app_path,
@@ -274,10 +297,10 @@ void clank_host_reload(void *ud) {
       .failed_log = &job->failed_log,
       .failed_files = &job->failed_files,
   };
-  if (uv_queue_work(&h->loop, &job->work, build, built) != 0) {
+  h->reloading = job;
+  if (uv_thread_create(&job->thread, build, job) != 0) {
+    h->reloading = NULL;
     free(job);
     log_failure(h, "cannot start a thread to load the app on");
-    return;
   }
-  h->reloading = job;
 }

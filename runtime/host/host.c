@@ -54,6 +54,7 @@ static void close_handle(uv_handle_t *handle, void *arg) {
 static void teardown(clank_host_t *h) {
   if (h->torn_down) return;
   h->torn_down = 1;
+  clank_host_reload_abandon(h); /* its thread tells reload_done, which closes below */
   if (h->gen) clank_sched_cancel_all(&h->gen->sched);
   for (clank_gen_t *g = h->retired; g; g = g->next_retired) clank_sched_cancel_all(&g->sched);
   clank_reloader_close(&h->reloader);
@@ -215,6 +216,9 @@ int clank_host_main(const clank_options_t *o) {
   uv_timer_init(&h->loop, &h->reap);
   h->reap.data = h;
   uv_unref((uv_handle_t *)&h->reap);
+  uv_async_init(&h->loop, &h->reload_done, clank_host_reload_built);
+  h->reload_done.data = h;
+  uv_unref((uv_handle_t *)&h->reload_done);
   uv_timer_init(&h->loop, &h->fresh_load);
   h->fresh_load.data = h;
   uv_unref((uv_handle_t *)&h->fresh_load);

@@ -35,6 +35,7 @@ typedef struct clank_host_s {
   clank_inspector_log_t inspector;   /* recent requests and reloads (SPEC §16) */
   struct clank_watchdog_s *watchdog; /* preempts long Lua runs (lua/preempt.h) */
   struct reload_job_s *reloading;    /* a generation being built off the loop */
+  uv_async_t reload_done;            /* its thread ended */
   int reload_again;                  /* and another reload was asked for meanwhile */
   int stop_requests;
   int torn_down;
@@ -42,6 +43,10 @@ typedef struct clank_host_s {
 
 /* generations.c: a reload (the reloader's callback, and SIGHUP's). */
 void clank_host_reload(void *h);
+/* reload_done's callback: the built generation is switched in. */
+void clank_host_reload_built(uv_async_t *a);
+/* Waits for a build in progress and drops what it built (the host stops). */
+void clank_host_reload_abandon(clank_host_t *h);
 /* A retired generation may have become idle: close it soon. */
 void clank_host_gen_idle(clank_host_t *h, clank_gen_t *g);
 void clank_host_close_retired(clank_host_t *h);
