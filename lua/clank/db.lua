@@ -102,9 +102,12 @@ end
 
 -- The signal and time limit of a wait on behalf of db (or tx).
 local function wait_args(db)
-  local signal = db._signal or current_signal()
+  local signal, bounded = db._signal, true
+  if not signal then signal, bounded = current_signal() end
   local timeout = db.timeout
-  if timeout == nil and signal == nil then timeout = DEFAULT_TIMEOUT end
+  -- a signal without a deadline of its own (a route's, which only a disconnect aborts) does not
+  -- bound the wait: the default limit does
+  if timeout == nil and not (signal and bounded) then timeout = DEFAULT_TIMEOUT end
   return signal, timeout
 end
 

@@ -59,6 +59,7 @@ static exchange_t *exchange_get(clank_gen_t *g) {
   x->task.signal_ref = 0;
   x->task.wants_signal = 1;
   x->task.cpu_ns = 0;
+  x->task.signal_lazy = 0;
   x->task.exhausted = x->task.mem_over = x->task.preempted = 0;
   x->task.mem_charged = 0;
   return x;

@@ -125,11 +125,21 @@ static int core_array(lua_State *L) {
    ctx.signal, which an action's task inherits), or nil. For clank.db. */
 static int core_current_signal(lua_State *L) {
   clank_task_t *t = clank_task_of(L);
-  if (t && t->signal_ref > 0)
+  if (t && t->signal_ref == 0 && t->wants_signal) {
+    /* A route's first wait: the request's signal is made now; its driver
+       aborts it when the client goes away. It has no deadline. */
+    clank_abort_push(L);
+    lua_pushvalue(L, -1);
+    t->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    t->signal_lazy = 1;
+  } else if (t && t->signal_ref > 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->signal_ref);
-  else
+  } else {
     lua_pushnil(L);
-  return 1;
+  }
+  /* 2: whether the signal aborts at a deadline of its own (an action's, at its timeout) */
+  lua_pushboolean(L, t && t->signal_ref > 0 && !t->signal_lazy);
+  return 2;
 }
 
 /* clank.core.dbRegistry() → the clank.db registry this state's pools come

@@ -563,6 +563,7 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
   lua_xmove(L, co, nargs + 1);
   j->parent = parent;
   j->owned.task.cpu_ns = j->cpu_start = parent->cpu_ns;
+  j->owned.task.signal_lazy = parent->signal_lazy;
   memcpy(j->owned.task.request_id, parent->request_id, sizeof parent->request_id);
   if (parent->signal_ref > 0) { /* the child (an action's handler) sees the request's signal */
     lua_rawgeti(L, LUA_REGISTRYINDEX, parent->signal_ref);

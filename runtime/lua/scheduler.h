@@ -29,10 +29,11 @@ struct clank_task_s {
      hook decided. */
   uint64_t cpu_ns;
   uint64_t resumed_at;
-  unsigned preempted : 1; /* the hook yielded it: it waits in the ready queue */
-  unsigned exhausted : 1; /* over its CPU or memory budget: never resumed again */
-  unsigned mem_over : 1;  /* the allocator charged it past its share of the cap */
-  unsigned stopped : 1;   /* SIGINT/SIGTERM came while it ran where it could not yield */
+  unsigned preempted : 1;   /* the hook yielded it: it waits in the ready queue */
+  unsigned exhausted : 1;   /* over its CPU or memory budget: never resumed again */
+  unsigned mem_over : 1;    /* the allocator charged it past its share of the cap */
+  unsigned stopped : 1;     /* SIGINT/SIGTERM came while it ran where it could not yield */
+  unsigned signal_lazy : 1; /* its signal was made at its first wait (a route's): no deadline */
   unsigned queued : 1;
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
