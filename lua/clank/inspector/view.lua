@@ -27,6 +27,11 @@ pre{background:#f4f4f4;padding:.5rem;overflow:auto;white-space:pre-wrap}
 table{border-collapse:collapse}
 td,th{border-bottom:1px solid #ddd;padding:.2rem .6rem;text-align:left}
 .clank-error{color:#a00}
+form{display:grid;gap:.4rem;max-width:28rem}
+.clank-field{display:grid;gap:.15rem}
+.clank-field label{font-weight:600}
+input,select,textarea{font:inherit;padding:.25rem .4rem}
+button,input[type=checkbox]{justify-self:start;font:inherit}
 ]]
 
 local function sorted_by_name(list, name_of)
@@ -37,6 +42,24 @@ local function sorted_by_name(list, name_of)
 end
 
 -- The bridge's answer for a call (SPEC §5): {"ok":true,"output":...} or {"ok":false,"error":...}
+-- A surface tree as indented JSON, one node per line under its parent: what a person reads.
+local function tree_text(nodes, indent)
+  indent = indent or ""
+  if #nodes == 0 then return "[]" end
+  local lines = {}
+  for i, node in ipairs(nodes) do
+    local children = node.children
+    node.children = nil
+    local line = json.encode(node)
+    node.children = children
+    if children then
+      line = line:sub(1, -2) .. ',"children":' .. tree_text(children, indent .. "  ") .. "}"
+    end
+    lines[i] = indent .. "  " .. line
+  end
+  return "[\n" .. table.concat(lines, ",\n") .. "\n" .. indent .. "]"
+end
+
 local function answer_text(action, ok, value)
   if ok then
     if value == nil then return '{"ok":true}' end
@@ -102,7 +125,7 @@ local function view_entry(view, ctx)
     return list
   end)
   if ok then
-    entry.surface = json.encode(nodes)
+    entry.surface = tree_text(nodes)
   else
     entry.message = "The view failed to mount: " .. (type(nodes) == "table" and tostring(nodes.message)
       or tostring(nodes):match("^[^\n]*"))
