@@ -37,11 +37,6 @@ static void fail(const char *what, const char *out, size_t len) {
 }
 
 /* The generation's log lines (errors of actions, print) go to the host's log. */
-static void log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
-  (void)request_id;
-  clank_log_msg(&((clank_host_t *)ud)->log, level, "%s", msg);
-}
-
 static void load_app(clank_host_t *h, const char *app) {
   char *args[] = {"clank-run", "--quiet", "--no-watch", (char *)app, NULL};
   if (clank_options_parse(&h->opts, 4, args) != CLANK_OPTIONS_RUN) abort();
@@ -58,18 +53,7 @@ static void load_app(clank_host_t *h, const char *app) {
   h->db = clank_db_registry_new(&h->loop);
   memset(h->secret, 7, sizeof h->secret);
   clank_reloader_init(&h->reloader, &h->loop, &h->log, 0, clank_host_reload, h);
-  clank_gen_opts_t go = {
-      .loop = &h->loop,
-      .app_path = h->opts.app_path,
-      .secret = h->secret,
-      .on_file = clank_reloader_file,
-      .ud = &h->reloader,
-      .live_idle_ms = h->opts.limits.live_idle_ms,
-      .live_max_idle = h->opts.limits.live_max_idle,
-      .db = h->db,
-      .log = log_sink,
-      .log_ud = h,
-  };
+  clank_gen_opts_t go = clank_host_gen_opts(h);
   char err[4096];
   h->gen = clank_gen_load(&go, err, sizeof err);
   if (h->gen == NULL) {

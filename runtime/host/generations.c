@@ -278,25 +278,11 @@ void clank_host_reload(void *ud) {
   }
   job->h = h;
   job->t0 = uv_hrtime();
-  job->go = (clank_gen_opts_t){
-      .loop = &h->loop,
-      .app_path = h->opts.app_path,
-      .secret = h->secret,
-      .loop_running = 1,
-      .on_file = clank_reloader_file,
-      .ud = &h->reloader,
-      .live_idle_ms = h->opts.limits.live_idle_ms,
-      .live_max_idle = h->opts.limits.live_max_idle,
-      .db = h->db,
-      .log = h->gen->sched.log,
-      .log_ud = h,
-      .watchdog = h->watchdog,
-      .cpu_limit_ms = h->opts.cpu_limit_ms,
-      .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
-      .off_loop = 1,
-      .failed_log = &job->failed_log,
-      .failed_files = &job->failed_files,
-  };
+  job->go = clank_host_gen_opts(h);
+  job->go.loop_running = 1;
+  job->go.off_loop = 1;
+  job->go.failed_log = &job->failed_log;
+  job->go.failed_files = &job->failed_files;
   h->reloading = job;
   if (uv_thread_create(&job->thread, build, job) != 0) {
     h->reloading = NULL;

@@ -101,12 +101,30 @@ static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
 static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
 
 /* The log sink the generations' C modules and Lua code write through. */
-static void log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
+void clank_host_log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
   clank_host_t *h = ud;
   if (strcmp(level, "debug") == 0 && !h->log.debug) return;
   h->log.request_id = request_id;
   clank_log_msg(&h->log, level, "%s", msg);
   h->log.request_id = NULL;
+}
+
+clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
+  return (clank_gen_opts_t){
+      .loop = &h->loop,
+      .app_path = h->opts.app_path,
+      .secret = h->secret,
+      .on_file = clank_reloader_file,
+      .ud = &h->reloader,
+      .live_idle_ms = h->opts.limits.live_idle_ms,
+      .live_max_idle = h->opts.limits.live_max_idle,
+      .db = h->db,
+      .log = clank_host_log_sink,
+      .log_ud = h,
+      .watchdog = h->watchdog,
+      .cpu_limit_ms = h->opts.cpu_limit_ms,
+      .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
+  };
 }
 
 static int load(clank_host_t *h) {
@@ -123,21 +141,7 @@ static int load(clank_host_t *h) {
   }
   clank_reloader_init(&h->reloader, &h->loop, &h->log, h->opts.watch && !h->opts.check,
                       clank_host_reload, h);
-  clank_gen_opts_t go = {
-      .loop = &h->loop,
-      .app_path = h->opts.app_path,
-      .secret = h->secret,
-      .on_file = clank_reloader_file,
-      .ud = &h->reloader,
-      .live_idle_ms = h->opts.limits.live_idle_ms,
-      .live_max_idle = h->opts.limits.live_max_idle,
-      .db = h->db,
-      .log = log_sink,
-      .log_ud = h,
-      .watchdog = h->watchdog,
-      .cpu_limit_ms = h->opts.cpu_limit_ms,
-      .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
-  };
+  clank_gen_opts_t go = clank_host_gen_opts(h);
   h->gen = clank_gen_load(&go, err, sizeof err);
   if (h->gen == NULL) {
     clank_log_flush(&h->log);

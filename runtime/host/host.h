@@ -54,6 +54,11 @@ void clank_host_close_retired(clank_host_t *h);
    collection leaves it over 90 % of its cap (SPEC §13). */
 void clank_host_memory_check(clank_host_t *h, clank_gen_t *g);
 
+/* The options every generation of h loads with (a reload adds its own). */
+clank_gen_opts_t clank_host_gen_opts(clank_host_t *h);
+/* The log sink the generations' C modules and Lua code write through. */
+void clank_host_log_sink(void *ud, const char *level, const char *msg, const char *request_id);
+
 /* Runs clank-run with parsed options; returns the exit code. */
 int clank_host_main(const clank_options_t *o);
 
