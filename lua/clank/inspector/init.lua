@@ -16,24 +16,15 @@ local page = require "clank.live.page"
 local render = require "clank.ui.render"
 local view_mod = require "clank.inspector.view"
 
-local type, xpcall, tostring = type, xpcall, tostring
+local xpcall = xpcall
 
 local M = {}
 
 M.VIEW = view_mod.NAME
 M.ID_PREFIX = "i."
 
-local function trace(err)
-  if type(err) == "string" then return debug.traceback(err, 2) end
-  return err
-end
-
-local function describe(err)
-  if type(err) == "table" and err.code and err.message then
-    return tostring(err.code) .. ": " .. tostring(err.message)
-  end
-  return tostring(err)
-end
+local errors = require "clank.live.errors"
+local trace, describe = errors.trace, errors.describe
 
 -- GET /__clank/inspector: the page, rendered on the server, its session in its token.
 local function serve_page(self, request)

@@ -16,17 +16,8 @@ local M = {}
 
 local function log(level, msg) require("clank.live").log(level, msg) end
 
-local function trace(err)
-  if type(err) == "string" then return debug.traceback(err, 2) end
-  return err
-end
-
-local function describe(err)
-  if type(err) == "table" and err.code and err.message then
-    return tostring(err.code) .. ": " .. tostring(err.message)
-  end
-  return tostring(err)
-end
+local errors = require "clank.live.errors"
+local trace, describe = errors.trace, errors.describe
 
 -- ---- the page ----
 

@@ -24,10 +24,10 @@ local token = require "clank.live.token"
 local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
 
-local type, pairs, ipairs, pcall, xpcall, error, tostring, tonumber, setmetatable, rawset =
-  type, pairs, ipairs, pcall, xpcall, error, tostring, tonumber, setmetatable, rawset
+local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset =
+  type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset
 local math_type = math.type
-local remove, traceback, running = table.remove, debug.traceback, coroutine.running
+local remove, running = table.remove, coroutine.running
 local is_element = element.isElement
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
@@ -40,17 +40,8 @@ local keep_tree
 local log = core.log
 M.log = log
 
-local function trace(err)
-  if type(err) == "string" then return traceback(err, 2) end
-  return err
-end
-
-local function describe_error(err)
-  if type(err) == "table" and err.code and err.message then
-    return tostring(err.code) .. ": " .. tostring(err.message)
-  end
-  return tostring(err)
-end
+local errors = require "clank.live.errors"
+local trace, describe_error = errors.trace, errors.describe
 
 -- Waits (in a task) until pred() holds or ms pass; true when it holds.
 local function wait_for(pred, ms)
