@@ -124,6 +124,20 @@ describe("clank.live connections", function()
     assert.truthy(html_of(f):find('<output id="n">20</output>', 1, true), html_of(f))
   end)
 
+  it("runs an event from a version the browser received while fifteen newer ones were made", function()
+    local live = new_live()
+    local sock = fake_socket()
+    local id = session_id()
+    live:connect(id, REQUEST, sock)
+    for i = 1, 15 do -- typed on v 1: makes v 2 to v 16
+      live:receive(id, event(i, 1, "0.1", "click"), sock)
+    end
+    live:receive(id, event(16, 3, "0.1", "click"), sock) -- the browser patched to v 3 meanwhile
+    local f = sock:last()
+    assert.are.same({ "html", 16, 17 }, { f.t, f.seq, f.v })
+    assert.truthy(html_of(f):find('<output id="n">16</output>', 1, true), html_of(f))
+  end)
+
   it("drops an event with a stale v (older than a DOM the browser used) and answers with the current html",
     function()
     local live = new_live()

@@ -251,8 +251,10 @@ end
 -- position in the DOM it came from (its v), which can be a version or two behind while the
 -- answers to earlier events are on their way (typing fast). Kept from the newest v the
 -- browser sent on (it has that DOM, so none older can come): that one always, since a browser
--- typing faster than the answers arrive sends every event on it, and the newest MAX_TREES.
-local MAX_TREES = 8
+-- typing faster than the answers arrive sends every event on it, and the newest MAX_TREES (a
+-- browser may switch to any version it received: each event typed makes one, and a burst of
+-- typing on a busy machine ran past eight).
+local MAX_TREES = 32
 
 keep_tree = function(s, tree, v)
   s.trees = s.trees or {}
