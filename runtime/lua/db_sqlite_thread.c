@@ -73,7 +73,11 @@ static int slot_open(slot_t *s, job_t *j) {
   if (rc == SQLITE_OK) {
     sqlite3_extended_result_codes(db, 1);
     sqlite3_busy_handler(db, busy_wait, s);
+    /* Switching a new file to WAL takes an exclusive lock without calling
+       the busy handler, so two first opens at once would fail: wait here. */
     rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    for (int count = 0; (rc & 0xff) == SQLITE_BUSY && busy_wait(s, count); count++)
+      rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
   }
   if (rc != SQLITE_OK) {
     job_fail(j, rc, db ? sqlite3_errmsg(db) : NULL);
