@@ -33,6 +33,25 @@ local function exists(path)
   return f ~= nil
 end
 
+-- Spawns each function, waits at most 10 s for all of them, and returns
+-- what each returned, or its error as text: a failed task must fail the
+-- spec, not leave it waiting for CI's timeout.
+local function spawn_all(fns)
+  local out, left = {}, #fns
+  for i, fn in ipairs(fns) do
+    clank.spawn(function()
+      local ok, value = pcall(fn)
+      out[i] = ok and value or ("error: " .. tostring(type(value) == "table" and value.message or value))
+      left = left - 1
+    end)
+  end
+  for _ = 1, 2000 do
+    if left == 0 then return out end
+    clank.sleep(5)
+  end
+  error(left .. " spawned tasks never finished")
+end
+
 local function raised(fn, ...)
   local ok, err = pcall(fn, ...)
   assert.is_false(ok, "expected an error")
@@ -279,18 +298,10 @@ describe("clank.db", function()
       local path = new_path()
       local db1, db2 = clank.db.open(path, { pool = 2 }), clank.db.open(path, { pool = 3 })
       local results = in_handler(function()
-        local out, left = {}, 2
-        for i, db in ipairs { db1, db2 } do
-          clank.spawn(function()
-            local ok, applied = pcall(db.migrate, db, { A, B, C })
-            out[i] = ok and applied or tostring(applied.message or applied)
-            left = left - 1
-          end)
-        end
-        for _ = 1, 2000 do
-          if left == 0 then break end
-          clank.sleep(5)
-        end
+        local out = spawn_all {
+          function() return db1:migrate { A, B, C } end,
+          function() return db2:migrate { A, B, C } end,
+        }
         out.n = db1:one("SELECT count(*) AS n FROM clank_migrations").n
         return out
       end)
@@ -311,17 +322,14 @@ describe("clank.db", function()
         local failed = {}
         for n = 1, 100 do
           local path = new_path()
-          local dbs, left = { clank.db.open(path), clank.db.open(path) }, 2
-          for _, db in ipairs(dbs) do
-            clank.spawn(function()
-              local ok, err = pcall(db.exec, db, "CREATE TABLE IF NOT EXISTS t (x)")
-              if not ok then failed[#failed + 1] = n .. ": " .. tostring(err.message or err) end
-              left = left - 1
-            end)
-          end
-          for _ = 1, 2000 do
-            if left == 0 then break end
-            clank.sleep(1)
+          local dbs = { clank.db.open(path), clank.db.open(path) }
+          local create = "CREATE TABLE IF NOT EXISTS t (x)"
+          local out = spawn_all {
+            function() return dbs[1]:exec(create) end,
+            function() return dbs[2]:exec(create) end,
+          }
+          for _, result in ipairs(out) do
+            if type(result) == "string" then failed[#failed + 1] = n .. ": " .. result end
           end
           dbs[1]:close()
           dbs[2]:close()
@@ -363,15 +371,11 @@ describe("clank.db", function()
     it("serves 10 concurrent callers with 2 connections", function()
       local db = clank.db.open(new_path(), { pool = 2 })
       local got = in_handler(function()
-        local out, left = {}, 10
+        local fns = {}
         for i = 1, 10 do
-          clank.spawn(function()
-            out[i] = db:one(COUNT:format(20000 + i)).n
-            left = left - 1
-          end)
+          fns[i] = function() return db:one(COUNT:format(20000 + i)).n end
         end
-        while left > 0 do clank.sleep(5) end
-        return out
+        return spawn_all(fns)
       end)
       for i = 1, 10 do assert.are.equal(20000 + i, got[i]) end
       db:close()
@@ -380,17 +384,16 @@ describe("clank.db", function()
     it("lends connections to waiters first come, first served", function()
       local pool = require("clank.db.sqlite").pool(new_path(), { size = 2 })
       local order = in_handler(function()
-        local out, left = {}, 6
+        local out, fns = {}, {}
         for i = 1, 6 do
-          clank.spawn(function()
+          fns[i] = function()
             local conn = assert(pool:acquire())
             out[#out + 1] = i
             clank.sleep(10)
             conn:release()
-            left = left - 1
-          end)
+          end
         end
-        while left > 0 do clank.sleep(5) end
+        spawn_all(fns)
         return out
       end)
       assert.are.same({ 1, 2, 3, 4, 5, 6 }, order)
