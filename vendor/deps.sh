@@ -14,7 +14,8 @@ for arg in "$@"; do
   case "$arg" in
     --test) packages+=(postgresql sqlite3 chromium lua-check clang-format clang
                       libclang-rt-14-dev
-                      python3-prometheus-client groff-base man-db curl openssl) ;;
+                      python3-prometheus-client groff-base man-db curl openssl
+                      nginx) ;; # spec/functional/scale_out: deploy/nginx.conf in front of two instances
     # bench/db.sh: its own PostgreSQL, and LuaSQL for the comparison with the tasks app as it
     # was before clank.db (the only place LuaSQL is still used)
     --bench) packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq
