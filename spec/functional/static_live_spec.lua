@@ -1,0 +1,121 @@
+-- app.static beside live views and an independent HTTP client (SPEC §11, §14, §15): a served
+-- stylesheet that changes is pushed to live pages as {"t":"css"} without a reload of the app,
+-- other static changes push nothing, and single ranges read with curl equal the file's bytes.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local ws = require "helpers.websocket"
+local cjson = require "cjson"
+
+local function write(path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+local APP = [[
+local clank = require "clank"
+local h = clank.h
+local home = clank.defineView {
+  name = "home",
+  render = function() return h.main(nil, h.h1(nil, "Styled")) end,
+}
+return clank.app {
+  name = "styled", views = { home },
+  static = { ["/assets"] = "public" },
+  page = { stylesheets = { "/assets/app.css" } },
+}
+]]
+
+local function make_app()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "/public'"))
+  write(dir .. "/app.lua", APP)
+  write(dir .. "/public/app.css", "main { color: red; }\n")
+  write(dir .. "/public/notes.txt", "one\n")
+  return dir
+end
+
+local function generation(port)
+  local res = assert(http.get(port, "/__clank/health"))
+  assert.are.equal(200, res.status)
+  return cjson.decode(res.body).generation
+end
+
+local function open_live(port)
+  local res = assert(http.get(port, "/"))
+  assert.are.equal(200, res.status)
+  assert.truthy(res.body:find('<link rel="stylesheet" href="/assets/app.css">', 1, true), res.body)
+  local id = res.body:match('data%-clank%-session="([^"]+)"')
+  assert.truthy(id, res.body)
+  local origin = "127.0.0.1:" .. port
+  local live = assert(ws.connect(port, "/__clank/sessions/" .. id .. "/live",
+    { Host = origin, Origin = "http://" .. origin }))
+  local first = assert(live:next_json())
+  assert.are.equal("html", first.t)
+  return live
+end
+
+describe("app.static with live views", function()
+  after_each(server.kill_all)
+
+  it("pushes {t = 'css'} when a served stylesheet changes, and reloads nothing", function()
+    local dir = make_app()
+    local s = server.start(dir .. "/app.lua")
+    local before = generation(s.port)
+    local live = open_live(s.port)
+
+    -- a change to another kind of file is not a stylesheet: nothing arrives
+    write(dir .. "/public/notes.txt", "two\n")
+    local kind, data = live:next_message(0.5)
+    assert.is_nil(kind, "unexpected message: " .. tostring(data))
+
+    write(dir .. "/public/app.css", "main { color: blue; }\n")
+    local msg = assert(live:next_json(nil, 5))
+    assert.are.same({ t = "css" }, msg)
+    -- the file is served anew, and the app was not loaded again
+    local css = assert(http.get(s.port, "/assets/app.css"))
+    assert.are.equal("main { color: blue; }\n", css.body)
+    assert.are.equal(before, generation(s.port))
+    live:close()
+    assert.are.equal(0, s:stop())
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("answers single ranges byte for byte as curl reads them", function()
+    local dir = make_app()
+    local parts = {}
+    for i = 0, 4095 do parts[#parts + 1] = string.char(i % 251, (i * 7) % 256) end
+    local file = table.concat(parts):rep(32) -- 256 KiB of non-text bytes
+    write(dir .. "/public/blob.bin", file)
+    local s = server.start(dir .. "/app.lua")
+    local url = ("http://127.0.0.1:%d/assets/blob.bin"):format(s.port)
+    local function curl(range)
+      local out = os.tmpname()
+      local p = assert(io.popen(("curl -s --max-time 10 -o '%s' -w '%%{http_code}' --range '%s' '%s'")
+        :format(out, range, url)))
+      local status = tonumber(p:read("a"))
+      p:close()
+      local f = assert(io.open(out, "rb"))
+      local body = f:read("a")
+      f:close()
+      os.remove(out)
+      return status, body
+    end
+    -- RFC 9110 §14.1.2: first-last inclusive, -N the last N bytes, N- to the end
+    local cases = {
+      { "0-0", 1, 1 }, { "100-1099", 101, 1100 }, { "65530-65545", 65531, 65546 },
+      { "-500", #file - 499, #file }, { "262000-", 262001, #file },
+      { "262000-999999", 262001, #file },
+    }
+    for _, case in ipairs(cases) do
+      local status, body = curl(case[1])
+      assert.are.equal(206, status, case[1])
+      assert.is_true(body == file:sub(case[2], case[3]), "other bytes for " .. case[1])
+    end
+    local status = curl(#file .. "-")
+    assert.are.equal(416, status)
+    assert.are.equal(0, s:stop())
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
