@@ -118,4 +118,27 @@ describe("app.static with live views", function()
     assert.are.equal(0, s:stop())
     os.execute("rm -rf '" .. dir .. "'")
   end)
+
+  -- spec/browser/static_files covers .. and its percent escapes; here the raw spellings a
+  -- browser would never send: NUL, backslashes, overlong UTF-8 dots and slashes, double escapes.
+  it("answers 404 to traversal in raw spellings, never the file beside the folder", function()
+    local dir = make_app()
+    write(dir .. "/secret.txt", "secret: 42\n")
+    assert(os.execute("mkdir -p '" .. dir .. "/public/sub'"))
+    local s = server.start(dir .. "/app.lua")
+    for _, path in ipairs {
+      "/assets/%00app.css", "/assets/app.css%00", "/assets/app.css%00.txt",
+      "/assets/sub\\..\\..\\secret.txt", "/assets/sub/..\\..\\secret.txt",
+      "/assets/..%5c..%5csecret.txt", "/assets/%c0%ae%c0%ae/secret.txt",
+      "/assets/%c0%ae%c0%ae%c0%afsecret.txt", "/assets/%e0%80%ae%e0%80%ae/secret.txt",
+      "/assets/%252e%252e/secret.txt", "/assets/sub/%2e%2e%2f%2e%2e%2fsecret.txt",
+    } do
+      local res = assert(http.get(s.port, path))
+      assert.are.equal(404, res.status, path)
+      assert.is_nil(res.body:find("secret: 42", 1, true), path)
+    end
+    assert.are.equal(200, assert(http.get(s.port, "/assets/app.css")).status)
+    assert.are.equal(0, s:stop())
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
 end)
