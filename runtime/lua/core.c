@@ -142,6 +142,31 @@ static int core_current_signal(lua_State *L) {
   return 2;
 }
 
+/* clank.core.requestId([id]) → the running task's request id (SPEC §13: the
+   x-request-id its log lines carry), or false. With id (a string of 1–64
+   of A-Za-z0-9._-, or false for none) it becomes the task's, and the one
+   before is returned: a live event is a request of its own, run by the
+   session's task. */
+static int core_request_id(lua_State *L) {
+  clank_task_t *t = clank_task_of(L);
+  if (t && t->request_id[0])
+    lua_pushstring(L, t->request_id);
+  else
+    lua_pushboolean(L, 0);
+  if (lua_isnoneornil(L, 1)) return 1;
+  size_t len = 0;
+  const char *id = lua_toboolean(L, 1) ? luaL_checklstring(L, 1, &len) : "";
+  luaL_argcheck(L, len < sizeof t->request_id, 1, "a request id has at most 64 characters");
+  for (size_t i = 0; i < len; i++) {
+    char c = id[i];
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
+    luaL_argcheck(L, ok, 1, "a request id is made of A-Za-z0-9._-");
+  }
+  if (t) memcpy(t->request_id, id, len + 1);
+  return 1;
+}
+
 /* clank.core.dbRegistry() → the clank.db registry this state's pools come
    from now (a light userdata): a generation built off the loop changes it
    when it joins the loop, and clank.db opens its pools again there. */
@@ -160,6 +185,7 @@ static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
                                       {"clientScript", core_client_script},
                                       {"log", core_log},
                                       {"currentSignal", core_current_signal},
+                                      {"requestId", core_request_id},
                                       {"appSecret", core_app_secret},
                                       {"dbRegistry", core_db_registry},
                                       {NULL, NULL}};

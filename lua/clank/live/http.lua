@@ -1,5 +1,6 @@
 -- The HTTP side of live views (SPEC §11): the page of a view, and the endpoints for agents
 -- without a browser (sessions and their surface). Both run in a task: load may wait.
+local core = require "clank.core"
 local json = require "clank.json"
 local token = require "clank.live.token"
 local page = require "clank.live.page"
@@ -182,8 +183,9 @@ local function operate(live, request, s, kind)
   if not confirmed and confirmation_needed(live, s, body.id, kind == "activate") then
     return fail(428, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
   end
+  local id = core.requestId() or nil -- the HTTP request's: the job runs in the session's task
   local done, ran, ok, result = live:run(s, function()
-    local got, ctx = xpcall(live.context, trace, live, request, confirmed)
+    local got, ctx = xpcall(live.context, trace, live, request, confirmed, id)
     if not got then return false, ctx end
     local surface = surface_mod.createAgentSurface(s.mounted)
     return live:asRequest(ctx, function()

@@ -94,14 +94,16 @@ local function request_id()
 end
 
 -- The ctx of one request (a live event, a surface call, a load): the app's context plus
--- request, requestId, confirmed and a signal aborted at the action timeout (made when read).
-function Live:context(request, confirmed)
+-- request, requestId (id; else the running task's, an HTTP request's; else a new one),
+-- confirmed and a signal aborted at the action timeout (made when read).
+function Live:context(request, confirmed, id)
   local ctx = {}
   if self.app.context then
     local c = self.app.context(request)
     if type(c) == "table" then for k, v in pairs(c) do ctx[k] = v end end
   end
-  ctx.request, ctx.requestId, ctx.confirmed = request, request_id(), confirmed == true
+  ctx.request, ctx.confirmed = request, confirmed == true
+  ctx.requestId = id or core.requestId() or request_id()
   local timeout = self.actionTimeout
   return setmetatable(ctx, { __index = function(t, k)
     if k ~= "signal" then return nil end
@@ -111,11 +113,14 @@ function Live:context(request, confirmed)
   end })
 end
 
--- Runs fn(...) as the request ctx: runners started there get ctx and its confirmation.
+-- Runs fn(...) as the request ctx: runners started there get ctx and its confirmation, and
+-- the lines logged meanwhile its request id.
 function Live.asRequest(_, ctx, fn, ...)
   local co = running()
   runner.bindRequest(co, ctx)
+  local previous = core.requestId(ctx.requestId)
   local r = table.pack(xpcall(fn, trace, ...))
+  core.requestId(previous)
   runner.bindRequest(co, nil)
   return table.unpack(r, 1, r.n)
 end
@@ -552,15 +557,19 @@ function Live:event(s, job)
   elseif m.value ~= nil and (m.type == "input" or m.type == "change") then el.props.value = m.value end
   local ev = { type = m.type, value = m.value, checked = m.checked, values = m.values,
     target = target_of(el) }
-  local ok, err = xpcall(self.context, trace, self, conn.request, m.confirmed)
+  -- each event is a request of its own (SPEC §11), with a new id its log lines carry
+  local id = request_id()
+  local previous = core.requestId(id)
+  local ok, err = xpcall(self.context, trace, self, conn.request, m.confirmed, id)
   if ok then ok, err = self:asRequest(err, handler, ev, err) end
   if not ok then
     log("error", "live view " .. s.name .. ": " .. m.type .. " handler failed: " .. describe_error(err))
     send(conn, { t = "error", message = "Something went wrong. Please try again." })
     if version(s) ~= s.sentV then self:sendHtml(s, m.seq) end
-    return
+  else
+    self:sendHtml(s, m.seq)
   end
-  self:sendHtml(s, m.seq)
+  core.requestId(previous)
 end
 
 -- ---- pages and agents without a browser ----
