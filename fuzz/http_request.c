@@ -49,7 +49,8 @@ static void load_app(clank_host_t *h, const char *app) {
   clank_log_init(&h->log, h->opts.log_format, show && *show ? 2 : open("/dev/null", O_WRONLY));
   h->log.quiet = 1;
   uv_loop_init(&h->loop);
-  clank_metrics_init(&h->metrics);
+  h->metrics = &h->own_metrics;
+  clank_metrics_init(h->metrics);
   h->db = clank_db_registry_new(&h->loop);
   memset(h->secret, 7, sizeof h->secret);
   clank_reloader_init(&h->reloader, &h->loop, &h->log, 0, clank_host_reload, h);
@@ -61,7 +62,7 @@ static void load_app(clank_host_t *h, const char *app) {
     exit(1);
   }
   clank_reloader_loaded(&h->reloader);
-  clank_metrics_actions(&h->metrics, h->gen->L, h->gen->bridge_ref);
+  clank_metrics_actions(h->metrics, h->gen->L, h->gen->bridge_ref);
   h->live_generations = 1;
   h->server.data = h;
   h->server.handler = &clank_dispatch_handler;

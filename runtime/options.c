@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: clank-run [options] app.lua|DIR\n"
@@ -18,7 +19,7 @@ static const char usage[] =
     "  --port N             port (default $PORT, else 8080; 0 picks a free port)\n"
     "  --no-watch           do not reload the app when its files change\n"
     "  --quiet              no access log\n"
-    "  --workers N          worker processes (default 1)\n"
+    "  --workers N|auto     worker processes (default 1; auto: one per core)\n"
     "  --cpu-limit MS       CPU time a handler may run before it is stopped (default 1000)\n"
     "  --memory-limit MIB   memory of an app's Lua state (default 512)\n"
     "  --inspector HOST     open /__clank/inspector to requests for HOST (default: loopback)\n"
@@ -150,8 +151,13 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       o->port = (int)v;
       i++;
     } else if (!strcmp(a, "--workers")) {
-      if (!next || parse_int(next, 1, 256, &v) != 0)
-        return bad_usage("--workers needs a number from 1 to 256, got %s", next ? next : "nothing");
+      if (next && !strcmp(next, "auto")) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        v = cores < 1 ? 1 : cores > CLANK_MAX_WORKERS ? CLANK_MAX_WORKERS : cores;
+      } else if (!next || parse_int(next, 1, CLANK_MAX_WORKERS, &v) != 0) {
+        return bad_usage("--workers needs a number from 1 to 64 or auto, got %s",
+                         next ? next : "nothing");
+      }
       o->workers = (int)v;
       i++;
     } else if (!strcmp(a, "--cpu-limit")) {

@@ -31,8 +31,8 @@ typedef struct clank_options_s {
   int port;
   int check;
   int watch;
-  int quiet; /* no access log */
-  int workers;
+  int quiet;   /* no access log */
+  int workers; /* 1..CLANK_MAX_WORKERS; over 1, a master supervises them (host/master.h) */
   clank_log_format_t log_format;
   const char *app_path;
   unsigned cpu_limit_ms;      /* a handler's CPU time per run (SPEC §13) */
@@ -43,6 +43,8 @@ typedef struct clank_options_s {
   char **rest_argv;
   clank_limits_t limits;
 } clank_options_t;
+
+#define CLANK_MAX_WORKERS 64
 
 enum { CLANK_OPTIONS_RUN, CLANK_OPTIONS_EXIT_OK, CLANK_OPTIONS_USAGE };
 

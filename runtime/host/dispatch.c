@@ -16,6 +16,7 @@
 #include "host/inspector.h"
 #include "host/live.h"
 #include "host/lua_request.h"
+#include "host/handoff.h"
 #include "host/metrics.h"
 #include "host/set_cookie.h"
 #include "host/static.h"
@@ -350,6 +351,11 @@ static int on_head(clank_conn_t *c) {
     else
       clank_conn_text(c, 403, "Host not allowed.");
     return CLANK_HTTP_ANSWERED;
+  }
+  if (h->worker) { /* a session another worker owns goes there (SPEC §13) */
+    int live = 0;
+    int owner = clank_handoff_owner(h, path, path_len, r, &live);
+    if (owner >= 0) return clank_handoff(c, owner, live);
   }
   if (mcp) {
     c->body_limit = (size_t)g->bridge_max_bytes;
@@ -822,4 +828,5 @@ const clank_http_handler_t clank_dispatch_handler = {
     .on_client_gone = on_client_gone,
     .on_close = on_close,
     .on_writable = on_writable,
+    .on_detach = clank_handoff_detached,
 };

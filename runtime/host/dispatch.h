@@ -21,6 +21,7 @@ typedef struct clank_conn_state_s {
   struct exchange_s *exchange;       /* the handler in flight, if any */
   struct clank_live_s *live;         /* the live channel it became, if any */
   unsigned char kind;                /* metrics: its kind (host/metrics.h), 0: by path */
+  unsigned char handoff_to;          /* the worker it is being handed to, + 1 (host/handoff.h) */
 } clank_conn_state_t;
 
 extern const clank_http_handler_t clank_dispatch_handler;

@@ -427,6 +427,14 @@ static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
   lua_pushinteger(L, (lua_Integer)o->live_max_idle);
   lua_setfield(L, -2, "maxIdle");
   lua_setfield(L, -2, "limits");
+  if (o->worker_count > 1) {
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, o->worker_index);
+    lua_setfield(L, -2, "index");
+    lua_pushinteger(L, o->worker_count);
+    lua_setfield(L, -2, "count");
+    lua_setfield(L, -2, "worker");
+  }
   lua_call(L, 1, 1);
   g->live_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pop(L, 1);

@@ -86,10 +86,11 @@ typedef struct clank_gen_opts_s {
      at load and later, for hot reload to watch. */
   void (*on_file)(void *ud, const char *path);
   void *ud;
-  uint64_t live_idle_ms;  /* view sessions (SPEC §11): idle ones end after this */
-  unsigned live_max_idle; /* and at most this many are kept */
-  void *db;               /* the host's clank.db registry: pools outlive generations */
-  clank_log_fn log;       /* the host's log sink, for C and Lua alike */
+  uint64_t live_idle_ms;          /* view sessions (SPEC §11): idle ones end after this */
+  unsigned live_max_idle;         /* and at most this many are kept */
+  int worker_index, worker_count; /* --workers (SPEC §13): new view sessions are this one's */
+  void *db;                       /* the host's clank.db registry: pools outlive generations */
+  clank_log_fn log;               /* the host's log sink, for C and Lua alike */
   void *log_ud;
   struct clank_watchdog_s *watchdog; /* preemption (lua/preempt.h), NULL: none */
   uint64_t cpu_limit_ms;             /* --cpu-limit; app.cpuLimit wins */

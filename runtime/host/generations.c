@@ -202,10 +202,10 @@ void clank_host_reload_abandon(clank_host_t *h) {
 }
 
 static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
-  h->metrics.reloads_ok++;
+  h->metrics->reloads_ok++;
   clank_inspector_reload(&h->inspector, 1, uv_hrtime() - t0, NULL);
-  h->metrics.generation++;
-  clank_metrics_actions(&h->metrics, g->L, g->bridge_ref);
+  h->metrics->generation++;
+  clank_metrics_actions(h->metrics, g->L, g->bridge_ref);
   clank_gen_t *old = h->gen;
   contract_t before, after;
   read_contract(old, &before);
@@ -253,7 +253,7 @@ void clank_host_reload_built(uv_async_t *a) {
   if (g) {
     switch_to(h, g, job->t0);
   } else {
-    h->metrics.reloads_failed++;
+    h->metrics->reloads_failed++;
     clank_inspector_reload(&h->inspector, 0, uv_hrtime() - job->t0, job->err);
     log_failure(h, job->err);
   }

@@ -4,6 +4,8 @@
 #include "host/dispatch.h"
 #include "host/live.h"
 #include "host/announce.h"
+#include "host/handoff.h"
+#include "host/master.h"
 #include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/db.h"
@@ -98,7 +100,11 @@ static void start_signal(clank_host_t *h, uv_signal_t *sig, int signum) {
   uv_unref((uv_handle_t *)sig);
 }
 
-static void tick_live(uv_timer_t *t) { clank_live_tick(t->data); }
+static void tick_live(uv_timer_t *t) {
+  clank_host_t *h = t->data;
+  clank_live_tick(h);
+  if (h->worker) clank_metrics_publish(h); /* for its siblings' scrapes */
+}
 
 /* The log sink the generations' C modules and Lua code write through. */
 void clank_host_log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
@@ -118,6 +124,8 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
       .ud = &h->reloader,
       .live_idle_ms = h->opts.limits.live_idle_ms,
       .live_max_idle = h->opts.limits.live_max_idle,
+      .worker_index = h->worker ? h->worker->index : 0,
+      .worker_count = h->worker ? h->worker->count : 1,
       .db = h->db,
       .log = clank_host_log_sink,
       .log_ud = h,
@@ -127,18 +135,26 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
   };
 }
 
-static int load(clank_host_t *h) {
-  char err[4096];
+int clank_host_secret(unsigned char secret[CLANK_SECRET_BYTES]) {
   /* The app secret (SPEC §11, §13, §15): CLANK_SECRET's SHA-256, so instances sharing it
      verify each other's session tokens, MCP sessions and signed cookies; else per run. */
   const char *configured = getenv("CLANK_SECRET");
   if (configured && *configured) {
     unsigned int n = 0;
-    EVP_Digest(configured, strlen(configured), h->secret, &n, EVP_sha256(), NULL);
-  } else if (RAND_bytes(h->secret, sizeof h->secret) != 1) {
+    EVP_Digest(configured, strlen(configured), secret, &n, EVP_sha256(), NULL);
+  } else if (RAND_bytes(secret, CLANK_SECRET_BYTES) != 1) {
     fprintf(stderr, "clank-run: no random bytes for the session key\n");
     return -1;
   }
+  return 0;
+}
+
+static int load(clank_host_t *h) {
+  char err[4096];
+  if (h->worker) /* the master's, so that every worker verifies the others' tokens */
+    memcpy(h->secret, h->worker->secret, sizeof h->secret);
+  else if (clank_host_secret(h->secret) != 0)
+    return -1;
   clank_reloader_init(&h->reloader, &h->loop, &h->log, h->opts.watch && !h->opts.check,
                       clank_host_reload, h);
   clank_gen_opts_t go = clank_host_gen_opts(h);
@@ -149,27 +165,33 @@ static int load(clank_host_t *h) {
     return -1;
   }
   clank_reloader_loaded(&h->reloader);
-  clank_metrics_actions(&h->metrics, h->gen->L, h->gen->bridge_ref);
+  clank_metrics_actions(h->metrics, h->gen->L, h->gen->bridge_ref);
   if (h->opts.watch && !h->opts.check) clank_static_watch(h, h->gen);
   h->live_generations = 1;
   return 0;
 }
 
 int clank_host_main(const clank_options_t *o) {
+  if (o->workers > 1 && !o->check) return clank_master_main(o);
+  return clank_host_serve(o, NULL);
+}
+
+int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
   clank_host_t *h = calloc(1, sizeof *h);
   if (h == NULL) return 1;
   h->opts = *o;
-  if (o->workers > 1)
-    fprintf(stderr,
-            "clank-run: --workers %d: multi-process serving is not built yet; "
-            "serving with one worker\n",
-            o->workers);
+  h->worker = w;
+  h->metrics = w ? &w->slots[w->index] : &h->own_metrics;
   clank_log_init(&h->log, o->log_format, 2);
   h->log.quiet = o->quiet;
+  h->log.worker = w ? w->index + 1 : 0;
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
-  clank_metrics_init(&h->metrics);
+  if (w && h->metrics->started_ns != 0)
+    clank_metrics_restart(h->metrics);
+  else
+    clank_metrics_init(h->metrics);
   /* clank.db's pools, shared by every generation (each one's sched.db); the
      registry frees itself once closed and its last pool is gone. */
   h->db = clank_db_registry_new(&h->loop);
@@ -199,6 +221,7 @@ int clank_host_main(const clank_options_t *o) {
   h->server.limits = o->limits.http;
   h->server.limits.max_connections = raise_nofile(h);
   h->server.on_drained = server_drained;
+  h->server.reuseport = w != NULL;
   h->server.on_answered = clank_metrics_answered;
   char err[256];
   int port;
@@ -234,11 +257,20 @@ int clank_host_main(const clank_options_t *o) {
   start_signal(h, &h->sighup, SIGHUP);
   clank_watchdog_take_signals(h->watchdog); /* after libuv's handlers, which it chains */
 
-  const char *shown = strchr(o->host, ':') ? "[" : "";
-  printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,
-         *shown ? "]" : "", port);
-  fflush(stdout);
-  clank_announce_urls(&h->log, o, port);
+  if (w) {
+    /* the master prints the one start-up line once every worker listens */
+    if (clank_handoff_start(h, h->gen->name) != 0) {
+      clank_log_msg(&h->log, "error", "worker %d: no pipe to the master", w->index);
+      code = 1;
+      goto done;
+    }
+  } else {
+    const char *shown = strchr(o->host, ':') ? "[" : "";
+    printf("clank-run: serving %s at http://%s%s%s:%d/\n", h->gen->name, shown, o->host,
+           *shown ? "]" : "", port);
+    fflush(stdout);
+    clank_announce_urls(&h->log, o, port);
+  }
   h->gen->sched.loop_running = 1;
   uv_run(&h->loop, UV_RUN_DEFAULT);
 
@@ -246,6 +278,7 @@ done:
   teardown(h);
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
   clank_host_close_retired(h);
+  clank_handoff_free(h);
   clank_dispatch_free_leftovers(&h->server);
   if (h->gen) {
     clank_dispatch_forget(h->gen);
@@ -253,7 +286,7 @@ done:
   }
   clank_watchdog_stop(h->watchdog);
   clank_log_free(&h->log);
-  clank_metrics_free(&h->metrics);
+  clank_metrics_free(h->metrics);
   free(h);
   return code;
 }

@@ -31,12 +31,15 @@ typedef struct clank_host_s {
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
   void *db; /* clank.db's pools (lua/db.h), shared by every generation */
   uv_timer_t live_tick;
-  clank_metrics_t metrics;           /* health and metrics (SPEC §15) */
-  clank_inspector_log_t inspector;   /* recent requests and reloads (SPEC §16) */
-  struct clank_watchdog_s *watchdog; /* preempts long Lua runs (lua/preempt.h) */
-  struct reload_job_s *reloading;    /* a generation being built off the loop */
-  uv_async_t reload_done;            /* its thread ended */
-  int reload_again;                  /* and another reload was asked for meanwhile */
+  clank_metrics_t *metrics;            /* health and metrics (SPEC §15): own_metrics, or */
+  clank_metrics_t own_metrics;         /* this worker's slot in the master's shared region */
+  const struct clank_worker_s *worker; /* forked by a master (host/master.h); NULL: alone */
+  struct clank_handoff_s *handoff;     /* its IPC pipe to the master (host/handoff.h) */
+  clank_inspector_log_t inspector;     /* recent requests and reloads (SPEC §16) */
+  struct clank_watchdog_s *watchdog;   /* preempts long Lua runs (lua/preempt.h) */
+  struct reload_job_s *reloading;      /* a generation being built off the loop */
+  uv_async_t reload_done;              /* its thread ended */
+  int reload_again;                    /* and another reload was asked for meanwhile */
   int stop_requests;
   int torn_down;
 } clank_host_t;
@@ -61,5 +64,9 @@ void clank_host_log_sink(void *ud, const char *level, const char *msg, const cha
 
 /* Runs clank-run with parsed options; returns the exit code. */
 int clank_host_main(const clank_options_t *o);
+/* Serves as one process: alone (w NULL) or as a master's worker. */
+int clank_host_serve(const clank_options_t *o, const struct clank_worker_s *w);
+/* The app secret: CLANK_SECRET's SHA-256, else random; 0, or -1 with a message. */
+int clank_host_secret(unsigned char secret[CLANK_SECRET_BYTES]);
 
 #endif

@@ -384,18 +384,41 @@ static int encode_request(lua_State *L) {
   return 0;
 }
 
-void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *id,
-                       size_t id_len, int request_idx, int inspector) {
-  const clank_request_t *r = &c->req;
+/* The sec-websocket-accept line of the 101 (RFC 6455 §4.2.2). */
+static void accept_line(const clank_request_t *r, char *lines, size_t n) {
   const clank_header_t *key = header(r, "sec-websocket-key");
-  char accept_in[64], digest[EVP_MAX_MD_SIZE], lines[96];
+  char accept_in[64], digest[EVP_MAX_MD_SIZE];
   unsigned char accept[32];
   unsigned dlen = 0;
   snprintf(accept_in, sizeof accept_in, "%.*s" WS_GUID, (int)key->value_len,
            clank_header_value(r, key));
   EVP_Digest(accept_in, strlen(accept_in), (unsigned char *)digest, &dlen, EVP_sha1(), NULL);
   EVP_EncodeBlock(accept, (const unsigned char *)digest, (int)dlen);
-  snprintf(lines, sizeof lines, "sec-websocket-accept: %s\r\n", accept);
+  snprintf(lines, n, "sec-websocket-accept: %s\r\n", accept);
+}
+
+static void refused_data(clank_conn_t *c, const char *data, size_t len) {
+  (void)c, (void)data, (void)len; /* lingering: nothing is read */
+}
+static const clank_upgrade_handler_t refused_handler = {.on_data = refused_data};
+
+void clank_live_refuse(clank_conn_t *c, uint16_t code, const char *reason) {
+  char lines[96];
+  accept_line(&c->req, lines, sizeof lines);
+  clank_conn_upgrade(c, &refused_handler, "websocket", lines);
+  size_t n = strlen(reason);
+  if (n > 123) n = 123;
+  unsigned char frame[127] = {0x88, (unsigned char)(2 + n), (unsigned char)(code >> 8),
+                              (unsigned char)(code & 0xff)};
+  memcpy(frame + 4, reason, n);
+  clank_conn_write(c, (const char *)frame, 4 + n);
+  clank_conn_linger(c, 1000);
+}
+
+void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *id,
+                       size_t id_len, int request_idx, int inspector) {
+  char lines[96];
+  accept_line(&c->req, lines, sizeof lines);
 
   clank_live_t *live = calloc(1, sizeof *live);
   if (live == NULL || wslay_event_context_server_init(&live->ws, &ws_callbacks, live) != 0) {

@@ -23,6 +23,9 @@ int clank_live_origin(clank_conn_t *c, struct clank_gen_s *g);
    table on g's main stack. */
 void clank_live_accept(clank_conn_t *c, struct clank_host_s *h, struct clank_gen_s *g,
                        const char *id, size_t id_len, int request_idx, int inspector);
+/* From on_head, after clank_live_check: upgrades only to close at once with
+   `code` (1013: the session's worker is restarting, SPEC §13). */
+void clank_live_refuse(clank_conn_t *c, uint16_t code, const char *reason);
 /* The connection closes: the session goes idle, the channel is freed. */
 void clank_live_closed(clank_live_t *live);
 /* A reload switched generations: every channel on `from` moves to `to`,

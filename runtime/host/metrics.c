@@ -9,6 +9,7 @@
 #include "host/dispatch.h"
 #include "host/generation.h"
 #include "host/host.h"
+#include "host/master.h"
 #include "lua/action.h"
 #include "lua/bridge.h"
 
@@ -25,6 +26,14 @@ void clank_metrics_init(clank_metrics_t *m) {
   memset(m, 0, sizeof *m);
   m->started_ns = uv_hrtime();
   m->generation = 1;
+}
+
+void clank_metrics_restart(clank_metrics_t *m) {
+  m->out = (clank_buf_t){0}; /* the dead process's memory */
+  m->started_ns = uv_hrtime();
+  m->generation = 1;
+  m->lua_bytes = 0;
+  m->connections = m->inflight = 0;
 }
 
 void clank_metrics_free(clank_metrics_t *m) { clank_buf_free(&m->out); }
@@ -61,7 +70,7 @@ static clank_metrics_action_t *find_action(clank_metrics_t *m, const char *name,
 
 void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
   clank_host_t *h = c->server->data;
-  clank_metrics_t *m = &h->metrics;
+  clank_metrics_t *m = h->metrics;
   clank_inspector_record(&h->inspector, c, status, ns);
   clank_conn_state_t *st = c->data;
   int kind = st->kind;
@@ -164,8 +173,57 @@ static void label_value(clank_buf_t *b, const char *s, size_t n) {
   }
 }
 
-static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *m) {
-  clank_buf_t *b = &m->out;
+void clank_metrics_publish(clank_host_t *h) {
+  clank_metrics_t *m = h->metrics;
+  unsigned inflight = 0;
+  for (clank_conn_t *k = h->server.conns; k; k = k->next)
+    if (k->phase == CLANK_PHASE_BODY || k->phase == CLANK_PHASE_HANDLER) inflight++;
+  m->inflight = inflight;
+  m->connections = h->server.nconns;
+  lua_State *L = h->gen->L;
+  m->lua_bytes = (uint64_t)lua_gc(L, LUA_GCCOUNT) * 1024u + (uint64_t)lua_gc(L, LUA_GCCOUNTB);
+}
+
+/* Adds a sibling worker's counters to t (SPEC §13: metrics sum all workers). Its
+   slot is read while it writes: a scrape may miss the requests of that instant. */
+static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
+  for (int k = 0; k < CLANK_KIND_COUNT; k++)
+    for (int s = 0; s <= CLANK_METRICS_STATUS_MAX - CLANK_METRICS_STATUS_MIN; s++)
+      t->requests[k][s] += w->requests[k][s];
+  for (int i = 0; i < CLANK_METRICS_BUCKETS; i++) t->buckets[i] += w->buckets[i];
+  t->duration_ns += w->duration_ns;
+  t->count += w->count;
+  t->reloads_ok += w->reloads_ok;
+  t->reloads_failed += w->reloads_failed;
+  t->lua_bytes += w->lua_bytes;
+  t->connections += w->connections;
+  t->inflight += w->inflight;
+  int n = w->nactions < CLANK_METRICS_ACTIONS ? w->nactions : CLANK_METRICS_ACTIONS;
+  for (int i = 0; i < n; i++) {
+    const clank_metrics_action_t *a = &w->actions[i];
+    clank_metrics_action_t *mine =
+        find_action(t, a->name, a->len < CLANK_METRICS_ACTION_NAME ? a->len : 0);
+    if (mine) {
+      mine->ok += a->ok;
+      mine->error += a->error;
+    }
+  }
+}
+
+static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
+  clank_metrics_publish(h);
+  clank_metrics_t *m = own;
+  if (h->worker) { /* the sum, in a copy: the slots keep counting meanwhile */
+    m = malloc(sizeof *m);
+    if (m == NULL) {
+      clank_conn_text(c, 503, "Out of memory.\n");
+      return;
+    }
+    memcpy(m, own, sizeof *m);
+    for (int i = 0; i < h->worker->count; i++)
+      if (i != h->worker->index) add_worker(m, &h->worker->slots[i]);
+  }
+  clank_buf_t *b = &own->out;
   clank_buf_reset(b);
   family(b, "clank_requests_total", "counter", "Requests answered, by kind and status.");
   for (int k = 0; k < CLANK_KIND_COUNT; k++)
@@ -185,18 +243,13 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *m) {
   clank_buf_appendf(b, "clank_request_duration_seconds_sum %.9f\n", (double)m->duration_ns / 1e9);
   clank_buf_appendf(b, "clank_request_duration_seconds_count %llu\n", (unsigned long long)m->count);
 
-  unsigned inflight = 0;
-  for (clank_conn_t *k = h->server.conns; k; k = k->next)
-    if (k->phase == CLANK_PHASE_BODY || k->phase == CLANK_PHASE_HANDLER) inflight++;
   family(b, "clank_inflight_requests", "gauge", "Requests being read or handled.");
-  clank_buf_appendf(b, "clank_inflight_requests %u\n", inflight);
+  clank_buf_appendf(b, "clank_inflight_requests %u\n", m->inflight);
   family(b, "clank_connections", "gauge", "Open client connections.");
-  clank_buf_appendf(b, "clank_connections %u\n", h->server.nconns);
+  clank_buf_appendf(b, "clank_connections %u\n", m->connections);
 
-  lua_State *L = h->gen->L;
-  uint64_t lua_bytes = (uint64_t)lua_gc(L, LUA_GCCOUNT) * 1024u + (uint64_t)lua_gc(L, LUA_GCCOUNTB);
   family(b, "clank_lua_memory_bytes", "gauge", "Lua memory of the current generation.");
-  clank_buf_appendf(b, "clank_lua_memory_bytes %llu\n", (unsigned long long)lua_bytes);
+  clank_buf_appendf(b, "clank_lua_memory_bytes %llu\n", (unsigned long long)m->lua_bytes);
 
   family(b, "clank_reloads_total", "counter", "Reloads, by result.");
   clank_buf_appendf(b, "clank_reloads_total{result=\"ok\"} %llu\n",
@@ -219,6 +272,7 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *m) {
                     "content-type: text/plain; version=0.0.4; charset=utf-8\r\n"
                     "cache-control: no-store\r\n",
                     b->data, b->len);
+  if (m != own) free(m);
 }
 
 int clank_metrics_serve(clank_conn_t *c, clank_host_t *h, const char *path, size_t n) {
@@ -230,8 +284,8 @@ int clank_metrics_serve(clank_conn_t *c, clank_host_t *h, const char *path, size
     return 1;
   }
   if (which == 1)
-    health(c, &h->metrics);
+    health(c, h->metrics);
   else
-    metrics(c, h, &h->metrics);
+    metrics(c, h, h->metrics);
   return 1;
 }

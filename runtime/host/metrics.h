@@ -47,7 +47,10 @@ typedef struct clank_metrics_s {
   uint64_t reloads_ok, reloads_failed;
   clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];
   int nactions;
-  clank_buf_t out; /* the scrape's text, reused */
+  /* gauges a worker publishes every second for its siblings' scrapes */
+  uint64_t lua_bytes;
+  unsigned connections, inflight;
+  clank_buf_t out; /* the scrape's text, reused (by its own process only) */
 } clank_metrics_t;
 
 struct clank_host_s;
@@ -55,6 +58,9 @@ struct clank_gen_s;
 struct clank_route_s;
 
 void clank_metrics_init(clank_metrics_t *m);
+/* A restarted worker takes over its slot: the counters go on from where the dead one left
+   them, so the sum over workers never goes down. */
+void clank_metrics_restart(clank_metrics_t *m);
 void clank_metrics_free(clank_metrics_t *m);
 /* The kind of a request held for a handler of g (dispatch's pseudo-routes). */
 int clank_metrics_route_kind(const struct clank_gen_s *g, const struct clank_route_s *route);
@@ -62,6 +68,8 @@ int clank_metrics_route_kind(const struct clank_gen_s *g, const struct clank_rou
 void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns);
 /* Registers the actions of a generation that loaded (names are kept across reloads). */
 void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref);
+/* A worker's gauges into its shared slot (host/master.h). */
+void clank_metrics_publish(struct clank_host_s *h);
 /* /__clank/health and /__clank/metrics: answers and returns 1, else 0. */
 int clank_metrics_serve(clank_conn_t *c, struct clank_host_s *h, const char *path, size_t n);
 

@@ -22,6 +22,7 @@
 
 static void timer_fired(uv_timer_t *t);
 static void process(clank_conn_t *c);
+static void detach_when_idle(clank_conn_t *c);
 
 static clank_conn_t *conn_of(llhttp_t *p) { return p->data; }
 
@@ -326,6 +327,7 @@ static void write_done(uv_write_t *req, int status) {
   update_reading(c);
   if (c->file) file_read(c);
   tell_drained(c);
+  if (c->detaching) detach_when_idle(c);
 }
 
 /* Hands a slice of [data, len) to libuv; its end is the write's progress. */
@@ -390,6 +392,52 @@ void clank_conn_flush(clank_conn_t *c) {
     clank_conn_close(c);
   else if (c->lingering && !c->shut)
     shut_down(c);
+}
+
+void clank_conn_detach(clank_conn_t *c) {
+  c->detaching = 1;
+  c->stop_parsing = 1;
+  c->answered = 1;
+}
+
+/* The request head as the parser saw it (names lower-cased), for the
+   process that parses it again. */
+static void rebuild_head(const clank_conn_t *c, clank_buf_t *b) {
+  const clank_request_t *r = &c->req;
+  clank_buf_appendf(b, "%s %.*s HTTP/%d.%d\r\n", llhttp_method_name(r->method), (int)r->url_len,
+                    r->head.data, r->http_major, r->http_minor);
+  for (int i = 0; i < r->nheaders; i++) {
+    const clank_header_t *h = &r->headers[i];
+    clank_buf_append(b, r->head.data + h->name_off, h->name_len);
+    clank_buf_appends(b, ": ");
+    clank_buf_append(b, r->head.data + h->value_off, h->value_len);
+    clank_buf_appends(b, "\r\n");
+  }
+  clank_buf_appends(b, "\r\n");
+}
+
+/* A detaching connection leaves once what it owes is written (write_done
+   calls this again). It reads no more: the rest stays in the socket. */
+static void detach_when_idle(clank_conn_t *c) {
+  if (c->closing) return;
+  c->phase = CLANK_PHASE_HANDLER; /* inert: no timer fires, nothing is parsed */
+  disarm(c);
+  if (c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+  if (!c->writing) clank_conn_flush(c); /* earlier answers first */
+  if (c->closing || c->writing || clank_conn_pending(c) > 0) return;
+  c->detaching = 0;
+  clank_buf_t bytes = {0};
+  rebuild_head(c, &bytes);
+  clank_buf_append(&bytes, c->in.data, c->in.len);
+  c->in.len = 0; /* a shared read buffer is not freed: own_input sees it empty */
+  if (c->server->handler->on_detach)
+    c->server->handler->on_detach(c, &bytes);
+  else
+    clank_conn_close(c);
+  clank_buf_free(&bytes);
 }
 
 static void shutdown_done(uv_shutdown_t *req, int status) {
@@ -595,7 +643,7 @@ static int on_headers_complete(llhttp_t *p) {
   /* An early answer keeps the connection only if the unread body is small. */
   c->undrainable = !(p->flags & F_CHUNKED) && p->content_length > DRAIN_MAX;
   int read_body = !c->answered && c->server->handler->on_head(c) == CLANK_HTTP_READ_BODY;
-  if (c->stop_parsing) return HPE_PAUSED;
+  if (c->stop_parsing || c->phase == CLANK_PHASE_UPGRADED) return HPE_PAUSED;
   if (read_body) {
     c->undrainable = 0; /* the body is read, not discarded */
     /* A body limit of the handler's own is enforced as the body arrives
@@ -723,6 +771,10 @@ static void process(clank_conn_t *c) {
   }
   if (c->closing) return;
   clank_buf_consume(&c->in, pos);
+  if (c->detaching) {
+    detach_when_idle(c);
+    return;
+  }
   if (c->phase == CLANK_PHASE_UPGRADED) {
     clank_conn_flush(c);
     if (c->in.len > 0 && !c->closing) {
@@ -940,6 +992,19 @@ void clank_conn_accept(clank_server_t *s, int fd) {
     return;
   }
   conn_start(c);
+}
+
+clank_conn_t *clank_conn_adopt(clank_server_t *s, uv_stream_t *ipc, const char *bytes, size_t len) {
+  clank_conn_t *c = conn_new(s);
+  if (c == NULL) return NULL;
+  if (uv_accept(ipc, (uv_stream_t *)&c->tcp) != 0) {
+    clank_conn_close(c);
+    return NULL;
+  }
+  if (len) clank_buf_append(&c->in, bytes, len);
+  conn_start(c);
+  if (c->in.len) process(c);
+  return c;
 }
 
 int clank_conn_open(clank_server_t *s, uv_os_sock_t sock) {

@@ -112,6 +112,20 @@ static int is_loopback(const struct sockaddr_storage *ss) {
   return 0;
 }
 
+/* libuv 1.44 has no flag for SO_REUSEPORT: the socket is made here and
+   handed to the handle, which then binds it as usual. */
+static int open_reuseport(uv_tcp_t *t, int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return uv_translate_sys_error(errno);
+  int on = 1;
+  int rc = 0;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0)
+    rc = uv_translate_sys_error(errno);
+  if (rc == 0) rc = uv_tcp_open(t, fd);
+  if (rc != 0) close(fd);
+  return rc;
+}
+
 void clank_server_init(clank_server_t *s, uv_loop_t *loop) {
   s->loop = loop;
   clank_server_init_parser_settings(&s->settings);
@@ -133,7 +147,8 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
   s->listener.data = s;
   s->listening = 1;
   s->reserve_fd = -1;
-  int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  int rc = s->reuseport ? open_reuseport(&s->listener, addr.ss_family) : 0;
+  if (rc == 0) rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
   if (rc == 0) rc = s->listener.delayed_error; /* libuv keeps EADDRINUSE for uv_listen */
   uv_os_fd_t lfd = -1;
   if (rc == 0) rc = uv_fileno((uv_handle_t *)&s->listener, &lfd);

@@ -49,6 +49,12 @@ typedef struct clank_http_handler_s {
   /* Streamed output fell below the low mark after clank_conn_stream_full
      said it was full. */
   void (*on_writable)(clank_conn_t *c);
+  /* A connection clank_conn_detach marked is ready to leave: nothing is owed
+     on it and it reads no more. `bytes` is the request it stopped at (its
+     head rebuilt, then the bytes read past it), for whoever adopts the socket
+     (clank_conn_adopt); the handler may take its memory (zero it then). It
+     closes c (clank_conn_close) once the socket is handed on. */
+  void (*on_detach)(clank_conn_t *c, clank_buf_t *bytes);
 } clank_http_handler_t;
 
 /* A connection that left HTTP (an upgrade, RFC 9110 §7.8). */
@@ -134,6 +140,7 @@ struct clank_conn_s {
   unsigned over_cap : 1;          /* accepted past max_connections: gets a 503 */
   unsigned want_writable : 1;     /* a producer waits for on_writable */
   unsigned close_on_shut : 1;     /* lingering with nothing more to read: close at our FIN */
+  unsigned detaching : 1;         /* clank_conn_detach: leaves once nothing is owed */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
 };
 
@@ -147,7 +154,8 @@ struct clank_server_s {
   int out_of_fds;                /* accept failed for want of one, and none was accepted since */
   uint64_t shed, shed_logged_at; /* connections shed since the last log line, and when */
   int listening;
-  int loopback; /* bound to a loopback address */
+  int loopback;  /* bound to a loopback address */
+  int reuseport; /* set before listening: SO_REUSEPORT, so sibling workers share the port */
   clank_http_limits_t limits;
   const clank_http_handler_t *handler;
   void *data;            /* the user's */
@@ -188,6 +196,14 @@ void clank_conn_accept(clank_server_t *s, int fd);
    socketpair): it takes sock on success; 0 or a libuv error. */
 int clank_conn_open(clank_server_t *s, uv_os_sock_t sock);
 void clank_conn_close(clank_conn_t *c);
+/* From on_head: the connection leaves this server at this request boundary
+   (another process serves it from here). Once earlier answers are written,
+   the handler's on_detach gets it; return CLANK_HTTP_ANSWERED. */
+void clank_conn_detach(clank_conn_t *c);
+/* A connection handed over by another process: the socket is taken from
+   the IPC pipe (uv_accept) and `bytes` (what on_detach gave there) are
+   parsed before anything read from it. NULL when it could not be taken. */
+clank_conn_t *clank_conn_adopt(clank_server_t *s, uv_stream_t *ipc, const char *bytes, size_t len);
 /* A user keeps pointing at c after on_close: its memory stays until released. */
 void clank_conn_hold(clank_conn_t *c);
 void clank_conn_release(clank_conn_t *c);
@@ -251,7 +267,8 @@ int clank_http_field_value(const char *s, size_t n);
 
 /* From on_message: answers 101 Switching Protocols to `protocol` with the
    extra header lines given, and the connection leaves HTTP. Bytes already
-   read past the request go to h->on_data once on_message returns. */
+   read past the request go to h->on_data once on_message returns. From
+   on_head (return CLANK_HTTP_ANSWERED) only for a request without a body. */
 void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const char *protocol,
                         const char *header_lines);
 /* Raw bytes on an upgraded connection. */

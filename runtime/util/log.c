@@ -138,6 +138,7 @@ static void append_line(clank_log_t *log, const char *level, const char *colour,
     clank_buf_appends(b, "{\"time\":\"");
     append_time(log);
     clank_buf_appendf(b, "\",\"level\":\"%s\",", level);
+    if (log->worker) clank_buf_appendf(b, "\"worker\":%d,", log->worker - 1);
     if (rid) {
       clank_buf_appends(b, "\"requestId\":\"");
       append_escaped(b, rid, strlen(rid), 1);
@@ -252,10 +253,12 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
   if (request_id_len) { /* made of A-Za-z0-9._- only: nothing to escape */
     clank_buf_appends(b, json ? ",\"requestId\":\"" : "ms ");
     clank_buf_append(b, request_id, request_id_len);
-    clank_buf_appends(b, json ? "\"}\n" : "\n");
+    clank_buf_appends(b, json ? "\"" : "\n");
   } else {
-    clank_buf_appends(b, json ? "}\n" : "ms\n");
+    clank_buf_appends(b, json ? "" : "ms\n");
   }
+  if (json && log->worker) clank_buf_appendf(b, ",\"worker\":%d", log->worker - 1);
+  if (json) clank_buf_appends(b, "}\n");
 }
 
 void clank_log_flush(clank_log_t *log) {

@@ -29,6 +29,7 @@ typedef struct clank_log_s {
   int colour;     /* text on a terminal, unless NO_COLOR */
   int quiet;      /* no access log (--quiet) */
   int debug;      /* debug lines too ($CLANK_DEBUG) */
+  int worker;     /* --workers: JSON lines say "worker": worker - 1; 0: a single process */
   char stamp[32]; /* the time of this loop iteration's lines, made once */
   size_t stamp_len;
   /* The x-request-id of the request the next lines are about (SPEC §13), or

@@ -131,7 +131,12 @@ local function create(live, request, name)
     end
     return invalid(err)
   end
-  local id = token.sign(live.secret, name, data, live:principal(request), live.clock())
+  -- with --workers N, an ID this worker owns (SPEC §13): its requests then stay here
+  local worker = live.worker
+  local id
+  repeat
+    id = token.sign(live.secret, name, data, live:principal(request), live.clock())
+  until not worker or token.owner(id, worker.count) == worker.index
   local s = live:mount(id, view, data, request)
   if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
   return answer(201, { id = id, nodes = nodes(s) })

@@ -1,7 +1,8 @@
 -- clank.live: live server-side views (SPEC §11), transport-agnostic. clank-run owns the sockets
 -- (HTTP, WebSocket framing) and calls one live object per app generation:
 --
---   live = require("clank.live").new { app, bridge, secret, limits = { idleMs, maxIdle }, clock? }
+--   live = require("clank.live").new { app, bridge, secret, limits = { idleMs, maxIdle }, clock?,
+--                                      worker = { index, count }? }
 --   live:page(request)                → response         (in a task: load may wait)
 --   live:http(request)                → response         (in a task; /__clank/views|sessions)
 --   live:connect(id, request, socket)                    (plain call: the work is spawned)
@@ -72,6 +73,7 @@ function M.new(opts)
     app = app, bridge = opts.bridge, secret = opts.secret,
     idleMs = limits.idleMs or 600000, maxIdle = limits.maxIdle or 1000,
     clock = opts.clock or os.time,
+    worker = opts.worker, -- --workers N: this worker's index and N (SPEC §13)
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
     count = 0, idleCount = 0, nowMs = 0,

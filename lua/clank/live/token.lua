@@ -68,6 +68,16 @@ local function same(a, b)
 end
 M.same = same
 
+-- owner(id, n) → the worker (0 .. n-1) that owns a session ID with --workers n (SPEC §13):
+-- FNV-1a 64 of its bytes, as an unsigned number, mod n (runtime/host/handoff.c computes the same).
+function M.owner(id, n)
+  local h = -3750763034362895579 -- 0xcbf29ce484222325
+  for i = 1, #id do
+    h = (h ~ byte(id, i)) * 1099511628211 -- 0x100000001b3, wrapping as uint64 does
+  end
+  return ((h >> 1) % n * 2 + (h & 1)) % n
+end
+
 -- sign(secret, view, props, principal, now) → token
 function M.sign(secret, view, props, principal, now)
   local payload = json.encode({ v = view, p = props, n = hex(core.randomBytes(16)),
