@@ -17,6 +17,11 @@ size_t clank_json_format_number(double d, char *out);
    leak (out belongs to the caller). */
 void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out);
 
+/* Appends s escaped as the inside of a JSON string (no quotes), as
+   clank_json_encode writes strings: returns 0, -1 when out could not grow,
+   or -2 when s is not valid UTF-8. */
+int clank_json_escape(clank_buf_t *out, const char *s, size_t n);
+
 /* Decodes the JSON text s (strict RFC 8259) and pushes the value, returning
    1; or pushes nil and a message naming the problem and its 1-based byte
    position, returning 2. Raises only when memory runs out. */

@@ -83,18 +83,14 @@ static void putc_(enc_t *e, char c) {
 }
 
 /* Escapes '"', '\\' and control characters only; checks UTF-8 on the way. */
-static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int iskey) {
+int clank_json_escape(clank_buf_t *out, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
-  putc_(e, '"');
   while (p < end) {
     unsigned c = *p;
     if (c >= 0x80) {
       size_t k = clank_json_utf8_char(p, (size_t)(end - p));
-      if (k == 0)
-        encode_error(e, at,
-                     iskey ? "cannot encode a key that is not valid UTF-8"
-                           : "cannot encode a string that is not valid UTF-8");
+      if (k == 0) return -2;
       p += k;
       continue;
     }
@@ -102,7 +98,7 @@ static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int 
       p++;
       continue;
     }
-    put(e, run, (size_t)(p - run));
+    if (clank_buf_append(out, run, (size_t)(p - run)) != 0) return -1;
     char esc[6] = {'\\', 0, '0', '0', hex[c >> 4], hex[c & 15]};
     switch (c) {
       case '"': esc[1] = '"'; break;
@@ -114,10 +110,20 @@ static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int 
       case '\t': esc[1] = 't'; break;
       default: esc[1] = 'u'; break;
     }
-    put(e, esc, esc[1] == 'u' ? 6 : 2);
+    if (clank_buf_append(out, esc, esc[1] == 'u' ? 6 : 2) != 0) return -1;
     run = ++p;
   }
-  put(e, run, (size_t)(p - run));
+  return clank_buf_append(out, run, (size_t)(p - run)) != 0 ? -1 : 0;
+}
+
+static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int iskey) {
+  putc_(e, '"');
+  int r = clank_json_escape(e->out, s, n);
+  if (r == -1) luaL_error(e->L, "clank.json.encode: not enough memory");
+  if (r == -2)
+    encode_error(e, at,
+                 iskey ? "cannot encode a key that is not valid UTF-8"
+                       : "cannot encode a string that is not valid UTF-8");
   putc_(e, '"');
 }
 

@@ -19,33 +19,48 @@ const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx) {
   return luaL_checkudata(L, idx, CLANK_SCHEMA_MT);
 }
 
-/* Registry key of string.find as the module found it when it was opened. */
+/* Registry keys of string.find as the module found it when it was opened,
+   and of the constants of validation. */
 #define FIND_KEY "clank.schema.find"
+#define CONSTANTS_KEY "clank.schema.constants"
 
-/* Pushes string.find, then the JSON array metatable; returns the index of
-   the first. */
+/* Pushes string.find, the JSON array metatable and the constants; returns
+   the index of the first. */
 static int push_context(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, FIND_KEY);
   int base = lua_gettop(L);
   luaL_getmetatable(L, CLANK_ARRAY_MT);
+  lua_getfield(L, LUA_REGISTRYINDEX, CONSTANTS_KEY);
   return base;
 }
 
+/* One walk each: collecting costs about what checking does on what is valid. */
 int clank_schema_validate(lua_State *L, const clank_schema_node_t *n, int idx) {
   idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 2 + 16, "clank.schema"); /* the context, and what check wants free */
+  luaL_checkstack(L, 4 + 16, "clank.schema"); /* the context, the list, what a walk wants free */
   int base = push_context(L);
-  if (clank_schema_check(L, n, idx, base, base + 1)) {
+  if (clank_schema_collect(L, n, idx, base, base + 1, base + 2)) {
     lua_settop(L, base - 1);
     return 1;
   }
   lua_createtable(L, 0, 1);
-  clank_schema_collect(L, n, idx, base, base + 1);
-  lua_setfield(L, -2, "issues");
+  lua_rawgeti(L, base + 2, CLANK_SK_K_ISSUES);
+  lua_pushvalue(L, base + 3); /* the list */
+  lua_rawset(L, -3);
   luaL_setmetatable(L, CLANK_SCHEMA_ERROR_MT);
   lua_replace(L, base);
   lua_settop(L, base);
   return 0;
+}
+
+int clank_schema_validate_json(lua_State *L, const clank_schema_node_t *n, int idx,
+                               clank_buf_t *out) {
+  idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 3 + 16, "clank.schema");
+  int base = push_context(L);
+  int r = clank_schema_collect_json(L, n, idx, base, base + 1, out);
+  lua_settop(L, base - 1);
+  return r;
 }
 
 /* ======================================================================
@@ -133,12 +148,14 @@ static int is_validation_error(lua_State *L, int idx) {
 #define UP_SCHEMA_MT lua_upvalueindex(2)
 #define UP_ARRAY_MT lua_upvalueindex(3)
 #define UP_ERROR_MT lua_upvalueindex(4)
+#define UP_K lua_upvalueindex(5)
 
 /* Pushes a ValidationError for the (invalid) value at idx. */
 static void push_error(lua_State *L, const clank_schema_node_t *n, int idx) {
   lua_createtable(L, 0, 1);
-  clank_schema_collect(L, n, idx, UP_FIND, UP_ARRAY_MT);
-  lua_setfield(L, -2, "issues");
+  lua_rawgeti(L, UP_K, CLANK_SK_K_ISSUES);
+  clank_schema_collect(L, n, idx, UP_FIND, UP_ARRAY_MT, UP_K);
+  lua_rawset(L, -3);
   lua_pushvalue(L, UP_ERROR_MT);
   lua_setmetatable(L, -2);
 }
@@ -150,7 +167,7 @@ static void push_error(lua_State *L, const clank_schema_node_t *n, int idx) {
 /* self, checked against the clank.Schema metatable without a registry
    lookup. Leaves the stack as self, value, metatable. */
 static const clank_schema_node_t *self_node(lua_State *L) {
-  lua_settop(L, 2);
+  if (lua_gettop(L) != 2) lua_settop(L, 2);
   if (lua_getmetatable(L, 1) && lua_rawequal(L, 3, UP_SCHEMA_MT)) {
     const clank_schema_node_t *n = lua_touserdata(L, 1);
     if (n) return n;
@@ -168,20 +185,49 @@ static int schema_parse(lua_State *L) {
   return lua_error(L);
 }
 
+/* One walk: the list of issues (stack slot 4) is made at the first issue. */
 static int schema_safe_parse(lua_State *L) {
   const clank_schema_node_t *n = self_node(L);
-  int ok = clank_schema_check(L, n, 2, UP_FIND, UP_ARRAY_MT);
+  int ok = clank_schema_collect(L, n, 2, UP_FIND, UP_ARRAY_MT, UP_K);
   lua_createtable(L, 0, 2);
+  lua_rawgeti(L, UP_K, CLANK_SK_K_SUCCESS);
   lua_pushboolean(L, ok);
-  lua_setfield(L, -2, "success");
+  lua_rawset(L, -3);
   if (ok) {
+    lua_rawgeti(L, UP_K, CLANK_SK_K_DATA);
     lua_pushvalue(L, 2);
-    lua_setfield(L, -2, "data");
   } else {
-    push_error(L, n, 2);
-    lua_setfield(L, -2, "error");
+    lua_rawgeti(L, UP_K, CLANK_SK_K_ERROR);
+    lua_createtable(L, 0, 1);
+    lua_rawgeti(L, UP_K, CLANK_SK_K_ISSUES);
+    lua_pushvalue(L, 4);
+    lua_rawset(L, -3);
+    lua_pushvalue(L, UP_ERROR_MT);
+    lua_setmetatable(L, -2);
   }
+  lua_rawset(L, -3);
   return 1;
+}
+
+/* For specs and bench/schema.lua only, kept out of the module: the
+   metatable's __json422(schema, value) → true when valid, else the bytes
+   clank_schema_validate_json writes (nil and a message when it fails). The
+   buffer would leak if the walk raised (string.find): not on their inputs. */
+static int schema_json422(lua_State *L) {
+  const clank_schema_node_t *n = clank_schema_tonode(L, 1);
+  clank_buf_t out = {0};
+  lua_settop(L, 2);
+  int r = clank_schema_validate_json(L, n, 2, &out);
+  if (r == 1)
+    lua_pushboolean(L, 1);
+  else if (r == 0)
+    lua_pushlstring(L, out.data, out.len);
+  else
+    lua_pushnil(L);
+  clank_buf_free(&out);
+  if (r >= 0) return 1;
+  lua_pushliteral(L, "clank.schema: cannot write the answer");
+  return 2;
 }
 
 static int schema_to_json_schema(lua_State *L) {
@@ -189,12 +235,20 @@ static int schema_to_json_schema(lua_State *L) {
   return 1;
 }
 
+static void unref(lua_State *L, int *ref) {
+  if (*ref != LUA_NOREF) {
+    luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+    *ref = LUA_NOREF;
+  }
+}
+
 static int schema_gc(lua_State *L) {
   clank_schema_node_t *n = lua_touserdata(L, 1);
-  if (n->find_ref != LUA_NOREF) {
-    luaL_unref(L, LUA_REGISTRYINDEX, n->find_ref);
-    n->find_ref = LUA_NOREF;
-  }
+  unref(L, &n->find_ref);
+  unref(L, &n->msg_min.ref);
+  unref(L, &n->msg_max.ref);
+  unref(L, &n->msg_other.ref);
+  unref(L, &n->expected.ref);
   return 0;
 }
 
@@ -244,8 +298,14 @@ int luaopen_clank_schema(lua_State *L) {
   lua_getmetatable(L, -1);
   lua_remove(L, -2);
   luaL_newmetatable(L, CLANK_SCHEMA_ERROR_MT);
-  luaL_setfuncs(L, schema_methods, 4); /* upvalues: find, Schema mt, array mt, error mt */
+  clank_schema_push_constants(L);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, CONSTANTS_KEY);
+  /* upvalues: find, Schema mt, array mt, error mt, constants */
+  luaL_setfuncs(L, schema_methods, 5);
   lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, schema_json422);
+  lua_setfield(L, -2, "__json422");
   lua_pushcfunction(L, schema_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, schema_tostring);

@@ -138,7 +138,6 @@ static void init(clank_schema_node_t *t, int kind) {
   memset(t, 0, sizeof *t);
   t->kind = kind;
   t->height = 1;
-  t->find_ref = LUA_NOREF;
   t->strict = 1;
 }
 
@@ -156,7 +155,8 @@ static clank_schema_node_t *new_node(lua_State *L, const clank_schema_node_t *t,
                                      size_t extra) {
   clank_schema_node_t *n = lua_newuserdatauv(L, sizeof *n + extra, 1);
   *n = *t;
-  n->find_ref = LUA_NOREF; /* set only once __gc can release it */
+  /* refs are set only once __gc can release them */
+  n->find_ref = n->msg_min.ref = n->msg_max.ref = n->msg_other.ref = n->expected.ref = LUA_NOREF;
   luaL_setmetatable(L, CLANK_SCHEMA_MT);
   lua_pushvalue(L, uv);
   lua_setiuservalue(L, -2, 1);
@@ -164,6 +164,44 @@ static clank_schema_node_t *new_node(lua_State *L, const clank_schema_node_t *t,
 }
 
 static void *node_extra(clank_schema_node_t *n) { return n + 1; }
+
+static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
+  if (v->isint)
+    snprintf(buf, 32, LUA_INTEGER_FMT, (LUAI_UACINT)v->i);
+  else
+    clank_json_format_number(v->n, buf);
+  return buf;
+}
+
+/* The string on top (popped) becomes m, held by a registry ref: validation
+   pushes it as it is instead of formatting a message per issue. */
+static void hold_msg(lua_State *L, clank_schema_msg_t *m) {
+  m->s = lua_tolstring(L, -1, &m->len);
+  m->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* The messages of the bounds: fmt has one %s, for the bound. */
+static void bound_msgs(lua_State *L, clank_schema_node_t *n, const char *fmin, const char *fmax) {
+  char buf[32];
+  if (n->has_min) {
+    lua_pushfstring(L, fmin, fmtnum(&n->min, buf));
+    hold_msg(L, &n->msg_min);
+  }
+  if (n->has_max) {
+    lua_pushfstring(L, fmax, fmtnum(&n->max, buf));
+    hold_msg(L, &n->msg_max);
+  }
+}
+
+/* "<prefix><s>." as n->msg_other (s may hold any byte). */
+static void other_msg(lua_State *L, clank_schema_node_t *n, const char *prefix,
+                      const clank_schema_str_t *s) {
+  lua_pushstring(L, prefix);
+  lua_pushlstring(L, s->s, s->len);
+  lua_pushliteral(L, ".");
+  lua_concat(L, 3);
+  hold_msg(L, &n->msg_other);
+}
 
 /* Appends v as JSON (a string, a finite number, a boolean or null). */
 static void add_json(lua_State *L, luaL_Buffer *b, int idx) {
@@ -232,12 +270,14 @@ static int b_string(lua_State *L) {
     t.slots = 3; /* string.find, the value, the pattern */
   }
   clank_schema_node_t *n = new_node(L, &t, uv, 0);
+  bound_msgs(L, n, "Must contain at least %s characters.", "Must contain at most %s characters.");
   if (t.pattern.s) { /* for string.find: captures only cost allocations */
     luaL_Buffer mb;
     luaL_buffinit(L, &mb);
     clank_schema_strip_captures(t.pattern.s, t.pattern.len, &mb);
     luaL_pushresult(&mb);
     n->find_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    other_msg(L, n, "Must match ", &n->pattern);
   }
   return 1;
 }
@@ -253,7 +293,7 @@ static int b_number(lua_State *L) {
   check_range(L, b, &t);
   t.integer = (unsigned char)opt_boolean(L, b, 1, "integer", 0);
   opt_string(L, b, 1, "description", uv, &t.description);
-  new_node(L, &t, uv, 0);
+  bound_msgs(L, new_node(L, &t, uv, 0), "Must be at least %s.", "Must be at most %s.");
   return 1;
 }
 
@@ -309,7 +349,10 @@ static int b_literal(lua_State *L) {
   add_json(L, &jb, 1);
   luaL_pushresult(&jb);
   keep_string(L, uv, &t.json);
-  new_node(L, &t, uv, 0);
+  clank_schema_node_t *n = new_node(L, &t, uv, 0);
+  other_msg(L, n, "Expected ", &n->json);
+  lua_pushlstring(L, n->json.s, n->json.len);
+  hold_msg(L, &n->expected);
   return 1;
 }
 
@@ -359,6 +402,7 @@ static int b_enum(lua_State *L) {
     node->values[i - 1].s = lua_tolstring(L, -1, &node->values[i - 1].len);
     lua_pop(L, 1);
   }
+  other_msg(L, node, "Expected one of: ", &node->json);
   return 1;
 }
 
@@ -378,7 +422,8 @@ static int b_array(lua_State *L) {
   opt_count(L, b, 2, "max", &t.has_max, &t.max);
   check_range(L, b, &t);
   opt_string(L, b, 2, "description", uv, &t.description);
-  new_node(L, &t, uv, 0);
+  bound_msgs(L, new_node(L, &t, uv, 0), "Must contain at least %s items.",
+             "Must contain at most %s items.");
   return 1;
 }
 
@@ -408,7 +453,7 @@ static int b_object(lua_State *L) {
     if (!child->nil_ok) t.nrequired++;
     lua_pop(L, 1);
   }
-  t.slots += 3; /* key and value; best key, key and value for unknown keys */
+  t.slots += 3; /* a key and a value; a value looked up again */
   t.strict = (unsigned char)opt_boolean(L, b, 2, "strict", 1);
   opt_string(L, b, 2, "description", uv, &t.description);
   clank_schema_node_t *n = new_node(L, &t, uv, t.n * sizeof(clank_schema_prop_t));

@@ -5,7 +5,9 @@
    lives inside the clank.Schema userdata (so nothing is malloc'ed and nothing
    needs freeing). Strings the node points at (keys, enum values, description,
    ...) and child schemas are kept alive by the userdata's uservalue, a plain
-   list; Lua never moves strings or userdata, so the pointers stay valid. */
+   list; Lua never moves strings or userdata, so the pointers stay valid. The
+   messages a node can report are made by its builder too, held by registry
+   refs that __gc releases: an issue pushes them, it formats nothing. */
 #ifndef CLANK_SCHEMA_INTERNAL_H
 #define CLANK_SCHEMA_INTERNAL_H
 
@@ -14,6 +16,7 @@
 #include <stddef.h>
 
 #include "lua/schema.h"
+#include "util/buf.h"
 
 /* Validation is mostly calls into the Lua API: with GCC, the hot ones are
    called through the GOT without the PLT stub (what -fno-plt does), which
@@ -31,6 +34,7 @@ LUA_API const char *(lua_tolstring)(lua_State *L, int idx, size_t *len)CLANK_SCH
 LUA_API lua_Unsigned(lua_rawlen)(lua_State *L, int idx) CLANK_SCHEMA_NOPLT;
 LUA_API void *(lua_touserdata)(lua_State *L, int idx)CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_rawequal)(lua_State *L, int idx1, int idx2) CLANK_SCHEMA_NOPLT;
+LUA_API const void *(lua_topointer)(lua_State *L, int idx)CLANK_SCHEMA_NOPLT;
 LUA_API void(lua_pushnil)(lua_State *L) CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_rawgeti)(lua_State *L, int idx, lua_Integer n) CLANK_SCHEMA_NOPLT;
 LUA_API int(lua_getmetatable)(lua_State *L, int objindex) CLANK_SCHEMA_NOPLT;
@@ -77,6 +81,17 @@ typedef struct clank_schema_num_s {
   lua_Number n;
 } clank_schema_num_t;
 
+/* A message (or a literal's expected text) made once, when the node is
+   built: its bytes for the JSON answer, and where its Lua string is held for
+   issue tables: a registry ref (node messages) or k, an index in the table of
+   constants (fixed messages). */
+typedef struct clank_schema_msg_s {
+  const char *s;
+  size_t len;
+  int ref; /* LUA_NOREF when absent or fixed */
+  int k;   /* 0 unless fixed */
+} clank_schema_msg_t;
+
 typedef struct clank_schema_prop_s {
   clank_schema_str_t key;
   const clank_schema_node_t *node;
@@ -107,6 +122,23 @@ struct clank_schema_node_s {
   clank_schema_prop_t *props;          /* object, sorted by key bytes */
   const clank_schema_node_t **members; /* union, in order */
   clank_schema_str_t *values;          /* enum, in order */
+  /* min and max: too short, too long, too small or too large; other: the
+     pattern, enum or literal message; expected: the literal as JSON. */
+  clank_schema_msg_t msg_min, msg_max, msg_other, expected;
+};
+
+/* The constants validation pushes (keys, fixed messages and expected
+   names): a Lua list made once per state, indexed by these. */
+enum {
+  CLANK_SK_K_PATH = 1,
+  CLANK_SK_K_MESSAGE,
+  CLANK_SK_K_EXPECTED,
+  CLANK_SK_K_RECEIVED,
+  CLANK_SK_K_ISSUES,
+  CLANK_SK_K_SUCCESS,
+  CLANK_SK_K_DATA,
+  CLANK_SK_K_ERROR,
+  CLANK_SK_K_COUNT_KEYS /* fixed messages and expected names follow */
 };
 
 /* Exact comparison of two numbers, integers or floats: -1, 0 or 1. long
@@ -127,13 +159,23 @@ void clank_schema_open_builders(lua_State *L);
 
 /* schema_validate.c. The caller leaves at least 16 free stack slots, as
    Lua guarantees a C function (LUA_MINSTACK); more are reserved when the
-   schema needs them. find is the index of string.find and amt that of the
-   JSON array metatable (CLANK_ARRAY_MT); positive or pseudo-indices (a
-   method's upvalues) as they are, negative ones made absolute. check answers
-   whether the value at idx is valid without allocating; collect pushes the
-   list of issues (empty when valid). */
+   schema needs them. find is the index of string.find, amt that of the JSON
+   array metatable (CLANK_ARRAY_MT) and k that of the constants; positive or
+   pseudo-indices (a method's upvalues) as they are, negative ones made
+   absolute. check answers whether the value at idx is valid without
+   allocating; collect answers the same in one walk that also pushes the list
+   of issues, or nil when valid (a valid value costs about what a check does);
+   collect_json returns 1 when the value is valid (out as it was), else
+   appends the error object of the 422 answer to out (see
+   clank_schema_validate_json), returning 0, or -1 when out could not grow or
+   a text is not valid UTF-8 (out as it was). */
 int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
-void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
+int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt,
+                         int k);
+int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int find,
+                              int amt, clank_buf_t *out);
+/* Pushes the list of constants. */
+void clank_schema_push_constants(lua_State *L);
 /* Index of property key in an object node, or -1. */
 ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
 

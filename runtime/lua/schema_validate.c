@@ -15,19 +15,43 @@
 #include "lua/schema_internal.h"
 #include "lua/values.h"
 
+/* What a walk does with the problems it finds. */
+enum {
+  M_CHECK,     /* nothing: stops at the first */
+  M_TABLES,    /* issue tables into the list at c->issues */
+  M_MSGS,      /* messages only into that list: a union's members */
+  M_JSON,      /* the details of the 422 answer into c->out */
+  M_JSON_MSGS, /* messages only, escaped, into c->out: a union's members */
+};
+
 typedef struct pathel_s {
-  int key;           /* stack index of a string key, or 0 */
-  lua_Integer index; /* 1-based index when key == 0 */
+  const char *s;     /* a key's bytes (alive in the schema or the value), or NULL */
+  size_t len;        /* of the key */
+  lua_Integer index; /* 1-based index when s == NULL */
 } pathel_t;
+
+/* Where an issue's message and path sit in the JSON answer: the message
+   of the error object is made from them once every issue is written. */
+typedef struct jissue_s {
+  size_t msg0, msg1, path0, path1;
+} jissue_t;
 
 typedef struct vctx_s {
   lua_State *L;
-  int find;   /* stack index of string.find */
-  int amt;    /* index of the JSON array metatable */
-  int issues; /* stack index of the issue list; 0 when only checking */
-  int count;  /* issues in that list */
+  int find;         /* stack index of string.find */
+  int amt;          /* index of the JSON array metatable */
+  const void *amtp; /* the same, compared by address: cheaper than lua_rawequal */
+  int k;            /* index of the constants */
+  int mode;         /* M_* */
+  int issues;       /* M_TABLES, M_MSGS: stack index of the list */
+  int count;        /* issues in that list */
+  int nmsgs;        /* M_MSGS, M_JSON_MSGS: messages of the current union so far */
+  int failed;       /* M_JSON: out could not grow, or a text is not valid UTF-8 */
+  clank_buf_t *out;
+  jissue_t *jissues; /* M_JSON: CLANK_SCHEMA_MAX_ISSUES of them */
   int npath;
   pathel_t path[CLANK_SCHEMA_MAX_DEPTH + 8];
+  clank_schema_str_t unknown[CLANK_SCHEMA_MAX_ISSUES]; /* a strict object's unknown keys */
 } vctx_t;
 
 /* t is lua_type(L, idx), known to most callers already. */
@@ -39,6 +63,87 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int
    report problems live in their own frames. */
 #define NOINLINE __attribute__((noinline))
 #define COLD __attribute__((noinline, cold))
+
+/* ======================================================================
+   Constants
+   ====================================================================== */
+
+enum {
+  K_STRING = CLANK_SK_K_COUNT_KEYS,
+  K_UTF8,
+  K_NUMBER,
+  K_INTEGER,
+  K_BOOLEAN,
+  K_ARRAY,
+  K_OBJECT,
+  K_DEEP,
+  K_UNKNOWN,
+  K_E_STRING,
+  K_E_NUMBER,
+  K_E_INTEGER,
+  K_E_BOOLEAN,
+  K_E_ENUM,
+  K_E_ARRAY,
+  K_E_OBJECT,
+  K_E_UNION,
+  K_END
+};
+
+static const char *const constants[K_END] = {NULL,
+                                             "path",
+                                             "message",
+                                             "expected",
+                                             "received",
+                                             "issues",
+                                             "success",
+                                             "data",
+                                             "error",
+                                             "Expected a string.",
+                                             "Must be valid UTF-8.",
+                                             "Expected a finite number.",
+                                             "Expected an integer.",
+                                             "Expected a boolean.",
+                                             "Expected an array.",
+                                             "Expected an object.",
+                                             "Nested too deeply.",
+                                             "Unknown property.",
+                                             "string",
+                                             "number",
+                                             "integer",
+                                             "boolean",
+                                             "enum",
+                                             "array",
+                                             "object",
+                                             "union"};
+
+void clank_schema_push_constants(lua_State *L) {
+  lua_createtable(L, K_END - 1, 0);
+  for (int i = 1; i < K_END; i++) {
+    lua_pushstring(L, constants[i]);
+    lua_rawseti(L, -2, i);
+  }
+}
+
+#define FIXED(k, lit) \
+  { lit, sizeof lit - 1, LUA_NOREF, k }
+
+static const clank_schema_msg_t m_string = FIXED(K_STRING, "Expected a string.");
+static const clank_schema_msg_t m_utf8 = FIXED(K_UTF8, "Must be valid UTF-8.");
+static const clank_schema_msg_t m_number = FIXED(K_NUMBER, "Expected a finite number.");
+static const clank_schema_msg_t m_integer = FIXED(K_INTEGER, "Expected an integer.");
+static const clank_schema_msg_t m_boolean = FIXED(K_BOOLEAN, "Expected a boolean.");
+static const clank_schema_msg_t m_array = FIXED(K_ARRAY, "Expected an array.");
+static const clank_schema_msg_t m_object = FIXED(K_OBJECT, "Expected an object.");
+static const clank_schema_msg_t m_deep = FIXED(K_DEEP, "Nested too deeply.");
+static const clank_schema_msg_t m_unknown = FIXED(K_UNKNOWN, "Unknown property.");
+static const clank_schema_msg_t e_string = FIXED(K_E_STRING, "string");
+static const clank_schema_msg_t e_number = FIXED(K_E_NUMBER, "number");
+static const clank_schema_msg_t e_integer = FIXED(K_E_INTEGER, "integer");
+static const clank_schema_msg_t e_boolean = FIXED(K_E_BOOLEAN, "boolean");
+static const clank_schema_msg_t e_enum = FIXED(K_E_ENUM, "enum");
+static const clank_schema_msg_t e_array = FIXED(K_E_ARRAY, "array");
+static const clank_schema_msg_t e_object = FIXED(K_E_OBJECT, "object");
+static const clank_schema_msg_t e_union = FIXED(K_E_UNION, "union");
 
 /* ======================================================================
    UTF-8 and numbers
@@ -80,89 +185,158 @@ ptrdiff_t clank_schema_utf8_len(const char *s, size_t len) {
   return n;
 }
 
-COLD static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
-  if (v->isint)
-    snprintf(buf, 32, LUA_INTEGER_FMT, (LUAI_UACINT)v->i);
-  else
-    clank_json_format_number(v->n, buf);
-  return buf;
-}
-
 /* ======================================================================
    Issues
    ====================================================================== */
 
-/* Adds an issue at the current path from the message on top of the stack
-   (popped); expected and received only when expected is not NULL. */
-COLD static void add_issue(vctx_t *c, const char *expected, size_t elen, int recv) {
+static void push_msg(vctx_t *c, const clank_schema_msg_t *m) {
+  if (m->k)
+    lua_rawgeti(c->L, c->k, m->k);
+  else
+    lua_rawgeti(c->L, LUA_REGISTRYINDEX, m->ref);
+}
+
+/* Adds the issue whose message is on top of the stack (popped) to the list:
+   in M_TABLES with the current path, expected and received (only when
+   expected is not NULL); in M_MSGS the message alone. */
+COLD static void table_issue(vctx_t *c, const clank_schema_msg_t *expected, int recv) {
   lua_State *L = c->L;
   if (c->count >= CLANK_SCHEMA_MAX_ISSUES) {
     lua_pop(L, 1);
     return;
   }
-  luaL_checkstack(L, 4, "clank.schema: issue");
-  lua_createtable(L, 0, 4);
-  lua_insert(L, -2);
-  lua_setfield(L, -2, "message");
+  if (c->mode == M_MSGS) { /* every member's, one after the other */
+    c->count++;
+    lua_rawseti(L, c->issues, ++c->nmsgs);
+    return;
+  }
+  luaL_checkstack(L, 5, "clank.schema: issue");
+  if (c->count == 0 && c->mode == M_TABLES) { /* the list, made at the first issue */
+    lua_createtable(L, 1, 0);
+    lua_pushvalue(L, c->amt); /* marked as a JSON array */
+    lua_setmetatable(L, -2);
+    lua_replace(L, c->issues);
+  }
+  lua_createtable(L, 0, expected ? 4 : 2);
+  lua_rawgeti(L, c->k, CLANK_SK_K_MESSAGE);
+  lua_pushvalue(L, -3);
+  lua_rawset(L, -3);
+  lua_replace(L, -2);
+  lua_rawgeti(L, c->k, CLANK_SK_K_PATH);
   lua_createtable(L, c->npath, 0);
   for (int i = 0; i < c->npath; i++) {
-    if (c->path[i].key)
-      lua_pushvalue(L, c->path[i].key);
+    const pathel_t *p = &c->path[i];
+    if (p->s)
+      lua_pushlstring(L, p->s, p->len);
     else
-      lua_pushinteger(L, c->path[i].index);
+      lua_pushinteger(L, p->index);
     lua_rawseti(L, -2, i + 1);
   }
   lua_pushvalue(L, c->amt); /* marked as a JSON array */
   lua_setmetatable(L, -2);
-  lua_setfield(L, -2, "path");
+  lua_rawset(L, -3);
   if (expected) {
-    lua_pushlstring(L, expected, elen);
-    lua_setfield(L, -2, "expected");
+    lua_rawgeti(L, c->k, CLANK_SK_K_EXPECTED);
+    push_msg(c, expected);
+    lua_rawset(L, -3);
+    lua_rawgeti(L, c->k, CLANK_SK_K_RECEIVED);
     lua_pushvalue(L, recv);
-    lua_setfield(L, -2, "received");
+    lua_rawset(L, -3);
   }
   lua_rawseti(L, c->issues, ++c->count);
 }
 
+static void put(vctx_t *c, const char *s, size_t n) {
+  if (clank_buf_append(c->out, s, n) != 0) c->failed = 1;
+}
+
+#define PUT(c, lit) put(c, lit, sizeof lit - 1)
+
+static void put_text(vctx_t *c, const char *s, size_t n) {
+  if (clank_json_escape(c->out, s, n) != 0) c->failed = 1;
+}
+
+/* M_JSON: opens the issue {"expected":...,"message":" — its message follows. */
+static void json_open(vctx_t *c, const clank_schema_msg_t *expected) {
+  if (c->count > 0)
+    PUT(c, ",");
+  else /* the first: nothing is written for a valid value */
+    PUT(c, "{\"code\":\"INVALID_INPUT\",\"details\":[");
+  if (expected) {
+    PUT(c, "{\"expected\":\"");
+    put_text(c, expected->s, expected->len);
+    PUT(c, "\",\"message\":\"");
+  } else {
+    PUT(c, "{\"message\":\"");
+  }
+  c->jissues[c->count++].msg0 = c->out->len;
+}
+
+/* M_JSON: closes the message of the last issue, then its path (0-based). */
+static void json_close(vctx_t *c) {
+  jissue_t *ji = &c->jissues[c->count - 1];
+  ji->msg1 = c->out->len;
+  PUT(c, "\",\"path\":[");
+  ji->path0 = c->out->len;
+  for (int i = 0; i < c->npath; i++) {
+    const pathel_t *p = &c->path[i];
+    if (i > 0) PUT(c, ",");
+    if (p->s) {
+      PUT(c, "\"");
+      put_text(c, p->s, p->len);
+      PUT(c, "\"");
+    } else if (clank_buf_append_uint(c->out, (uint64_t)(p->index - 1)) != 0) {
+      c->failed = 1;
+    }
+  }
+  ji->path1 = c->out->len;
+  PUT(c, "]}");
+}
+
+/* M_JSON_MSGS: the separator before a union member's message. */
+static void json_sep(vctx_t *c) {
+  if (c->nmsgs++ > 0) PUT(c, "; ");
+}
+
 /* Reports a problem: returns 0 at once when only checking. */
-static int report(vctx_t *c, const char *expected, int recv, const char *fmt, const char *arg);
+static int report(vctx_t *c, const clank_schema_msg_t *m, const clank_schema_msg_t *expected,
+                  int recv);
 
-static inline int fail(vctx_t *c, const char *expected, int recv, const char *fmt,
-                       const char *arg) {
-  if (!c->issues) return 0;
-  return report(c, expected, recv, fmt, arg);
+static inline int fail(vctx_t *c, const clank_schema_msg_t *m, const clank_schema_msg_t *expected,
+                       int recv) {
+  if (c->mode == M_CHECK) return 0;
+  return report(c, m, expected, recv);
 }
 
-COLD static int report(vctx_t *c, const char *expected, int recv, const char *fmt,
-                       const char *arg) {
-  if (arg)
-    lua_pushfstring(c->L, fmt, arg);
-  else
-    lua_pushstring(c->L, fmt);
-  add_issue(c, expected, expected ? strlen(expected) : 0, recv);
+COLD static int report(vctx_t *c, const clank_schema_msg_t *m, const clank_schema_msg_t *expected,
+                       int recv) {
+  if (c->count >= CLANK_SCHEMA_MAX_ISSUES || c->failed) return 0;
+  switch (c->mode) {
+    case M_JSON:
+      json_open(c, expected);
+      put_text(c, m->s, m->len);
+      json_close(c);
+      break;
+    case M_JSON_MSGS:
+      c->count++;
+      json_sep(c);
+      put_text(c, m->s, m->len);
+      break;
+    default: push_msg(c, m); table_issue(c, expected, recv);
+  }
   return 0;
 }
 
-/* Reports "<prefix><s>." (s may hold any byte). */
-COLD static int fail_str(vctx_t *c, const char *expected, int recv, const char *prefix,
-                         const clank_schema_str_t *s) {
-  if (!c->issues) return 0;
-  lua_pushstring(c->L, prefix);
-  lua_pushlstring(c->L, s->s, s->len);
-  lua_pushliteral(c->L, ".");
-  lua_concat(c->L, 3);
-  add_issue(c, expected, expected ? strlen(expected) : 0, recv);
-  return 0;
-}
-
-static void path_key(vctx_t *c, int key) {
-  c->path[c->npath].key = key;
-  c->path[c->npath++].index = 0;
+static void path_key(vctx_t *c, const char *s, size_t len) {
+  pathel_t *p = &c->path[c->npath++];
+  p->s = s;
+  p->len = len;
 }
 
 static void path_index(vctx_t *c, lua_Integer i) {
-  c->path[c->npath].key = 0;
-  c->path[c->npath++].index = i;
+  pathel_t *p = &c->path[c->npath++];
+  p->s = NULL;
+  p->index = i;
 }
 
 /* ======================================================================
@@ -171,16 +345,13 @@ static void path_index(vctx_t *c, lua_Integer i) {
 
 static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
-  char buf[32];
   size_t len;
-  if (t != LUA_TSTRING) return fail(c, "string", idx, "Expected a string.", NULL);
+  if (t != LUA_TSTRING) return fail(c, &m_string, &e_string, idx);
   const char *s = lua_tolstring(L, idx, &len);
   ptrdiff_t cp = clank_schema_utf8_len(s, len);
-  if (cp < 0) return fail(c, NULL, idx, "Must be valid UTF-8.", NULL);
-  if (n->has_min && cp < n->min.i)
-    return fail(c, NULL, idx, "Must contain at least %s characters.", fmtnum(&n->min, buf));
-  if (n->has_max && cp > n->max.i)
-    return fail(c, NULL, idx, "Must contain at most %s characters.", fmtnum(&n->max, buf));
+  if (cp < 0) return fail(c, &m_utf8, NULL, idx);
+  if (n->has_min && cp < n->min.i) return fail(c, &n->msg_min, NULL, idx);
+  if (n->has_max && cp > n->max.i) return fail(c, &n->msg_max, NULL, idx);
   if (n->pattern.s) {
     lua_pushvalue(L, c->find);
     lua_pushvalue(L, idx);
@@ -188,37 +359,37 @@ static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t)
     lua_call(L, 2, 1);
     int found = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (!found) return fail_str(c, NULL, idx, "Must match ", &n->pattern);
+    if (!found) return fail(c, &n->msg_other, NULL, idx);
   }
   return 1;
 }
 
 static int check_number(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
-  char buf[32];
   clank_schema_num_t v;
-  if (t != LUA_TNUMBER) return fail(c, "number", idx, "Expected a finite number.", NULL);
+  if (t != LUA_TNUMBER) return fail(c, &m_number, &e_number, idx);
   v.i = lua_tointegerx(L, idx, &v.isint); /* 2.0 too: integral either way */
   if (v.isint) {
     v.n = 0;
   } else {
     v.i = 0;
     v.n = lua_tonumber(L, idx);
-    if (!isfinite(v.n)) return fail(c, "number", idx, "Expected a finite number.", NULL);
-    if (n->integer && floor(v.n) != v.n)
-      return fail(c, "integer", idx, "Expected an integer.", NULL);
+    if (!isfinite(v.n)) return fail(c, &m_number, &e_number, idx);
+    if (n->integer && floor(v.n) != v.n) return fail(c, &m_integer, &e_integer, idx);
   }
-  if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0)
-    return fail(c, NULL, idx, "Must be at least %s.", fmtnum(&n->min, buf));
-  if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0)
-    return fail(c, NULL, idx, "Must be at most %s.", fmtnum(&n->max, buf));
+  if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return fail(c, &n->msg_min, NULL, idx);
+  if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return fail(c, &n->msg_max, NULL, idx);
   return 1;
+}
+
+static int same_bytes(const char *v, size_t len, const clank_schema_str_t *s) {
+  return len == s->len && (v == s->s || (len > CLANK_SCHEMA_SHORTLEN && memcmp(v, s->s, len) == 0));
 }
 
 static int same_string(lua_State *L, int idx, const clank_schema_str_t *s) {
   size_t len;
   const char *v = lua_tolstring(L, idx, &len);
-  return len == s->len && (v == s->s || (len > CLANK_SCHEMA_SHORTLEN && memcmp(v, s->s, len) == 0));
+  return same_bytes(v, len, s);
 }
 
 static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
@@ -241,10 +412,12 @@ static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
 static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   if (t == LUA_TSTRING) {
+    size_t len;
+    const char *v = lua_tolstring(L, idx, &len);
     for (size_t i = 0; i < n->n; i++)
-      if (same_string(L, idx, &n->values[i])) return 1;
+      if (same_bytes(v, len, &n->values[i])) return 1;
   }
-  return fail_str(c, "enum", idx, "Expected one of: ", &n->json);
+  return fail(c, &n->msg_other, &e_enum, idx);
 }
 
 /* ======================================================================
@@ -255,7 +428,7 @@ static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
 static int marked(vctx_t *c, int idx) {
   lua_State *L = c->L;
   if (!lua_getmetatable(L, idx)) return 0;
-  int yes = lua_rawequal(L, -1, c->amt);
+  int yes = lua_topointer(L, -1) == c->amtp;
   lua_pop(L, 1);
   return yes;
 }
@@ -268,7 +441,7 @@ static int as_array(vctx_t *c, int idx, int t, lua_Integer *len) {
   if (t != LUA_TTABLE) return 0;
   *len = (lua_Integer)lua_rawlen(L, idx);
   int mt = lua_getmetatable(L, idx);
-  if (mt && lua_rawequal(L, -1, c->amt)) return 2;
+  if (mt && lua_topointer(L, -1) == c->amtp) return 2;
   lua_Integer count = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -290,30 +463,28 @@ static int as_array(vctx_t *c, int idx, int t, lua_Integer *len) {
 NOINLINE static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
                                 int depth) {
   lua_State *L = c->L;
-  char buf[32];
   lua_Integer len;
   int base = lua_gettop(L);
   int kind = as_array(c, idx, t, &len);
-  if (!kind) return fail(c, "array", idx, "Expected an array.", NULL);
+  if (!kind) return fail(c, &m_array, &e_array, idx);
   if (depth >= CLANK_SCHEMA_MAX_DEPTH || (n->has_min && len < n->min.i) ||
       (n->has_max && len > n->max.i)) {
     lua_settop(L, base);
-    if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, NULL, idx, "Nested too deeply.", NULL);
-    if (n->has_min && len < n->min.i)
-      return fail(c, NULL, idx, "Must contain at least %s items.", fmtnum(&n->min, buf));
-    return fail(c, NULL, idx, "Must contain at most %s items.", fmtnum(&n->max, buf));
+    if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, &m_deep, NULL, idx);
+    if (n->has_min && len < n->min.i) return fail(c, &n->msg_min, NULL, idx);
+    return fail(c, &n->msg_max, NULL, idx);
   }
   int ok = 1, first = base + kind; /* above the metatable, if left */
   for (lua_Integer i = 1; i <= len; i++) {
     int slot = first + (int)((i - 1) % ITEM_BATCH);
     int it = lua_rawgeti(L, idx, i);
-    if (c->issues) path_index(c, i);
+    if (c->mode != M_CHECK) path_index(c, i);
     int good = validate(c, n->inner, slot, it, depth + 1);
-    if (c->issues) c->npath--;
+    if (c->mode != M_CHECK) c->npath--;
     if (slot == first + ITEM_BATCH - 1) lua_settop(L, first - 1); /* items leave in batches */
     if (!good) {
       ok = 0;
-      if (!c->issues || c->count >= CLANK_SCHEMA_MAX_ISSUES) break;
+      if (c->mode == M_CHECK || c->count >= CLANK_SCHEMA_MAX_ISSUES) break;
     }
   }
   lua_settop(L, base);
@@ -345,15 +516,33 @@ ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, 
   return -1;
 }
 
-/* Every key a string, no array mark. */
-static int is_object(vctx_t *c, int idx, int t) {
+/* Every key a string, no array mark; the keys n does not know counted in
+   *unknown when it is strict. Below the depth limit, the values of the first
+   64 properties are checked on the way: bit i of *seen says property i is
+   there, bit i of *good that it is valid. A valid object thus costs about
+   what a check does, and only what fails is looked at again, in order. */
+static int object_pass(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth,
+                       size_t *unknown, uint64_t *seen, uint64_t *good) {
   lua_State *L = c->L;
+  int mode = c->mode, value = lua_gettop(L) + 2, quick = depth < CLANK_SCHEMA_MAX_DEPTH;
   if (t != LUA_TTABLE || marked(c, idx)) return 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
+    size_t klen;
     if (lua_type(L, -2) != LUA_TSTRING) {
       lua_pop(L, 2);
       return 0;
+    }
+    const char *k = lua_tolstring(L, -2, &klen);
+    ptrdiff_t p = find_lua_key(n, k, klen);
+    if (p < 0) {
+      if (n->strict) ++*unknown;
+    } else if (quick && p < 64) {
+      *seen |= UINT64_C(1) << p;
+      c->mode = M_CHECK;
+      if (validate(c, n->props[p].node, value, lua_type(L, value), depth + 1))
+        *good |= UINT64_C(1) << p;
+      c->mode = mode;
     }
     lua_pop(L, 1);
   }
@@ -396,55 +585,63 @@ NOINLINE static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, i
   return 0; /* a required property is missing */
 }
 
+/* The unknown keys of the table at idx into c->unknown, sorted: the
+   smallest that can still be reported. Their bytes stay alive as keys of the
+   table, which nothing changes during the walk. */
+static size_t sort_unknown(vctx_t *c, const clank_schema_node_t *n, int idx) {
+  lua_State *L = c->L;
+  size_t cap = (size_t)(CLANK_SCHEMA_MAX_ISSUES - c->count), nu = 0;
+  clank_schema_str_t *u = c->unknown;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    size_t klen;
+    lua_pop(L, 1);
+    const char *k = lua_tolstring(L, -1, &klen);
+    if (find_lua_key(n, k, klen) >= 0) continue;
+    if (nu == cap && clank_schema_keycmp(k, klen, u[nu - 1].s, u[nu - 1].len) > 0) continue;
+    size_t i = nu < cap ? nu++ : nu - 1; /* full: the largest leaves */
+    while (i > 0 && clank_schema_keycmp(k, klen, u[i - 1].s, u[i - 1].len) < 0) {
+      u[i] = u[i - 1];
+      i--;
+    }
+    u[i].s = k;
+    u[i].len = klen;
+  }
+  return nu;
+}
+
 /* Collecting: properties in key order, then unknown keys in key order. */
-COLD static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
+NOINLINE static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                   int depth) {
   lua_State *L = c->L;
   int before = c->count;
-  if (!is_object(c, idx, t)) return fail(c, "object", idx, "Expected an object.", NULL);
-  if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, NULL, idx, "Nested too deeply.", NULL);
+  size_t unknown = 0;
+  uint64_t seen = 0, good = 0;
+  if (!object_pass(c, n, idx, t, depth, &unknown, &seen, &good))
+    return fail(c, &m_object, &e_object, idx);
+  if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, &m_deep, NULL, idx);
   for (size_t i = 0; i < n->n && c->count < CLANK_SCHEMA_MAX_ISSUES; i++) {
-    lua_pushlstring(L, n->props[i].key.s, n->props[i].key.len);
-    int key = lua_gettop(L);
-    lua_pushvalue(L, key);
-    int vt = lua_rawget(L, idx);
-    path_key(c, key);
-    validate(c, n->props[i].node, key + 1, vt, depth + 1);
-    c->npath--;
-    lua_pop(L, 2);
-  }
-  if (n->strict) { /* unknown keys, smallest first: one pass per key reported */
-    const char *last = NULL;
-    size_t lastlen = 0;
-    while (c->count < CLANK_SCHEMA_MAX_ISSUES) {
-      const char *best = NULL;
-      size_t bestlen = 0;
-      lua_pushnil(L); /* slot for the best key */
-      int slot = lua_gettop(L);
+    const clank_schema_prop_t *p = &n->props[i];
+    int vt = LUA_TNIL;
+    if (i < 64 && (good >> i & 1)) continue;
+    if (i < 64 && !(seen >> i & 1)) { /* absent */
+      if (p->node->nil_ok) continue;
       lua_pushnil(L);
-      while (lua_next(L, idx)) {
-        size_t klen;
-        const char *k = lua_tolstring(L, -2, &klen);
-        if (find_lua_key(n, k, klen) < 0 &&
-            (!last || clank_schema_keycmp(k, klen, last, lastlen) > 0) &&
-            (!best || clank_schema_keycmp(k, klen, best, bestlen) < 0)) {
-          best = k;
-          bestlen = klen;
-          lua_pushvalue(L, -2);
-          lua_replace(L, slot);
-        }
-        lua_pop(L, 1);
-      }
-      if (!best) {
-        lua_pop(L, 1);
-        break;
-      }
-      path_key(c, slot);
-      lua_pushliteral(L, "Unknown property.");
-      add_issue(c, NULL, 0, 0);
+    } else {
+      lua_pushlstring(L, p->key.s, p->key.len);
+      vt = lua_rawget(L, idx);
+    }
+    path_key(c, p->key.s, p->key.len);
+    validate(c, p->node, lua_gettop(L), vt, depth + 1);
+    c->npath--;
+    lua_pop(L, 1);
+  }
+  if (unknown > 0 && c->count < CLANK_SCHEMA_MAX_ISSUES) {
+    size_t nu = sort_unknown(c, n, idx);
+    for (size_t i = 0; i < nu; i++) {
+      path_key(c, c->unknown[i].s, c->unknown[i].len);
+      report(c, &m_unknown, NULL, 0);
       c->npath--;
-      last = best; /* still alive: it is a key of the table */
-      lastlen = bestlen;
-      lua_pop(L, 1);
     }
   }
   return c->count == before;
@@ -454,40 +651,50 @@ COLD static int collect_object(vctx_t *c, const clank_schema_node_t *n, int idx,
    The walker
    ====================================================================== */
 
-NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
-                                int depth) {
-  lua_State *L = c->L;
-  int issues = c->issues, count = c->count;
-  c->issues = 0; /* first, quietly: the first member that parses wins */
+static const char union_open[] = "Did not match any union member (";
+
+/* Every member's messages, in member order, each member's list capped like
+   any list of issues. */
+static void union_messages(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth,
+                           int mode) {
+  int saved_mode = c->mode, count = c->count, nmsgs = c->nmsgs;
+  c->mode = mode;
+  c->nmsgs = 0;
   for (size_t i = 0; i < n->n; i++) {
-    if (validate(c, n->members[i], idx, t, depth)) {
-      c->issues = issues;
-      return 1;
-    }
-  }
-  c->issues = issues;
-  if (!issues) return 0;
-  luaL_checkstack(L, n->slots + 10, "clank.schema: union");
-  lua_newtable(L); /* every member's messages, in member order */
-  int msgs = lua_gettop(L), nmsgs = 0;
-  for (size_t i = 0; i < n->n; i++) {
-    lua_newtable(L);
-    c->issues = lua_gettop(L);
     c->count = 0;
     validate(c, n->members[i], idx, t, depth);
-    for (int j = 1; j <= c->count; j++) {
-      lua_rawgeti(L, c->issues, j);
-      lua_getfield(L, -1, "message");
-      lua_rawseti(L, msgs, ++nmsgs);
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
   }
-  c->issues = issues;
+  c->mode = saved_mode;
   c->count = count;
+  c->nmsgs = nmsgs;
+}
+
+COLD static int report_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
+  lua_State *L = c->L;
+  if (c->count >= CLANK_SCHEMA_MAX_ISSUES || c->failed) return 0;
+  if (c->mode == M_JSON || c->mode == M_JSON_MSGS) {
+    if (c->mode == M_JSON) {
+      json_open(c, &e_union);
+    } else {
+      c->count++;
+      json_sep(c);
+    }
+    PUT(c, union_open);
+    union_messages(c, n, idx, t, depth, M_JSON_MSGS);
+    PUT(c, ").");
+    if (c->mode == M_JSON) json_close(c);
+    return 0;
+  }
+  luaL_checkstack(L, n->slots + 10, "clank.schema: union");
+  int issues = c->issues;
+  lua_newtable(L);
+  c->issues = lua_gettop(L);
+  union_messages(c, n, idx, t, depth, M_MSGS);
+  int msgs = c->issues, nmsgs = (int)lua_rawlen(L, msgs);
+  c->issues = issues;
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  luaL_addstring(&b, "Did not match any union member (");
+  luaL_addlstring(&b, union_open, sizeof union_open - 1);
   for (int j = 1; j <= nmsgs; j++) {
     if (j > 1) luaL_addstring(&b, "; ");
     lua_rawgeti(L, msgs, j);
@@ -496,8 +703,23 @@ NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx
   luaL_addstring(&b, ").");
   luaL_pushresult(&b);
   lua_remove(L, msgs);
-  add_issue(c, "union", 5, idx);
+  table_issue(c, &e_union, idx);
   return 0;
+}
+
+NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                int depth) {
+  int mode = c->mode;
+  c->mode = M_CHECK; /* first, quietly: the first member that parses wins */
+  for (size_t i = 0; i < n->n; i++) {
+    if (validate(c, n->members[i], idx, t, depth)) {
+      c->mode = mode;
+      return 1;
+    }
+  }
+  c->mode = mode;
+  if (mode == M_CHECK) return 0;
+  return report_union(c, n, idx, t, depth);
 }
 
 static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
@@ -507,15 +729,15 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int
     case CLANK_SK_NUMBER: return check_number(c, n, idx, t);
     case CLANK_SK_BOOLEAN:
       if (t == LUA_TBOOLEAN) return 1;
-      return fail(c, "boolean", idx, "Expected a boolean.", NULL);
+      return fail(c, &m_boolean, &e_boolean, idx);
     case CLANK_SK_LITERAL:
       if (literal_equal(L, n, idx)) return 1;
-      return fail_str(c, n->json.s, idx, "Expected ", &n->json); /* JSON holds no NUL */
+      return fail(c, &n->msg_other, &n->expected, idx);
     case CLANK_SK_ENUM: return check_enum(c, n, idx, t);
     case CLANK_SK_UNKNOWN: return 1;
     case CLANK_SK_ARRAY: return check_array(c, n, idx, t, depth);
     case CLANK_SK_OBJECT:
-      if (!c->issues) return check_object_fast(c, n, idx, t, depth);
+      if (c->mode == M_CHECK) return check_object_fast(c, n, idx, t, depth);
       return collect_object(c, n, idx, t, depth);
     case CLANK_SK_OPTIONAL: return t == LUA_TNIL || validate(c, n->inner, idx, t, depth);
     case CLANK_SK_NULLABLE:
@@ -527,7 +749,7 @@ static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int
 
 /* Room for the whole walk, once, when the 16 free slots the caller leaves
    are not enough: the schema's own, and 2 for a message at the deepest point
-   (add_issue and unions reserve what they use beyond). */
+   (issue tables and unions reserve what they use beyond). */
 static void reserve(lua_State *L, const clank_schema_node_t *n) {
   if (n->slots + 2 > 16) luaL_checkstack(L, n->slots + 2, "clank.schema: nesting");
 }
@@ -542,7 +764,8 @@ int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int 
   c.L = L;
   c.find = absidx(L, find);
   c.amt = absidx(L, amt);
-  c.issues = 0;
+  c.amtp = lua_topointer(L, c.amt);
+  c.mode = M_CHECK;
   c.count = 0;
   c.npath = 0;
   idx = absidx(L, idx);
@@ -551,19 +774,97 @@ int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int 
   return validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
 }
 
-void clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt) {
+int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt,
+                         int k) {
   vctx_t c;
   c.L = L;
   c.find = absidx(L, find);
   c.amt = absidx(L, amt);
+  c.amtp = lua_topointer(L, c.amt);
+  c.k = absidx(L, k);
+  c.mode = M_TABLES;
   c.count = 0;
+  c.nmsgs = 0;
+  c.failed = 0;
   c.npath = 0;
   idx = absidx(L, idx);
-  lua_newtable(L);
+  lua_pushnil(L); /* the slot of the list */
   c.issues = lua_gettop(L);
   reserve(L, n);
   int t = lua_type(L, idx);
   validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
-  lua_pushvalue(L, c.amt); /* marked as a JSON array */
-  lua_setmetatable(L, c.issues);
+  return c.count == 0;
+}
+
+/* Appends the bytes [off, off + n) of out to out. */
+static void copy_back(vctx_t *c, size_t off, size_t n) {
+  if (clank_buf_reserve(c->out, n) != 0) {
+    c->failed = 1;
+    return;
+  }
+  memcpy(c->out->data + c->out->len, c->out->data + off, n);
+  c->out->len += n;
+}
+
+/* The error's message, "<path>: <message>" joined by "; ", made from what
+   the details hold already: the path's strings are escaped as the message
+   needs them, so joining them with "." is all there is to do. */
+static void json_message(vctx_t *c) {
+  for (int i = 0; i < c->count && !c->failed; i++) {
+    const jissue_t *ji = &c->jissues[i];
+    if (i > 0) PUT(c, "; ");
+    if (ji->path0 == ji->path1) PUT(c, "value");
+    size_t p = ji->path0;
+    while (p < ji->path1) {
+      char ch = c->out->data[p];
+      size_t from = p;
+      if (ch == ',') {
+        PUT(c, ".");
+        p++;
+        continue;
+      }
+      if (ch == '"') { /* a key: up to its closing quote, escapes skipped */
+        from = ++p;
+        while (c->out->data[p] != '"') p += c->out->data[p] == '\\' ? 2 : 1;
+        copy_back(c, from, p - from);
+        p++;
+        continue;
+      }
+      while (p < ji->path1 && c->out->data[p] != ',') p++; /* an index */
+      copy_back(c, from, p - from);
+    }
+    PUT(c, ": ");
+    copy_back(c, ji->msg0, ji->msg1 - ji->msg0);
+  }
+}
+
+int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int find,
+                              int amt, clank_buf_t *out) {
+  vctx_t c;
+  jissue_t jissues[CLANK_SCHEMA_MAX_ISSUES];
+  size_t start = out->len;
+  c.L = L;
+  c.find = absidx(L, find);
+  c.amt = absidx(L, amt);
+  c.amtp = lua_topointer(L, c.amt);
+  c.k = 0;
+  c.mode = M_JSON;
+  c.issues = 0;
+  c.count = 0;
+  c.nmsgs = 0;
+  c.failed = 0;
+  c.out = out;
+  c.jissues = jissues;
+  c.npath = 0;
+  idx = absidx(L, idx);
+  reserve(L, n);
+  int t = lua_type(L, idx);
+  validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
+  if (c.count == 0) return 1;
+  PUT(&c, "],\"message\":\"");
+  json_message(&c);
+  PUT(&c, "\"}");
+  if (!c.failed) return 0;
+  out->len = start;
+  return -1;
 }
