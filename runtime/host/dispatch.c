@@ -183,11 +183,55 @@ static void body_too_large(clank_conn_t *c) {
   answer_failure(c, 413, "PAYLOAD_TOO_LARGE", message);
 }
 
+/* One header of r for the bridge's view; 0 when it is repeated (the
+   request table joins those: the table's reading is then the one). */
+static int view_header(const clank_request_t *r, const char *name, size_t n,
+                       clank_bridge_span_t *s) {
+  int count = 0;
+  const clank_header_t *h = clank_request_header(r, name, n, &count);
+  s->p = h ? clank_header_value(r, h) : NULL;
+  s->n = h ? h->value_len : 0;
+  return count <= 1;
+}
+
+#define VIEW_HEADER(r, name, s) view_header(r, name, sizeof name - 1, s)
+
+/* What the bridge's checks read, straight from the parsed request: no
+   request table. 0 when a header they read is repeated. */
+static int bridge_view(const clank_request_t *r, clank_bridge_view_t *v) {
+  clank_target_t t;
+  clank_request_target(r, &t);
+  v->method = llhttp_method_name((llhttp_method_t)r->method);
+  v->path = (clank_bridge_span_t){t.path, t.path_len};
+  v->scheme = (clank_bridge_span_t){"http", 4}; /* as the request table says */
+  v->body = (clank_bridge_span_t){r->body.len > 0 ? r->body.data : NULL, r->body.len};
+  return VIEW_HEADER(r, "origin", &v->origin) && VIEW_HEADER(r, "host", &v->host) &&
+         VIEW_HEADER(r, "sec-fetch-site", &v->sec_fetch_site) &&
+         VIEW_HEADER(r, "x-clank-confirmation", &v->confirmation) &&
+         VIEW_HEADER(r, "content-type", &v->content_type) &&
+         VIEW_HEADER(r, "content-length", &v->content_length) &&
+         VIEW_HEADER(r, "if-none-match", &v->if_none_match);
+}
+
 /* [conn, gen, bridge] → the bridge's early answer written, or nothing: runs
    steps 1–7 of SPEC §5 before the body is read. */
 static int bridge_head(lua_State *L) {
   clank_conn_t *c = lua_touserdata(L, 1);
   clank_gen_t *g = lua_touserdata(L, 2);
+  clank_bridge_view_t v;
+  if (bridge_view(&c->req, &v)) { /* the request table waits for the handler */
+    lua_pushcfunction(L, clank_bridge_head_view);
+    lua_pushvalue(L, 3);
+    lua_pushlightuserdata(L, &v);
+    lua_call(L, 2, 1);
+    if (lua_isnil(L, -1)) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    write_response(L, c, g, lua_gettop(L));
+    lua_pushboolean(L, 1);
+    return 1;
+  }
   clank_request_push(L, &c->req); /* 4 */
   lua_pushcfunction(L, clank_bridge_head);
   lua_pushvalue(L, 3);
@@ -586,17 +630,36 @@ static int route_entry(lua_State *co) { return route_step(co, LUA_OK, 0); }
 
 /* The bridge's coroutine: [bridge, request, context fn or nil] → handle(),
    whose context runs only when an action does, then the answer. */
+/* The bridge's answer given as C values: no response table. */
+static void write_answer(lua_State *co, clank_conn_t *c, const clank_bridge_answer_t *a) {
+  if (c->closing) return;
+  clank_conn_begin(c, a->status);
+  if (a->len > 0) clank_conn_header_raw(c, "content-type: application/json\r\n");
+  if (a->cache) clank_conn_header(c, "cache-control", 13, a->cache, strlen(a->cache));
+  if (a->cors_origin) {
+    if (clank_conn_header(c, "access-control-allow-origin", 27, a->cors_origin, a->cors_len) != 0)
+      bad_response(co, c, "header access-control-allow-origin is not allowed or not valid");
+    clank_conn_header_raw(c, "vary: Origin\r\n");
+  }
+  if (a->len == 0) clank_conn_header_raw(c, "content-type: text/plain; charset=utf-8\r\n");
+  clank_conn_body(c, a->body, a->len);
+}
+
 static int bridge_step(lua_State *co, int status, lua_KContext step) {
   (void)status;
-  if (step == 0) {
-    lua_pushcfunction(co, clank_bridge_handle_task);
-    lua_pushvalue(co, 1);
-    lua_pushvalue(co, 2);
-    lua_pushvalue(co, 3);
-    lua_callk(co, 3, 1, 1, bridge_step);
-  }
   exchange_t *x = exchange_of(co);
-  write_response(co, x->conn, x->gen, 4);
+  if (step == 0) {
+    int n = lua_gettop(co); /* a 4th: the request's view, for the checks */
+    x->answer.status = 0;
+    lua_pushcfunction(co, n == 4 ? clank_bridge_handle_view_task : clank_bridge_handle_task);
+    for (int i = 1; i <= n; i++) lua_pushvalue(co, i);
+    if (n == 4) lua_pushlightuserdata(co, &x->answer);
+    lua_callk(co, n == 4 ? 5 : 3, 1, 1, bridge_step);
+  }
+  if (x->answer.status)
+    write_answer(co, x->conn, &x->answer);
+  else
+    write_response(co, x->conn, x->gen, lua_gettop(co));
   return 0;
 }
 
@@ -773,7 +836,12 @@ static int on_message(clank_conn_t *c) {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
   }
-  push_request(co, c, g);
+  clank_bridge_view_t view; /* read before the handler's first wait only */
+  int bridge = route == &g->bridge_route && st->lua_request == 0 && bridge_view(&c->req, &view);
+  if (bridge)
+    clank_request_push_maker(co, &c->req); /* the table only if Lua asks for it */
+  else
+    push_request(co, c, g);
   if (route->path) { /* an app route: request.params */
     clank_target_t t;
     clank_request_target(&c->req, &t);
@@ -783,7 +851,8 @@ static int on_message(clank_conn_t *c) {
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);
-  if (!run(x, 3)) return 0;
+  if (bridge) lua_pushlightuserdata(co, &view);
+  if (!run(x, bridge ? 4 : 3)) return 0;
   x->waited = 1;
   st->exchange = x;
   clank_conn_hold(c);

@@ -7,6 +7,7 @@
 #include "host/generation.h"
 #include "host/host.h"
 #include "http/server.h"
+#include "lua/bridge.h"
 #include "lua/scheduler.h"
 
 typedef struct exchange_s {
@@ -15,13 +16,14 @@ typedef struct exchange_s {
   clank_host_t *host;
   clank_gen_t *gen;
   int co_ref;
-  unsigned serial;           /* bumped on every use, so a kept writer can tell */
-  int waited;                /* it went asynchronous: its end resumes the connection */
-  int abandoned;             /* the connection went away */
-  int streaming;             /* the answer's head went out, its body streams */
-  int stream_closed;         /* the last chunk went out */
-  clank_task_t *send_waiter; /* the task a full stream suspended, until the output drains */
-  struct exchange_s *next;   /* in the generation's spares */
+  unsigned serial;              /* bumped on every use, so a kept writer can tell */
+  int waited;                   /* it went asynchronous: its end resumes the connection */
+  int abandoned;                /* the connection went away */
+  int streaming;                /* the answer's head went out, its body streams */
+  int stream_closed;            /* the last chunk went out */
+  clank_task_t *send_waiter;    /* the task a full stream suspended, until the output drains */
+  clank_bridge_answer_t answer; /* the bridge's, given as C values */
+  struct exchange_s *next;      /* in the generation's spares */
 } exchange_t;
 
 static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }

@@ -121,3 +121,53 @@ void clank_request_push(lua_State *L, const clank_request_t *r) {
   lua_pushliteral(L, "http");
   lua_setfield(L, -2, "scheme");
 }
+
+/* A request kept as bytes until Lua asks for its table. */
+typedef struct maker_s {
+  int method, nheaders;
+  uint32_t url_len;
+  size_t head_len, body_len;
+  clank_header_t headers[]; /* then the head's bytes, then the body's */
+} maker_t;
+
+/* Only its address matters: the registry key of the makers' metatable. */
+static const char maker_mt_key = 0;
+
+/* __call: the request table, made from the copy as from the parsed request. */
+static int maker_call(lua_State *L) {
+  const maker_t *m = lua_touserdata(L, 1);
+  clank_request_t parsed, *r = &parsed; /* the fields clank_request_push reads */
+  r->method = m->method;
+  r->nheaders = m->nheaders;
+  r->url_len = m->url_len;
+  memcpy(r->headers, m->headers, sizeof m->headers[0] * (size_t)m->nheaders);
+  r->head.data = (char *)(m->headers + m->nheaders);
+  r->head.len = r->head.cap = m->head_len;
+  r->body.data = r->head.data + m->head_len;
+  r->body.len = r->body.cap = m->body_len;
+  clank_request_push(L, r);
+  return 1;
+}
+
+void clank_request_push_maker(lua_State *L, const clank_request_t *r) {
+  size_t headers = sizeof r->headers[0] * (size_t)r->nheaders;
+  maker_t *m = lua_newuserdatauv(L, sizeof *m + headers + r->head.len + r->body.len, 0);
+  m->method = r->method;
+  m->nheaders = r->nheaders;
+  m->url_len = r->url_len;
+  m->head_len = r->head.len;
+  m->body_len = r->body.len;
+  memcpy(m->headers, r->headers, headers);
+  char *bytes = (char *)(m->headers + r->nheaders);
+  if (r->head.len) memcpy(bytes, r->head.data, r->head.len);
+  if (r->body.len) memcpy(bytes + r->head.len, r->body.data, r->body.len);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &maker_mt_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, maker_call);
+    lua_setfield(L, -2, "__call");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &maker_mt_key);
+  }
+  lua_setmetatable(L, -2);
+}

@@ -8,5 +8,8 @@
 #include "http/request.h"
 
 void clank_request_push(lua_State *L, const clank_request_t *r);
+/* Pushes a copy of r that makes its request table when called (with no
+   arguments), for a handler that may never look at it. */
+void clank_request_push_maker(lua_State *L, const clank_request_t *r);
 
 #endif

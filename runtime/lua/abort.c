@@ -6,7 +6,8 @@
 #include "lua/protect.h"
 #include "lua/scheduler.h"
 
-/* The userdata holds the flag; its uservalue is { reason = ..., [i] = listener }. */
+/* The userdata holds the flag; its uservalue is { reason = ..., [i] = listener },
+   made when first needed: most signals are never listened to nor aborted. */
 typedef struct abort_s {
   int aborted;
 } abort_t;
@@ -15,10 +16,20 @@ static abort_t *check_signal(lua_State *L, int idx) {
   return luaL_checkudata(L, idx, CLANK_ABORT_MT);
 }
 
+/* Pushes the uservalue of the signal at idx, made now if it was not yet. */
+static void push_state(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, idx, 1);
+}
+
 static int signal_on_abort(lua_State *L) {
   abort_t *a = check_signal(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  lua_getiuservalue(L, 1, 1);
+  push_state(L, 1);
   if (a->aborted) {
     /* Too late to wait for it: tell the listener at once. */
     lua_pushvalue(L, 2);
@@ -37,8 +48,7 @@ static int signal_index(lua_State *L) {
   if (strcmp(key, "aborted") == 0) {
     lua_pushboolean(L, a->aborted);
   } else if (strcmp(key, "reason") == 0) {
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "reason");
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) lua_getfield(L, -1, "reason");
   } else if (strcmp(key, "onAbort") == 0) {
     lua_pushcfunction(L, signal_on_abort);
   } else {
@@ -56,8 +66,6 @@ static int signal_tostring(lua_State *L) {
 void clank_abort_push(lua_State *L) {
   abort_t *a = lua_newuserdatauv(L, sizeof *a, 1);
   a->aborted = 0;
-  lua_newtable(L);
-  lua_setiuservalue(L, -2, 1);
   if (luaL_newmetatable(L, CLANK_ABORT_MT)) {
     lua_pushcfunction(L, signal_index);
     lua_setfield(L, -2, "__index");
@@ -72,7 +80,7 @@ void clank_abort_fire(lua_State *L, int idx, const char *reason) {
   abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);
   if (a == NULL || a->aborted) return;
   a->aborted = 1;
-  lua_getiuservalue(L, idx, 1);
+  push_state(L, idx);
   lua_pushstring(L, reason);
   lua_setfield(L, -2, "reason");
   lua_Integer n = luaL_len(L, -1);

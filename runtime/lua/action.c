@@ -349,7 +349,7 @@ void clank_action_give_log(lua_State *L, int action, int ctx) {
 
 /* ---- the pipeline ---- */
 
-enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED };
+enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED, STEP_VALIDATED };
 
 static int fail_action(lua_State *L, const char *why) {
   lua_getiuservalue(L, 1, 1);
@@ -363,14 +363,15 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
   clank_action_t *a = lua_touserdata(L, 1);
   switch (step) {
     case STEP_START:
+    case STEP_VALIDATED:
       /* outside MCP ctx.log and ctx.progress go to the log (SPEC §6): a
          ctx without them gets them, and no ctx at all gets one */
       if (lua_isnil(L, 3)) {
         lua_newtable(L);
         lua_replace(L, 3);
       }
-      clank_action_give_log(L, 1, 3);
-      if (!clank_schema_validate(L, a->input, 2))
+      if (step == STEP_START) clank_action_give_log(L, 1, 3); /* the bridge gave them */
+      if (step == STEP_START && !clank_schema_validate(L, a->input, 2))
         return lua_error(L); /* the input's ValidationError */
       if (a->has_authorize) {
         lua_getiuservalue(L, 1, 1);
@@ -426,6 +427,14 @@ int clank_action_pipeline(lua_State *L) {
   lua_settop(L, 3);
   return pipeline_k(L, LUA_OK, STEP_START);
 }
+
+int clank_action_pipeline_validated(lua_State *L) {
+  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  lua_settop(L, 3);
+  return pipeline_k(L, LUA_OK, STEP_VALIDATED);
+}
+
+const clank_schema_node_t *clank_action_input(const clank_action_t *a) { return a->input; }
 
 /* action(input, ctx): inside a task the pipeline runs right here (it may
    wait); elsewhere it runs in a task of its own and the loop runs until it

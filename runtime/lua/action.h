@@ -4,6 +4,8 @@
 
 #include <lua.h>
 
+#include "lua/schema.h"
+
 #define CLANK_ACTION_MT "clank.Action"
 #define CLANK_ACTION_ERROR_MT "clank.ActionError"
 
@@ -26,6 +28,12 @@ void clank_action_count_call(lua_State *L, int idx, int ok);
 /* The call pipeline of SPEC §4 as a lua_CFunction over [action, input, ctx]:
    it must run inside a task (it may wait); returns the output. */
 int clank_action_pipeline(lua_State *L);
+/* The same, for an input already found valid against the action's input
+   schema (clank_action_input) and a ctx already given its log and progress
+   (clank_action_give_log), as the bridge does: the pipeline from authorize on. */
+int clank_action_pipeline_validated(lua_State *L);
+/* The action's input schema. */
+const clank_schema_node_t *clank_action_input(const clank_action_t *a);
 
 /* Gives the table ctx at ctx, when it lacks them, the ctx.log and
    ctx.progress that write to the log (SPEC §6 outside MCP), naming the

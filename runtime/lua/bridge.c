@@ -6,6 +6,7 @@
 #include "lua/bridge.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,19 @@ static int push_decoded_name(lua_State *L, const char *s, size_t n) {
 /* What every answer to one request shares: CORS for an allowed foreign origin. */
 typedef struct answer_s {
   const char *cors_origin; /* NULL unless the origin is an allowed foreign one */
+  size_t cors_len;
+  clank_bridge_answer_t *out; /* the answer goes here, not in a response table */
 } answer_t;
 
-/* Pushes { status, headers = { ... }, body }. */
+/* Pushes { status, headers = { ... }, body }; or, for an answer given as C
+   values, fills them and pushes nil. */
 static void push_response(lua_State *L, const answer_t *a, int status, const char *cache,
                           const char *body, size_t len) {
+  if (a->out) {
+    *a->out = (clank_bridge_answer_t){status, cache, a->cors_origin, a->cors_len, body, len};
+    lua_pushnil(L);
+    return;
+  }
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, status);
   lua_setfield(L, -2, "status");
@@ -125,7 +134,7 @@ static void push_response(lua_State *L, const answer_t *a, int status, const cha
     lua_setfield(L, -2, "cache-control");
   }
   if (a->cors_origin) {
-    lua_pushstring(L, a->cors_origin);
+    lua_pushlstring(L, a->cors_origin, a->cors_len);
     lua_setfield(L, -2, "access-control-allow-origin");
     lua_pushliteral(L, "Origin");
     lua_setfield(L, -2, "vary");
@@ -167,36 +176,64 @@ static int push_failure(lua_State *L, bridge_t *b, const answer_t *a, int status
 
 /* ---- reading the request table ---- */
 
-/* The strings returned stay alive: the request table holds them. */
-static const char *header(lua_State *L, int req, const char *name, size_t *len) {
-  const char *v = NULL;
+typedef clank_bridge_span_t span_t;
+
+/* The strings kept stay alive: the request table holds them. */
+static span_t string_at(lua_State *L, int t, const char *name) {
+  span_t s = {NULL, 0};
+  if (lua_getfield(L, t, name) == LUA_TSTRING) s.p = lua_tolstring(L, -1, &s.n);
+  lua_pop(L, 1);
+  return s;
+}
+
+/* What the checks read of the request table at req: its method (GET when
+   none), path (request.path, else the url up to '?'), scheme, body and headers. */
+static void view_from_table(lua_State *L, int req, clank_bridge_view_t *v) {
+  req = lua_absindex(L, req);
+  span_t method = string_at(L, req, "method");
+  v->method = method.p ? method.p : "GET";
+  v->path = string_at(L, req, "path");
+  if (v->path.p == NULL) {
+    v->path = string_at(L, req, "url");
+    const char *q = v->path.p ? memchr(v->path.p, '?', v->path.n) : NULL;
+    if (q) v->path.n = (size_t)(q - v->path.p);
+    if (v->path.p == NULL) v->path.p = "";
+  }
+  v->scheme = string_at(L, req, "scheme");
+  v->body = string_at(L, req, "body");
   if (lua_getfield(L, req, "headers") == LUA_TTABLE) {
-    if (lua_getfield(L, -1, name) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
-    lua_pop(L, 1);
+    int h = lua_gettop(L);
+    v->origin = string_at(L, h, "origin");
+    v->host = string_at(L, h, "host");
+    v->sec_fetch_site = string_at(L, h, "sec-fetch-site");
+    v->confirmation = string_at(L, h, "x-clank-confirmation");
+    v->content_type = string_at(L, h, "content-type");
+    v->content_length = string_at(L, h, "content-length");
+    v->if_none_match = string_at(L, h, "if-none-match");
+  } else {
+    v->origin = v->host = v->sec_fetch_site = v->confirmation = v->content_type =
+        v->content_length = v->if_none_match = (span_t){NULL, 0};
   }
   lua_pop(L, 1);
-  return v;
 }
 
-static const char *field(lua_State *L, int req, const char *name, size_t *len) {
-  const char *v = NULL;
-  if (lua_getfield(L, req, name) == LUA_TSTRING) v = lua_tolstring(L, -1, len);
-  lua_pop(L, 1);
-  return v;
+static int span_is(span_t s, const char *lit, size_t n) {
+  return s.p && s.n == n && memcmp(s.p, lit, n) == 0;
 }
 
-/* The path: request.path, else the url up to '?'. */
-static const char *request_path(lua_State *L, int req, size_t *len) {
-  const char *p = field(L, req, "path", len);
-  if (p) return p;
-  p = field(L, req, "url", len);
-  if (p == NULL) {
-    *len = 0;
-    return "";
+/* strtoll(s, NULL, 10) on a span, which need not end with a NUL. */
+static long long span_integer(span_t s) {
+  size_t i = 0;
+  while (i < s.n && (s.p[i] == ' ' || (s.p[i] >= '\t' && s.p[i] <= '\r'))) i++;
+  int neg = i < s.n && s.p[i] == '-';
+  if (i < s.n && (s.p[i] == '-' || s.p[i] == '+')) i++;
+  unsigned long long v = 0, limit = neg ? (unsigned long long)LLONG_MAX + 1u : LLONG_MAX;
+  for (; i < s.n && s.p[i] >= '0' && s.p[i] <= '9'; i++) {
+    unsigned d = (unsigned)(s.p[i] - '0');
+    v = v > (limit - d) / 10 ? limit : v * 10 + d;
   }
-  const char *q = memchr(p, '?', *len);
-  if (q) *len = (size_t)(q - p);
-  return p;
+  if (neg) return v > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)v;
+  return (long long)v;
 }
 
 /* Step 7: `application/json` or any `type/subtype+json`, parameters and case ignored. */
@@ -252,31 +289,27 @@ static int origin_listed(lua_State *L, int idx, const char *origin, size_t n) {
   return yes;
 }
 
-/* Reads the origin of the request at req against the allowed origins at
+/* Reads the origin of the request v against the allowed origins at
    allowed (a set or a list; 0 for none). */
-static void read_origin(lua_State *L, int req, int allowed, origin_t *o) {
-  o->value = header(L, req, "origin", &o->len);
+static void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed, origin_t *o) {
+  o->value = v->origin.p;
+  o->len = v->origin.n;
   o->own = o->allowed = 0;
   if (o->value == NULL) return;
-  size_t n = o->len, hlen, slen;
-  const char *host = header(L, req, "host", &hlen);
-  const char *scheme = field(L, req, "scheme", &slen);
-  if (scheme == NULL) {
-    scheme = "http";
-    slen = 4;
-  }
-  o->own = host && n == slen + 3 + hlen && memcmp(o->value, scheme, slen) == 0 &&
+  size_t n = o->len, hlen = v->host.n;
+  const char *host = v->host.p;
+  span_t scheme = v->scheme.p ? v->scheme : (span_t){"http", 4};
+  size_t slen = scheme.n;
+  o->own = host && n == slen + 3 + hlen && memcmp(o->value, scheme.p, slen) == 0 &&
            memcmp(o->value + slen, "://", 3) == 0 && memcmp(o->value + slen + 3, host, hlen) == 0;
   o->allowed = allowed && origin_listed(L, allowed, o->value, n);
 }
 
 /* 1 when step 3 refuses the request: `sec-fetch-site: cross-site`, a
    foreign origin not allowed, or no origin when one is required. */
-static int origin_refused(lua_State *L, int req, const origin_t *o, int require_origin) {
-  size_t n;
-  const char *sfs = header(L, req, "sec-fetch-site", &n);
-  return (sfs && n == 10 && memcmp(sfs, "cross-site", 10) == 0) ||
-         (o->value && !o->own && !o->allowed) || (!o->value && require_origin);
+static int origin_refused(const clank_bridge_view_t *v, const origin_t *o, int require_origin) {
+  return span_is(v->sec_fetch_site, "cross-site", 10) || (o->value && !o->own && !o->allowed) ||
+         (!o->value && require_origin);
 }
 
 /* The origin answers name in access-control-allow-origin: an allowed foreign one. */
@@ -284,12 +317,19 @@ static const char *cors_origin(const origin_t *o) {
   return o->allowed && !o->own ? o->value : NULL;
 }
 
-/* The bridge's reading of the origin of [bridge (1), request (2)]; sets CORS for every answer. */
-static void bridge_origin(lua_State *L, answer_t *a, origin_t *o) {
-  push_uv_field(L, 1, UV_ORIGINS);
-  read_origin(L, 2, lua_gettop(L), o);
-  lua_pop(L, 1);
+/* The bridge's (at 1) reading of the origin of v; sets CORS for every answer. */
+static void bridge_origin(lua_State *L, answer_t *a, origin_t *o, const clank_bridge_view_t *v) {
+  if (v->origin.p == NULL) { /* nothing to look up */
+    o->value = NULL;
+    o->len = 0;
+    o->own = o->allowed = 0;
+  } else {
+    push_uv_field(L, 1, UV_ORIGINS);
+    read_origin(L, v, lua_gettop(L), o);
+    lua_pop(L, 1);
+  }
   a->cors_origin = cors_origin(o);
+  a->cors_len = o->len;
 }
 
 /* If-None-Match: a list of tags, `*`, weak comparison. */
@@ -313,12 +353,13 @@ static int etag_matches(const char *inm, size_t n, const char *etag) {
   return 0;
 }
 
-static int answer_manifest(lua_State *L, const answer_t *a) {
+static int answer_manifest(lua_State *L, const answer_t *given, const clank_bridge_view_t *v) {
+  answer_t table = *given, *a = &table;
+  table.out = NULL; /* it has an etag: a response table */
   push_uv_field(L, 1, UV_ETAG);
   int etag = lua_gettop(L);
-  size_t inm_len;
-  const char *inm = header(L, 2, "if-none-match", &inm_len);
-  if (inm && etag_matches(inm, inm_len, lua_tostring(L, etag))) {
+  if (v->if_none_match.p &&
+      etag_matches(v->if_none_match.p, v->if_none_match.n, lua_tostring(L, etag))) {
     push_response(L, a, 304, "no-cache", "", 0);
   } else {
     push_uv_field(L, 1, UV_MANIFEST);
@@ -345,26 +386,23 @@ static int too_large(lua_State *L, bridge_t *b, const answer_t *a) {
 
 enum { PHASE_HEAD, PHASE_FULL };
 
-/* Runs the checks of SPEC §5 in order on [bridge (1), request (2)]. Returns 1
-   with a response pushed, or 0 with the action pushed (and, in the full
-   phase, the decoded input after it). */
-static int check_request(lua_State *L, int phase, answer_t *a) {
-  bridge_t *b = check_bridge(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  size_t n, plen;
-  const char *method = field(L, 2, "method", &n);
-  if (method == NULL) method = "GET";
-  const char *path = request_path(L, 2, &plen);
+/* Runs the checks of SPEC §5 in order on the request v for the bridge at 1.
+   Returns 1 with a response pushed, or 0 with the action pushed (and, in the
+   full phase, the decoded input after it). */
+static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridge_view_t *v) {
+  bridge_t *b = lua_touserdata(L, 1);
+  const char *method = v->method, *path = v->path.p;
+  size_t plen = v->path.n;
   origin_t o;
-  bridge_origin(L, a, &o);
+  bridge_origin(L, a, &o, v);
 
   /* 1. the manifest */
-  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return answer_manifest(L, a);
+  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return answer_manifest(L, a, v);
 
   /* 2. preflight, and everything that is not POST on an action path */
   const char *at = last_actions(path, plen);
   if (at && strcmp(method, "OPTIONS") == 0 && o.value && o.allowed) {
-    answer_t cors = {o.value};
+    answer_t cors = {o.value, o.len, NULL};
     push_response(L, &cors, 204, NULL, "", 0);
     lua_getfield(L, -1, "headers");
     lua_pushliteral(L, "POST");
@@ -378,7 +416,7 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
     return push_failure(L, b, a, 404, "NOT_FOUND", "Agent endpoint not found.", 0);
 
   /* 3. origin */
-  if (origin_refused(L, 2, &o, b->require_origin))
+  if (origin_refused(v, &o, b->require_origin))
     return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
 
   /* 4. the name */
@@ -399,33 +437,26 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
   }
 
   /* 6. confirmation, before the body */
-  size_t conf_len;
-  const char *conf = header(L, 2, "x-clank-confirmation", &conf_len);
-  if (clank_action_requires_confirmation(action) &&
-      !(conf && conf_len == 9 && memcmp(conf, "confirmed", 9) == 0)) {
+  if (clank_action_requires_confirmation(action) && !span_is(v->confirmation, "confirmed", 9)) {
     lua_pop(L, 1);
     return push_failure(L, b, a, 428, "CONFIRMATION_REQUIRED",
                         "This action requires explicit confirmation.", 0);
   }
 
   /* 7. the body */
-  size_t ct_len;
-  const char *ct = header(L, 2, "content-type", &ct_len);
-  if (ct == NULL || !json_media_type(ct, ct_len)) {
+  if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n)) {
     lua_pop(L, 1);
     return push_failure(L, b, a, 415, "UNSUPPORTED_MEDIA_TYPE",
                         "Expected an application/json request body.", 0);
   }
-  size_t cl_len;
-  const char *cl = header(L, 2, "content-length", &cl_len);
-  if (cl && strtoll(cl, NULL, 10) > b->max_bytes) {
+  if (v->content_length.p && span_integer(v->content_length) > b->max_bytes) {
     lua_pop(L, 1);
     return too_large(L, b, a);
   }
   if (phase == PHASE_HEAD) return 0;
 
-  size_t body_len = 0;
-  const char *body = field(L, 2, "body", &body_len);
+  size_t body_len = v->body.n;
+  const char *body = v->body.p;
   if (body == NULL || body_len == 0) {
     lua_pop(L, 1);
     return push_failure(L, b, a, 400, "INVALID_JSON", "A JSON request body is required.", 0);
@@ -447,8 +478,21 @@ static int check_request(lua_State *L, int phase, answer_t *a) {
 
 int clank_bridge_head(lua_State *L) {
   lua_settop(L, 2);
+  check_bridge(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  clank_bridge_view_t v;
+  view_from_table(L, 2, &v);
   answer_t a = {0};
-  if (check_request(L, PHASE_HEAD, &a)) return 1;
+  if (check_request(L, PHASE_HEAD, &a, &v)) return 1;
+  lua_pushnil(L);
+  return 1;
+}
+
+int clank_bridge_head_view(lua_State *L) {
+  check_bridge(L, 1);
+  const clank_bridge_view_t *v = lua_touserdata(L, 2);
+  answer_t a = {0};
+  if (check_request(L, PHASE_HEAD, &a, v)) return 1;
   lua_pushnil(L);
   return 1;
 }
@@ -605,13 +649,37 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   return send_failure(L, b, a, status);
 }
 
+/* __index of a ctx whose request is not built yet: ctx.request builds it
+   (calling the maker, upvalue 1) and keeps it. */
+static int ctx_index(lua_State *L) {
+  size_t n = 0;
+  const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
+  if (key == NULL || n != 7 || memcmp(key, "request", 7) != 0) return 0;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_call(L, 0, 1);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, 1, "request");
+  return 1;
+}
+
+/* The request at idx as a table: a maker (clank-run's, a callable that
+   builds the table when asked) is called, and the table put in its place. */
+static void need_request(lua_State *L, int idx) {
+  if (lua_istable(L, idx) || lua_type(L, idx) != LUA_TUSERDATA) return;
+  idx = lua_absindex(L, idx);
+  lua_pushvalue(L, idx);
+  lua_call(L, 0, 1);
+  lua_replace(L, idx);
+}
+
 /* Pushes ctx = { <the fields of the context value at src, when a table>...,
-   request = <the value at req> }: what an action gets before its signal. */
-static void push_ctx(lua_State *L, int src, int req) {
+   request = <the value at req> }: what an action gets before its signal. A
+   request not built yet (a maker) is built when ctx.request is first read.
+   t: the running task (clank_task_of), whose request id ctx carries. */
+static void push_ctx(lua_State *L, int src, int req, clank_task_t *t) {
   src = lua_absindex(L, src);
   req = lua_absindex(L, req);
-  lua_newtable(L);
-  clank_task_t *t = clank_task_of(L);
+  lua_createtable(L, 0, 6);    /* requestId, request, log, progress, signal: no rehash on the way */
   if (t && t->request_id[0]) { /* x-request-id (SPEC §13); the context may still override it */
     lua_pushstring(L, t->request_id);
     lua_setfield(L, -2, "requestId");
@@ -623,17 +691,26 @@ static void push_ctx(lua_State *L, int src, int req) {
       lua_rawset(L, -5);
     }
   }
-  lua_pushvalue(L, req);
+  if (lua_type(L, req) != LUA_TUSERDATA) {
+    lua_pushvalue(L, req);
+    lua_setfield(L, -2, "request");
+    return;
+  }
+  lua_pushnil(L); /* the context's own `request` gives way, as it would to the table */
   lua_setfield(L, -2, "request");
+  lua_createtable(L, 0, 1);
+  lua_pushvalue(L, req);
+  lua_pushcclosure(L, ctx_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
 }
 
-/* Gives ctx (at idx) a fresh abort signal, which the task's driver aborts
-   when the client goes away; pushes the signal. */
-static void give_signal(lua_State *L, int ctx) {
+/* Gives ctx (at idx) a fresh abort signal, which the driver of task (the
+   running one) aborts when the client goes away; pushes the signal. */
+static void give_signal(lua_State *L, int ctx, clank_task_t *task) {
   clank_abort_push(L);
   lua_pushvalue(L, -1);
   lua_setfield(L, ctx, "signal");
-  clank_task_t *task = clank_task_of(L);
   if (task && task->wants_signal && task->signal_ref == 0) {
     lua_pushvalue(L, -1);
     task->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -644,37 +721,109 @@ static void give_signal(lua_State *L, int ctx) {
    5 input, 6 context value, 7 ctx, 8 signal. */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
 
-static int handle_k(lua_State *L, int status, lua_KContext step) {
-  (void)status;
-  bridge_t *b = check_bridge(L, 1);
-  answer_t a = {0};
-  switch (step) {
-    case STEP_CHECK:
-      if (check_request(L, PHASE_FULL, &a)) return 1;
-      if (lua_isfunction(L, 3)) {
-        lua_pushvalue(L, 3);
-        lua_pushvalue(L, 2);
-        lua_callk(L, 1, 1, STEP_CONTEXT, handle_k);
-      } else {
-        lua_pushvalue(L, 3);
-      }
-      /* fallthrough */
-    case STEP_CONTEXT: {
-      lua_settop(L, 6);
-      push_ctx(L, 6, 2); /* 7: ctx = { <context fields>..., request, log, progress, signal } */
-      clank_action_give_log(L, 4, 7); /* the log's, shared with every call (action.c) */
-      give_signal(L, 7);              /* 8 */
-      lua_pushcfunction(L, clank_action_pipeline);
-      lua_pushvalue(L, 4);
-      lua_pushvalue(L, 5);
-      lua_pushvalue(L, 7);
-      return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
-    }
-    default: break;
+static int handle_k(lua_State *L, int status, lua_KContext step);
+static int context_out_k(lua_State *L, int status, lua_KContext out);
+static int ran_out_k(lua_State *L, int status, lua_KContext out);
+
+/* Steps 1–7 on v, then the context: the first part of a run. The answer
+   goes to out when it is not NULL (the continuations carry it). */
+static int handle_checked(lua_State *L, const clank_bridge_view_t *v, clank_bridge_answer_t *out) {
+  answer_t a = {.out = out};
+  if (check_request(L, PHASE_FULL, &a, v)) return 1;
+  if (out) { /* the request's origin lives as long as the run: the answer's CORS */
+    out->cors_origin = a.cors_origin;
+    out->cors_len = a.cors_len;
   }
-  /* STEP_RAN: [..., true, output] or [..., false, error] or [..., nil, "timeout"] */
+  if (lua_isfunction(L, 3)) {
+    need_request(L, 2);
+    lua_pushvalue(L, 3);
+    lua_pushvalue(L, 2);
+    if (out)
+      lua_callk(L, 1, 1, (lua_KContext)out, context_out_k);
+    else
+      lua_callk(L, 1, 1, STEP_CONTEXT, handle_k);
+  } else {
+    lua_pushvalue(L, 3);
+  }
+  return out ? context_out_k(L, LUA_OK, (lua_KContext)out) : handle_k(L, LUA_OK, STEP_CONTEXT);
+}
+
+/* The origin of the request table at req, for CORS: headers.origin, and the
+   rest only when there is one. */
+static void origin_view(lua_State *L, int req, clank_bridge_view_t *v) {
+  v->origin = (span_t){NULL, 0};
+  if (lua_getfield(L, req, "headers") == LUA_TTABLE) v->origin = string_at(L, -1, "origin");
+  lua_pop(L, 1);
+  if (v->origin.p) view_from_table(L, req, v);
+}
+
+/* The CORS of an answer after the checks: kept in out, else read again from
+   the request table at 2. */
+static void answer_origin(lua_State *L, answer_t *a, const clank_bridge_answer_t *out) {
+  if (out) {
+    a->cors_origin = out->cors_origin;
+    a->cors_len = out->cors_len;
+    return;
+  }
+  clank_bridge_view_t v;
   origin_t o;
-  bridge_origin(L, &a, &o);
+  origin_view(L, 2, &v);
+  bridge_origin(L, a, &o, &v);
+}
+
+/* [schema node, input, buffer] → clank_schema_validate_json's result. */
+static int validate_json(lua_State *L) {
+  lua_pushinteger(L, clank_schema_validate_json(L, lua_touserdata(L, 1), 2, lua_touserdata(L, 3)));
+  return 1;
+}
+
+/* Step 9 for the input (at 5) of the action (at 4), before the action runs:
+   returns 1 when it is valid, 0 with the 422 answer's body in the scratch
+   buffer, or -1 when the pipeline is to find out (and answer) as it did
+   before: the check raised, or could not write its JSON. */
+static int check_input(lua_State *L, bridge_t *b) {
+  const clank_action_t *action = lua_touserdata(L, 4);
+  clank_buf_reset(&b->scratch);
+  clank_buf_appends(&b->scratch, "{\"error\":");
+  lua_pushcfunction(L, validate_json);
+  lua_pushlightuserdata(L, (void *)clank_action_input(action));
+  lua_pushvalue(L, 5);
+  lua_pushlightuserdata(L, &b->scratch);
+  int valid = lua_pcall(L, 3, 1, 0) == LUA_OK ? (int)lua_tointeger(L, -1) : -1;
+  lua_pop(L, 1);
+  if (valid == 0) clank_buf_appends(&b->scratch, ",\"ok\":false}");
+  return valid;
+}
+
+/* With the context value at 6: the input checked, then ctx, the signal, and
+   the action run in a task of its own. */
+static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
+  bridge_t *b = lua_touserdata(L, 1);
+  lua_settop(L, 6);
+  int valid = check_input(L, b);
+  if (valid == 0) {
+    answer_t a = {.out = out};
+    answer_origin(L, &a, out);
+    push_response(L, &a, 422, "no-store", b->scratch.data, b->scratch.len);
+    return 1;
+  }
+  clank_task_t *task = clank_task_of(L);
+  push_ctx(L, 6, 2, task); /* 7: ctx = { <context fields>..., request, log, progress, signal } */
+  clank_action_give_log(L, 4, 7); /* the log's, shared with every call (action.c) */
+  give_signal(L, 7, task);        /* 8 */
+  lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
+  lua_pushvalue(L, 4);
+  lua_pushvalue(L, 5);
+  lua_pushvalue(L, 7);
+  if (out) return clank_sched_join(L, 3, b->timeout_ms, ran_out_k, (lua_KContext)out);
+  return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
+}
+
+/* The run ended: [..., true, output] or [..., false, error] or [..., nil, "timeout"]. */
+static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
+  bridge_t *b = lua_touserdata(L, 1);
+  answer_t a = {.out = out};
+  answer_origin(L, &a, out);
   if (lua_isnil(L, -2)) {
     clank_abort_fire(L, 8, "timeout");
     return push_failure(L, b, &a, 504, "TIMEOUT", "The action timed out.", 0);
@@ -697,6 +846,30 @@ static int handle_k(lua_State *L, int status, lua_KContext step) {
   return 1;
 }
 
+static int context_out_k(lua_State *L, int status, lua_KContext out) {
+  (void)status;
+  return handle_context(L, (clank_bridge_answer_t *)out);
+}
+
+static int ran_out_k(lua_State *L, int status, lua_KContext out) {
+  (void)status;
+  return handle_ran(L, (clank_bridge_answer_t *)out);
+}
+
+static int handle_k(lua_State *L, int status, lua_KContext step) {
+  (void)status;
+  clank_bridge_view_t v;
+  switch (step) {
+    case STEP_CHECK:
+      check_bridge(L, 1);
+      luaL_checktype(L, 2, LUA_TTABLE);
+      view_from_table(L, 2, &v);
+      return handle_checked(L, &v, NULL);
+    case STEP_CONTEXT: return handle_context(L, NULL);
+    default: return handle_ran(L, NULL);
+  }
+}
+
 static int run_done(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
   (void)ctx;
@@ -712,7 +885,7 @@ static int l_run(lua_State *L) {
   if (clank_action_test(L, 1) == NULL) return luaL_argerror(L, 1, "expected an action");
   luaL_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
-  give_signal(L, 3); /* 4 */
+  give_signal(L, 3, clank_task_of(L)); /* 4 */
   lua_pushcfunction(L, clank_action_pipeline);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
@@ -729,6 +902,15 @@ void clank_bridge_push_runner(lua_State *L, int idx) {
 int clank_bridge_handle_task(lua_State *L) {
   lua_settop(L, 3);
   return handle_k(L, LUA_OK, STEP_CHECK);
+}
+
+int clank_bridge_handle_view_task(lua_State *L) {
+  const clank_bridge_view_t *v = lua_touserdata(L, 4);
+  clank_bridge_answer_t *out = lua_touserdata(L, 5);
+  out->status = 0;
+  lua_settop(L, 3);
+  check_bridge(L, 1);
+  return handle_checked(L, v, out);
 }
 
 /* ---- createAgentBridge ---- */
@@ -987,9 +1169,11 @@ static int l_check_origin(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 3);
+  clank_bridge_view_t v;
+  view_from_table(L, 1, &v);
   origin_t o;
-  read_origin(L, 1, lua_istable(L, 2) ? 2 : 0, &o);
-  if (origin_refused(L, 1, &o, lua_toboolean(L, 3))) {
+  read_origin(L, &v, lua_istable(L, 2) ? 2 : 0, &o);
+  if (origin_refused(&v, &o, lua_toboolean(L, 3))) {
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -1021,7 +1205,7 @@ static int l_error_envelope(lua_State *L) {
 static int context_k(lua_State *L, int status, lua_KContext k) {
   (void)status;
   (void)k;
-  push_ctx(L, 3, 2);
+  push_ctx(L, 3, 2, clank_task_of(L));
   return 1;
 }
 

@@ -10,14 +10,52 @@
    clank.bridge.DEFAULT_ACTION_TIMEOUT. */
 #define CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT 30000
 
+/* What steps 1–7 of SPEC §5 read of a request, taken from the parsed
+   request by clank-run (no request table) or from a request table. Every
+   span is NULL when absent; a header repeated is one value joined by ", ". */
+typedef struct clank_bridge_span_s {
+  const char *p;
+  size_t n;
+} clank_bridge_span_t;
+typedef struct clank_bridge_view_s {
+  const char *method; /* NUL-terminated */
+  clank_bridge_span_t path, origin, host, scheme, sec_fetch_site, confirmation, content_type,
+      content_length, if_none_match, body;
+} clank_bridge_view_t;
+
 /* [bridge, request] → the early answer (a response table) or nil when the
    body is needed. Runs steps 1–7 as far as they go without the body. Never
    waits. */
 int clank_bridge_head(lua_State *L);
+/* [bridge, view (light userdata, a clank_bridge_view_t)] → the same as
+   clank_bridge_head, read from the view. */
+int clank_bridge_head_view(lua_State *L);
 /* [bridge, request, context source] → the response table; the context
    source is a table, a function(request) run only when an action runs, or
    nil. Must run in a task. */
 int clank_bridge_handle_task(lua_State *L);
+/* An answer of handle's given as C values instead of a response table:
+   status (0: a response table was returned instead), cache-control (or
+   NULL), access-control-allow-origin with vary: Origin (or NULL), and a
+   JSON body (content-type: application/json unless empty), whose bytes stay
+   valid until the bridge answers again. */
+typedef struct clank_bridge_answer_s {
+  int status;
+  const char *cache;
+  const char *cors_origin;
+  size_t cors_len;
+  const char *body;
+  size_t len;
+} clank_bridge_answer_t;
+/* [bridge, request or maker, context source, view, answer (light userdata: a
+   clank_bridge_view_t, a clank_bridge_answer_t)]: the same as
+   clank_bridge_handle_task, the checks read from the view (with the body),
+   which need live only until the first wait; the answer given in *answer
+   (which must live until the run ends), or, for the rare answers with more
+   headers, as a response table. A maker is a callable giving the request
+   table: called only when Lua needs the table (ctx.request, a context
+   function). */
+int clank_bridge_handle_view_task(lua_State *L);
 /* Pushes the manifest's canonical JSON: the bytes GET /manifest serves. */
 void clank_bridge_push_manifest(lua_State *L, int idx);
 /* Pushes the name → action table, and the contract hash (the etag's 16 hex digits). */

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench/instructions.sh: instructions and allocator calls per request on the action path,
+# counted by callgrind, so the figure does not wobble with the machine's load as req/s does.
+#
+# For each of the valid and the invalid (422) body of bench/http.sh's `tasks.create`,
+# clank-run serving bench/app.lua runs under `valgrind --tool=callgrind` twice: once
+# answering N requests and once 2N, sent one at a time on one keep-alive connection by a
+# fixed LuaSocket client (instructions/client.lua). Start-up, warm-up and shutdown are the
+# same in both runs, so (run(2N) - run(N)) / N is what one request costs the server: every
+# instruction of the process (all threads), and its calls to malloc, calloc and realloc
+# (the Lua allocator reallocs) and free.
+#
+#   bench/instructions.sh                               # N=2000, about a minute
+#   BENCH_REQUESTS=500 CLANK_RUN=build-bench/clank-run bench/instructions.sh
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+clank_run=${CLANK_RUN:-$root/build/clank-run}
+n=${BENCH_REQUESTS:-2000}
+
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is missing (vendor/deps.sh --bench)" >&2; exit 1; }
+lua5.4 -e 'require "socket"' 2>/dev/null || { echo "instructions.sh: lua5.4 with LuaSocket is missing" >&2; exit 1; }
+[ -x "$clank_run" ] || { echo "instructions.sh: $clank_run is missing (build it, or set CLANK_RUN)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# measure BODY STATUS COUNT: prints "instructions allocs frees" of a whole run.
+measure() {
+  local body=$1 status=$2 count=$3 out=$tmp/callgrind.out port line
+  : >"$tmp/out"
+  valgrind --tool=callgrind --callgrind-out-file="$out" --compress-strings=no --compress-pos=no \
+    "$clank_run" --port 0 "$here/app.lua" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  port=
+  for _ in $(seq 600); do
+    line=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$tmp/out" 2>/dev/null | head -n 1 || true)
+    if [ -n "$line" ]; then port=${line#http://127.0.0.1:}; port=${port%/}; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    echo "instructions.sh: clank-run did not start under valgrind" >&2
+    tail -n 20 "$tmp/err" >&2
+    exit 1
+  fi
+  lua5.4 "$here/instructions/client.lua" "$port" "$here/fixtures/$body" "$count" "$status"
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=
+  # totals: every event of the run; calls=: how often a call site called the cfn above it.
+  awk '
+    /^totals:/ { total = $2 }
+    /^summary:/ { if (!total) total = $2 }
+    /^cfn=/ { sub(/^cfn=(\([0-9]+\) ?)?/, ""); callee = $0 }
+    /^calls=/ {
+      split(substr($0, 7), c, " ")
+      if (callee == "malloc" || callee == "calloc" || callee == "realloc") allocs += c[1]
+      else if (callee == "free") frees += c[1]
+    }
+    END { printf "%d %d %d\n", total, allocs, frees }
+  ' "$out"
+}
+
+printf '%-8s %14s %10s %10s   (N = %d, %s)\n' request instructions allocs frees "$n" "$clank_run"
+for kind in valid:200 invalid:422; do
+  name=${kind%%:*} status=${kind##*:}
+  read -r i1 a1 f1 < <(measure "$name.request.json" "$status" "$n")
+  read -r i2 a2 f2 < <(measure "$name.request.json" "$status" $((2 * n)))
+  awk -v name="$name" -v n="$n" -v i1="$i1" -v i2="$i2" -v a1="$a1" -v a2="$a2" -v f1="$f1" -v f2="$f2" \
+    'BEGIN { printf "%-8s %14.0f %10.1f %10.1f\n", name, (i2 - i1) / n, (a2 - a1) / n, (f2 - f1) / n }'
+done

@@ -1,0 +1,49 @@
+-- bench/instructions/client.lua PORT BODY_FILE COUNT STATUS
+-- Sends COUNT requests `POST /actions/tasks.create` with BODY_FILE's bytes, one at a time on one
+-- keep-alive connection, reads each answer whole (Content-Length) and checks its status: the
+-- same fixed client for every measurement, so what differs between runs is the server.
+local socket = require "socket"
+
+local port, body_file, count, want = tonumber(arg[1]), arg[2], tonumber(arg[3]), arg[4]
+assert(port and body_file and count and want, "usage: client.lua PORT BODY_FILE COUNT STATUS")
+
+local f = assert(io.open(body_file, "rb"))
+local body = f:read("a"):gsub("\n$", "")
+f:close()
+
+local request = table.concat {
+  "POST /actions/tasks.create HTTP/1.1\r\n",
+  "Host: 127.0.0.1\r\n",
+  "Content-Type: application/json\r\n",
+  "Content-Length: ", #body, "\r\n",
+  "\r\n",
+  body,
+}
+
+local conn = assert(socket.tcp())
+conn:settimeout(60) -- the server runs under valgrind: slow, but never this slow
+assert(conn:connect("127.0.0.1", port))
+conn:setoption("tcp-nodelay", true)
+
+for i = 1, count do
+  assert(conn:send(request))
+  local status_line = assert(conn:receive("*l"))
+  local status = status_line:match("^HTTP/1%.1 (%d%d%d)")
+  if status ~= want then
+    error(("request %d: %q, want %s"):format(i, status_line, want))
+  end
+  local length
+  while true do
+    local line = assert(conn:receive("*l"))
+    if line == "" then
+      break
+    end
+    local n = line:lower():match("^content%-length:%s*(%d+)")
+    if n then
+      length = tonumber(n)
+    end
+  end
+  assert(length, "answer without content-length")
+  assert(conn:receive(length))
+end
+conn:close()
