@@ -20,37 +20,11 @@ local SECRET = "scale-out-spec-0123456789abcdef0123456789abcdef"
 local PLAIN = "env -u LD_PRELOAD "
 local slow = server.sanitized and 4 or 1
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local files = require "helpers.files"
+local quote, write_file, eventually = files.quote, files.write, files.eventually
 
 local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then
-    return ""
-  end
-  local data = f:read("a") or ""
-  f:close()
-  return data
-end
-
-local function write_file(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
-
--- Polls fn until it returns a truthy value or `seconds` pass; returns that value or nil.
-local function eventually(seconds, fn)
-  local deadline = socket.gettime() + seconds
-  repeat
-    local v = fn()
-    if v then
-      return v
-    end
-    socket.sleep(0.02)
-  until socket.gettime() >= deadline
-  return nil
+  return files.read(path) or ""
 end
 
 --------------------------------------------------------------------------------

@@ -12,19 +12,8 @@ local socket = require "socket"
 local APP = server.fixture("workers")
 local SLACK = server.sanitized and 3 or 1
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then
-    return nil
-  end
-  local data = f:read("a")
-  f:close()
-  return data
-end
+local files = require "helpers.files"
+local quote, read_file = files.quote, files.read
 
 local function alive(pid)
   return read_file("/proc/" .. pid .. "/stat") ~= nil

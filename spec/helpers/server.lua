@@ -23,18 +23,11 @@ server.stop_timeout = sanitized and 30 or 15
 
 local live = {} -- servers started and not yet reaped
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local files = require "helpers.files"
+local quote = files.quote
 
 local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then
-    return ""
-  end
-  local data = f:read("a") or ""
-  f:close()
-  return data
+  return files.read(path) or ""
 end
 
 local function clank_run()
