@@ -67,15 +67,17 @@ static void keep_path(char *out, const char *p, size_t n) {
   out[o < CLANK_INSPECTOR_PATH ? o : CLANK_INSPECTOR_PATH] = '\0';
 }
 
-void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, int status, uint64_t ns) {
+void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, const clank_target_t *t,
+                            int status, uint64_t ns) {
   const clank_request_t *r = &c->req;
   clank_inspector_request_t *e = &log->requests[log->next_request];
   log->next_request = (log->next_request + 1) % CLANK_INSPECTOR_KEEP;
   if (log->nrequests < CLANK_INSPECTOR_KEEP) log->nrequests++;
-  snprintf(e->method, sizeof e->method, "%s", llhttp_method_name((llhttp_method_t)r->method));
-  clank_target_t t;
-  clank_request_target(r, &t);
-  keep_path(e->path, t.path ? t.path : "", t.path ? t.path_len : 0);
+  const char *method = llhttp_method_name((llhttp_method_t)r->method);
+  size_t mn = strnlen(method, sizeof e->method - 1); /* snprintf cost more than the rest */
+  memcpy(e->method, method, mn);
+  e->method[mn] = '\0';
+  keep_path(e->path, t->path ? t->path : "", t->path ? t->path_len : 0);
   memcpy(e->id, r->id, r->id_len);
   e->id[r->id_len] = '\0';
   e->status = status;

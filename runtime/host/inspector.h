@@ -46,7 +46,8 @@ int clank_inspector_allowed(clank_conn_t *c, const char *inspector_host);
 /* Paths served by the inspector: the page and its sessions' live channels. */
 int clank_inspector_path(const char *p, size_t n);
 /* Counts one answer (the server's on_answered, through metrics). */
-void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, int status, uint64_t ns);
+void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, const clank_target_t *t,
+                            int status, uint64_t ns);
 /* Counts one reload; note: the error (first line kept), or NULL. */
 void clank_inspector_reload(clank_inspector_log_t *log, int ok, uint64_t ns, const char *note);
 /* Pushes g's inspector object (made on first use), or nil when it failed to load (logged). */

@@ -71,15 +71,13 @@ static clank_metrics_action_t *find_action(clank_metrics_t *m, const char *name,
 void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
   clank_host_t *h = c->server->data;
   clank_metrics_t *m = h->metrics;
-  clank_inspector_record(&h->inspector, c, status, ns);
+  clank_target_t t; /* split once, for the inspector and for us */
+  clank_request_target(&c->req, &t);
+  clank_inspector_record(&h->inspector, c, &t, status, ns);
   clank_conn_state_t *st = c->data;
   int kind = st->kind;
   st->kind = CLANK_KIND_OTHER; /* the next request on the connection starts unclassified */
-  clank_target_t t = {0};
-  if (kind == CLANK_KIND_OTHER || kind == CLANK_KIND_BRIDGE) {
-    clank_request_target(&c->req, &t);
-    if (kind == CLANK_KIND_OTHER) kind = path_kind(t.path, t.path_len);
-  }
+  if (kind == CLANK_KIND_OTHER) kind = path_kind(t.path, t.path_len);
   if (status >= CLANK_METRICS_STATUS_MIN && status <= CLANK_METRICS_STATUS_MAX)
     m->requests[kind][status - CLANK_METRICS_STATUS_MIN]++;
   int b = 0;

@@ -27,9 +27,10 @@ void clank_request_target(const clank_request_t *r, clank_target_t *t) {
   const char *u = r->head.data;
   size_t n = r->url_len;
   *t = (clank_target_t){.path = u};
-  size_t scheme = n >= 7 && strncasecmp(u, "http://", 7) == 0    ? 7
-                  : n >= 8 && strncasecmp(u, "https://", 8) == 0 ? 8
-                                                                 : 0;
+  /* origin-form (a '/' first) is the rule: no case-blind compares for it */
+  size_t scheme = n >= 7 && u[0] != '/' && strncasecmp(u, "http://", 7) == 0    ? 7
+                  : n >= 8 && u[0] != '/' && strncasecmp(u, "https://", 8) == 0 ? 8
+                                                                                : 0;
   if (scheme) {
     const char *auth = u + scheme;
     size_t rest = n - scheme, alen = 0;

@@ -144,6 +144,9 @@ static void put_number(enc_t *e, int idx, const path_t *at) {
   put(e, s, n);
 }
 
+/* Objects with up to FEW string keys are sorted without a Lua list. */
+#define FEW 8
+
 static int cmp_keys(const void *a, const void *b) {
   const key_t_ *x = a, *y = b;
   int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
@@ -169,19 +172,22 @@ static void put_array(enc_t *e, int idx, lua_Integer n, const clank_schema_node_
   putc_(e, ']');
 }
 
-/* The n string keys listed (anchored) in the table on top of the stack,
-   sorted by bytes, each followed by its value from the table at idx. */
-static void put_object(enc_t *e, int idx, lua_Integer n, const clank_schema_node_t *node,
-                       const path_t *at, int depth) {
+/* The n string keys of the table at idx, sorted by bytes, each followed by
+   its value. Up to FEW keys come in `few` (the table itself anchors them);
+   more are listed (anchored) in the table on top of the stack. */
+static void put_object(enc_t *e, int idx, lua_Integer n, key_t_ *few,
+                       const clank_schema_node_t *node, const path_t *at, int depth) {
   lua_State *L = e->L;
   int keys = lua_gettop(L);
-  key_t_ one, *k = &one;
-  if (n > 1) k = lua_newuserdatauv(L, (size_t)n * sizeof *k, 0);
-  for (lua_Integer i = 0; i < n; i++) {
-    lua_rawgeti(L, keys, i + 1);
-    k[i].s = lua_tolstring(L, -1, &k[i].len);
-    k[i].slot = i + 1;
-    lua_pop(L, 1); /* still held by the list */
+  key_t_ *k = few;
+  if (!few) {
+    k = lua_newuserdatauv(L, (size_t)n * sizeof *k, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+      lua_rawgeti(L, keys, i + 1);
+      k[i].s = lua_tolstring(L, -1, &k[i].len);
+      k[i].slot = i + 1;
+      lua_pop(L, 1); /* still held by the list */
+    }
   }
   if (n > 1) qsort(k, (size_t)n, sizeof *k, cmp_keys);
   path_t step = {at, lua_topointer(L, idx), NULL, 0, 0};
@@ -192,7 +198,10 @@ static void put_object(enc_t *e, int idx, lua_Integer n, const clank_schema_node
     step.klen = k[i].len;
     put_string(e, k[i].s, k[i].len, &step, 1);
     putc_(e, ':');
-    lua_rawgeti(L, keys, k[i].slot);
+    if (few)
+      lua_pushlstring(L, k[i].s, k[i].len);
+    else
+      lua_rawgeti(L, keys, k[i].slot);
     lua_rawget(L, idx);
     encode_value(e, lua_gettop(L), node ? clank_schema_node_property(node, k[i].s, k[i].len) : NULL,
                  &step, depth);
@@ -217,16 +226,26 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
     marked = lua_rawequal(L, -1, e->mt);
     lua_pop(L, 1);
   }
+  key_t_ few[FEW];
   lua_Integer nstr = 0, nint = 0, max = 0, nother = 0;
   int other_type = LUA_TNIL, list = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
+      if (!list && nstr < FEW) { /* a small object's keys need no list */
+        few[nstr].s = lua_tolstring(L, -1, &few[nstr].len);
+        few[nstr++].slot = 0;
+        continue;
+      }
       if (!list) { /* the string keys, anchored while they are sorted */
-        lua_newtable(L);
+        lua_createtable(L, 2 * FEW, 0);
         lua_insert(L, -2);
         list = lua_gettop(L) - 1;
+        for (lua_Integer i = 0; i < nstr; i++) {
+          lua_pushlstring(L, few[i].s, few[i].len);
+          lua_rawseti(L, list, i + 1);
+        }
       }
       lua_pushvalue(L, -1);
       lua_rawseti(L, list, ++nstr);
@@ -247,8 +266,8 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   } else if (nstr && (nint || nother)) {
     encode_error(e, at, "cannot encode a table with both string and non-string keys");
   } else if (nstr) {
-    put_object(e, idx, nstr, node, at, depth);
-    lua_pop(L, 1);
+    put_object(e, idx, nstr, list ? NULL : few, node, at, depth);
+    if (list) lua_pop(L, 1);
   } else if (nother) {
     lua_pushfstring(L, "cannot encode a table with a %s key", lua_typename(L, other_type));
     encode_error(e, at, lua_tostring(L, -1));

@@ -11,7 +11,7 @@ int clank_is_null(lua_State *L, int idx) {
   return lua_type(L, idx) == LUA_TLIGHTUSERDATA && lua_touserdata(L, idx) == &null_tag;
 }
 
-static void push_array_mt(lua_State *L) {
+void clank_push_array_mt(lua_State *L) {
   if (luaL_getmetatable(L, CLANK_ARRAY_MT) == LUA_TNIL) {
     lua_pop(L, 1);
     luaL_newmetatable(L, CLANK_ARRAY_MT);
@@ -20,7 +20,7 @@ static void push_array_mt(lua_State *L) {
 
 void clank_mark_array(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  push_array_mt(L);
+  clank_push_array_mt(L);
   lua_setmetatable(L, idx);
 }
 

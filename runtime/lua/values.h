@@ -14,6 +14,7 @@ int clank_is_null(lua_State *L, int idx);
    shared metatable (registry key CLANK_ARRAY_MT), so [] and {} stay distinct. */
 #define CLANK_ARRAY_MT "clank.json.array"
 void clank_mark_array(lua_State *L, int idx);
+void clank_push_array_mt(lua_State *L); /* that metatable, made when first asked for */
 int clank_is_marked_array(lua_State *L, int idx);
 
 #endif

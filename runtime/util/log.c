@@ -13,21 +13,57 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd) {
   log->fd = fd;
   log->buf = (clank_buf_t){0};
   log->stamp_len = 0;
+  log->stamp[0] = '\0';
+  log->stamp_sec = 0;
+  log->stamp_sec_len = 0;
   const char *no_color = getenv("NO_COLOR");
   log->colour = format == CLANK_LOG_TEXT && isatty(fd) && !(no_color && *no_color);
 }
 
-/* Every line of one loop iteration carries the same time: formatting it once
-   keeps strftime off the request path. clank_log_flush forgets it. */
+static void put2(char *p, int v) {
+  p[0] = (char)('0' + v / 10);
+  p[1] = (char)('0' + v % 10);
+}
+
+/* Every line of one loop iteration carries the same time, made once; the
+   date and the second are formatted by hand once per second, so a line only
+   pays for its three digits of milliseconds. clank_log_flush forgets it. */
 static void append_time(clank_log_t *log) {
   if (log->stamp_len == 0) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(log->stamp, sizeof log->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(log->stamp + n, sizeof log->stamp - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-    log->stamp_len = strlen(log->stamp);
+    if (tv.tv_sec != log->stamp_sec || log->stamp[0] == '\0') {
+      struct tm tm;
+      gmtime_r(&tv.tv_sec, &tm);
+      int year = tm.tm_year + 1900;
+      if (year < 1000 || year > 9999) { /* not four digits: strftime knows how */
+        strftime(log->stamp, sizeof log->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+      } else {
+        char *p = log->stamp;
+        put2(p, year / 100);
+        put2(p + 2, year % 100);
+        p[4] = '-';
+        put2(p + 5, tm.tm_mon + 1);
+        p[7] = '-';
+        put2(p + 8, tm.tm_mday);
+        p[10] = 'T';
+        put2(p + 11, tm.tm_hour);
+        p[13] = ':';
+        put2(p + 14, tm.tm_min);
+        p[16] = ':';
+        put2(p + 17, tm.tm_sec);
+        p[19] = '\0';
+      }
+      log->stamp_sec = tv.tv_sec;
+      log->stamp_sec_len = strlen(log->stamp);
+    }
+    int ms = (int)(tv.tv_usec / 1000);
+    char *p = log->stamp + log->stamp_sec_len;
+    p[0] = '.';
+    p[1] = (char)('0' + ms / 100);
+    put2(p + 2, ms % 100);
+    p[4] = 'Z';
+    log->stamp_len = log->stamp_sec_len + 5;
   }
   clank_buf_append(&log->buf, log->stamp, log->stamp_len);
 }

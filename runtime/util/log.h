@@ -32,6 +32,8 @@ typedef struct clank_log_s {
   int worker;     /* --workers: JSON lines say "worker": worker - 1; 0: a single process */
   char stamp[32]; /* the time of this loop iteration's lines, made once */
   size_t stamp_len;
+  int64_t stamp_sec;    /* the second stamp's first stamp_sec_len bytes are of */
+  size_t stamp_sec_len; /* "YYYY-MM-DDTHH:MM:SS" */
   /* The x-request-id of the request the next lines are about (SPEC §13), or
      NULL: its writer sets it around them. */
   const char *request_id;

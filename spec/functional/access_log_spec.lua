@@ -1,0 +1,81 @@
+-- The access log line (SPEC §13), byte by byte in both formats: its time is
+-- UTC with milliseconds ("YYYY-MM-DDTHH:MM:SS.mmmZ") and close to the clock,
+-- then method, target, status, bytes, duration and the request id.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local files = require "helpers.files"
+local json = require "clank.json"
+
+-- Seconds since the epoch of a UTC stamp's fields.
+local function utc_seconds(y, mo, d, h, mi, s)
+  local days_before = { 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334 }
+  local days = (y - 1970) * 365 + (y - 1969) // 4 - (y - 1901) // 100 + (y - 1601) // 400
+  days = days + days_before[mo] + d - 1
+  if mo > 2 and (y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0)) then
+    days = days + 1
+  end
+  return ((days * 24 + h) * 60 + mi) * 60 + s
+end
+
+local STAMP = "(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)%.%d%d%dZ"
+
+local function check_stamp(y, mo, d, h, mi, s)
+  local t = utc_seconds(tonumber(y), tonumber(mo), tonumber(d), tonumber(h), tonumber(mi), tonumber(s))
+  assert.is_true(math.abs(t - os.time()) <= 5, "the stamp is not the time now: " .. t .. " vs " .. os.time())
+end
+
+-- The line about the request with id `rid`, once the log is flushed.
+local function line_of(s, rid)
+  return files.eventually(5, function()
+    for line in s:stderr():gmatch("[^\n]+") do
+      if line:find(rid, 1, true) then
+        return line
+      end
+    end
+  end)
+end
+
+local function ask(s, rid)
+  local res = assert(http.get(s.port, "/no/such?x=1", { ["x-request-id"] = rid }))
+  assert.are.equal(404, res.status)
+  return #res.body
+end
+
+describe("access log", function()
+  it("text: stamp, method, target, status, bytes, ms and id, one line", function()
+    local s = server.start(server.fixture("basic"))
+    local bytes = ask(s, "acc-text.1")
+    local line = line_of(s, "acc-text.1")
+    assert.is_truthy(line, "no access log line")
+    local y, mo, d, h, mi, sec, rest = line:match("^" .. STAMP .. "(.*)$")
+    assert.is_truthy(y, "bad stamp in: " .. line)
+    check_stamp(y, mo, d, h, mi, sec)
+    local b, ms = rest:match("^ info GET /no/such%?x=1 404 (%d+)B (%d+%.%d%d%d)ms acc%-text%.1$")
+    assert.is_truthy(b, "bad line: " .. line)
+    assert.are.equal(bytes, tonumber(b))
+    assert.is_true(tonumber(ms) < 5000)
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("json: one object with the same fields", function()
+    local s = server.start(server.fixture("basic"), { args = { "--log", "json" } })
+    local bytes = ask(s, "acc-json.2")
+    local line = line_of(s, "acc-json.2")
+    assert.is_truthy(line, "no access log line")
+    local v = assert(json.decode(line))
+    local y, mo, d, h, mi, sec = v.time:match("^" .. STAMP .. "$")
+    assert.is_truthy(y, "bad stamp: " .. v.time)
+    check_stamp(y, mo, d, h, mi, sec)
+    assert.are.equal("info", v.level)
+    assert.are.equal("request", v.msg)
+    assert.are.equal("GET", v.method)
+    assert.are.equal("/no/such?x=1", v.target)
+    assert.are.equal(404, v.status)
+    assert.are.equal(bytes, v.bytes)
+    assert.are.equal("acc-json.2", v.requestId)
+    assert.is_truthy(line:match('^{"time":"[^"]+","level":"info","msg":"request","method":"GET",'
+      .. '"target":"/no/such%?x=1","status":404,"bytes":%d+,"ms":%d+%.%d%d%d,"requestId":"acc%-json%.2"}$'),
+      "bad line: " .. line)
+    assert.are.equal(0, s:stop())
+  end)
+end)
