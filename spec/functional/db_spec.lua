@@ -50,12 +50,7 @@ local PLAIN = "env -u LD_PRELOAD "
 
 -- Runs SQL through psql against the test database; returns its output, trimmed.
 local function psql(sql)
-  local p = assert(io.popen(PLAIN .. "psql " .. quote(pg_url) .. " -X -qAt -v ON_ERROR_STOP=1 -c "
-    .. quote(sql) .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  assert(ok, "psql failed: " .. out)
-  return (out:gsub("%s+$", ""))
+  return require("helpers.psql")(pg_url, sql)
 end
 
 -- Connections (rows of pg_stat_activity) of the server whose application_name is `name`;

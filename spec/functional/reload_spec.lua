@@ -37,15 +37,7 @@ local function read_file(path)
   return data
 end
 
-local function try_read(path)
-  local f = io.open(path, "rb")
-  if not f then
-    return nil
-  end
-  local data = f:read("a")
-  f:close()
-  return data
-end
+local try_read = require("helpers.files").read
 
 -- Truncates and rewrites the file itself (same inode), in one write.
 local function write_in_place(path, data)

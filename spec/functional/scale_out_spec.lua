@@ -114,12 +114,7 @@ end
 
 -- Runs SQL through psql against the test database; returns its output.
 local function psql(sql)
-  local p = assert(io.popen(PLAIN .. "psql " .. quote(pg_url) .. " -X -qAt -v ON_ERROR_STOP=1 -c "
-    .. quote(sql) .. " 2>&1"))
-  local out = p:read("a")
-  local ok = p:close()
-  assert(ok, "psql failed: " .. out)
-  return out
+  return require("helpers.psql")(pg_url, sql)
 end
 
 --------------------------------------------------------------------------------

@@ -6,11 +6,7 @@ local http = require "helpers.http"
 local ws = require "helpers.websocket"
 local cjson = require "cjson"
 
-local function write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local write = require("helpers.files").write
 
 local APP = [[
 local clank = require "clank"

@@ -4,11 +4,7 @@
 local server = require "helpers.server"
 local http = require "helpers.http"
 
-local function write(path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
+local write = require("helpers.files").write
 
 describe("app.static", function()
   after_each(server.kill_all)

@@ -223,6 +223,23 @@ function Conn:stays_open(seconds)
   return false, why
 end
 
+-- headers as a list of {name, value} pairs: a list is kept as it is (order and repeats), a map
+-- becomes its pairs sorted by name.
+function http.header_list(headers)
+  if not headers or #headers > 0 or next(headers) == nil then
+    return headers or {}
+  end
+  local names, list = {}, {}
+  for k in pairs(headers) do
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    list[#list + 1] = { k, headers[k] }
+  end
+  return list
+end
+
 -- Builds a raw request. headers: a list of {name, value} pairs (kept in
 -- order, repeats allowed) or a map. A Host header is added unless present
 -- (pass host = false in opts to leave it out); content-length is added for a
@@ -230,21 +247,7 @@ end
 function http.build(method, target, headers, body, opts)
   opts = opts or {}
   local lines = { method .. " " .. target .. " " .. (opts.version or "HTTP/1.1") }
-  local list = {}
-  if headers then
-    if #headers > 0 or next(headers) == nil then
-      list = headers
-    else
-      local names = {}
-      for k in pairs(headers) do
-        names[#names + 1] = k
-      end
-      table.sort(names)
-      for _, k in ipairs(names) do
-        list[#list + 1] = { k, headers[k] }
-      end
-    end
-  end
+  local list = http.header_list(headers)
   local has = {}
   for _, h in ipairs(list) do
     has[h[1]:lower()] = true

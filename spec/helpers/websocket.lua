@@ -47,13 +47,8 @@ function ws.connect(port, path, headers)
     { "Upgrade", "websocket" }, { "Connection", "Upgrade" },
     { "Sec-WebSocket-Version", "13" }, { "Sec-WebSocket-Key", random_key() },
   }
-  local names = {}
-  for k in pairs(headers or {}) do
-    names[#names + 1] = k
-  end
-  table.sort(names)
-  for _, k in ipairs(names) do
-    list[#list + 1] = { k, headers[k] }
+  for _, h in ipairs(http.header_list(headers)) do
+    list[#list + 1] = h
   end
   local ok
   ok, err = conn:send(http.build("GET", path, list))
