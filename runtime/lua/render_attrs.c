@@ -178,17 +178,22 @@ static void check_url(clank_render_t *r, const char *name, size_t nlen, const ch
   } else if (EQ(sch, k, "file")) {
     bad = "file";
   } else if (EQ(sch, k, "data")) {
-    /* images only, and not SVG (a document that can run script) */
-    char mime[9];
+    /* images only, and not SVG (a document that can run script). The MIME type as fetch's
+       data: URL processor reads it: leading spaces and form feeds go (tabs and newlines are
+       gone already); any other byte before "image/", a vertical tab included, makes it text. */
+    char mime[16];
     size_t m = 0;
     for (i++; i < n && m < sizeof mime; i++) {
       unsigned char c = (unsigned char)url[i];
       if (c == ';' || c == ',') break;
-      if (c == ' ' || (c >= '\t' && c <= '\r')) continue;
+      if (c == '\t' || c == '\n' || c == '\r') continue;
+      if (m == 0 && (c == ' ' || c == '\f')) continue;
+      /* "image/ svg" is not a MIME type, but it is refused as SVG all the same */
+      if (m >= 6 && (c == ' ' || (c >= '\t' && c <= '\r'))) continue;
       mime[m++] = (char)lower(c);
     }
     int image = m >= 6 && memcmp(mime, "image/", 6) == 0;
-    int svg = m >= 9 && memcmp(mime, "image/svg", 9) == 0;
+    int svg = image && m >= 9 && memcmp(mime + 6, "svg", 3) == 0;
     if (!image || svg) bad = "data";
   }
   if (bad == NULL) return;

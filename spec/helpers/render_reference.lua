@@ -61,8 +61,9 @@ local function check_url(name, url)
   local bad = sch == "javascript" or sch == "vbscript" or sch == "file"
   if sch == "data" then
     -- Images only, and not SVG (a document that can run script).
-    local mime = s:sub(6):match("^[^;,]*"):lower():gsub("%s", "")
-    bad = mime:find("^image/") == nil or mime:find("^image/svg") ~= nil
+    -- The MIME type as fetch's data: URL processor reads it: leading spaces and form feeds go.
+    local mime = s:sub(6):match("^[^;,]*"):lower():gsub("^[ \f]+", "")
+    bad = mime:find("^image/") == nil or mime:find("^image/%s*svg") ~= nil
   end
   if bad then
     error("clank.render: unsafe URL scheme \"" .. sch .. ":\" in attribute " .. name, 0)

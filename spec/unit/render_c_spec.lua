@@ -201,6 +201,7 @@ describe("clank.render in C", function()
       local urls = { "/x?a=1&b=2", "https://e.com/", "mailto:a@b", "javascript:alert(1)", "JaVaScRiPt:1",
         "  \1\31java\tscript:x", "java\r\nscript:x", "vbscript:x", "file:///etc", "data:,x", "data:image/png;base64,x",
         "data:image/svg+xml,x", "data: Image/PNG ,x", "data:image/ svg,x", "data:\timage/png,x", "data:ima ge/png,x",
+        "data:\vimage/png,x", "data:\f image/png,x", "data:image/\vsvg,x",
         "/a:b", "1http:x", "h-t+t.p:x", "", " ", ":", "javascript", "data:image", "data:image/", 42, 0.5, true }
       for _, attr in ipairs { "href", "src", "HREF", "xlink:href", "action", "formaction", "poster", "cite",
         "background", "codebase", "data", "icon", "longdesc", "manifest", "profile", "usemap", "title" } do

@@ -181,6 +181,10 @@ describe("clank.render", function()
       { "data:text/html", "data:text/html,<script>alert(1)</script>" },
       { "data: without a type", "data:,hello" },
       { "data:image/svg+xml", "data:image/svg+xml;base64,PHN2Zz4=" },
+      { "data:image/ svg", "data:image/ svg+xml,x" },
+      -- a vertical tab is not whitespace to fetch's data: URL processor: the type is text/plain
+      { "data: with a vertical tab before the type", "data:\vimage/png;base64,iVBO" },
+      { "data: with a space inside the type", "data:ima ge/png,x" },
     }
     local attrs = { "href", "src", "action", "formaction", "xlink:href", "poster", "cite", "HREF" }
     for _, case in ipairs(refused) do
@@ -196,6 +200,8 @@ describe("clank.render", function()
       { "https", "https://example.com/", "https://example.com/" },
       { "mailto", "mailto:a@example.com", "mailto:a@example.com" },
       { "a data: PNG", "data:image/png;base64,iVBO", "data:image/png;base64,iVBO" },
+      { "a data: PNG after spaces and a form feed", "data: \fIMAGE/png,x", "data: \fIMAGE/png,x" },
+      { "a data: PNG with a tab in its type", "data:im\tage/png,x", "data:im\tage/png,x" },
       { "a colon after a slash", "/a:b", "/a:b" },
       { "javascript: in the query", "/x?u=javascript:1", "/x?u=javascript:1" },
     }
