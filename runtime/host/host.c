@@ -185,6 +185,7 @@ int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
   clank_log_init(&h->log, o->log_format, 2);
   h->log.quiet = o->quiet;
   h->log.worker = w ? w->index + 1 : 0;
+  h->log.credential_prefix = "/__clank/sessions/";
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);

@@ -279,7 +279,15 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
   clank_buf_appends(b, json ? "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"" : " info ");
   clank_buf_appends(b, method);
   clank_buf_appends(b, json ? "\",\"target\":\"" : " ");
-  append_escaped(b, target, target_len, json);
+  size_t secret = log->credential_prefix ? strlen(log->credential_prefix) : 0;
+  if (secret && target_len > secret && memcmp(target, log->credential_prefix, secret) == 0) {
+    const char *slash = memchr(target + secret, '/', target_len - secret);
+    clank_buf_append(b, target, secret);
+    clank_buf_appends(b, "<redacted>");
+    if (slash) append_escaped(b, slash, target_len - (size_t)(slash - target), json);
+  } else {
+    append_escaped(b, target, target_len, json);
+  }
   clank_buf_appends(b, json ? "\",\"status\":" : " ");
   clank_buf_append_uint(b, (uint64_t)status);
   clank_buf_appends(b, json ? ",\"bytes\":" : " ");

@@ -37,6 +37,9 @@ typedef struct clank_log_s {
   /* The x-request-id of the request the next lines are about (SPEC §13), or
      NULL: its writer sets it around them. */
   const char *request_id;
+  /* A target beginning with it has a bearer credential as its next segment
+     (a view session's token): the access log writes "<redacted>" instead. */
+  const char *credential_prefix;
   clank_log_repeat_t repeats[CLANK_LOG_REPEATS];
   unsigned counting; /* repeats with a count not yet logged */
 } clank_log_t;

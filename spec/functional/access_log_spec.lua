@@ -78,4 +78,28 @@ describe("access log", function()
       "bad line: " .. line)
     assert.are.equal(0, s:stop())
   end)
+
+  -- A view session's token is a bearer credential (SPEC §11): whoever reads the log must not be
+  -- able to drive the session. The path after it stays, so the line still says what was asked.
+  for _, format in ipairs { "text", "json" } do
+    it(format .. ": a session's token is redacted", function()
+      local s = server.start(server.fixture("basic"), { args = { "--log", format } })
+      local token = "tok3nS3cr3t_must-not-leak"
+      for i, path in ipairs { "/__clank/sessions/" .. token .. "/surface", "/__clank/sessions/" .. token } do
+        local rid = "acc-tok." .. format .. "." .. i
+        local res = assert(http.get(s.port, path, { ["x-request-id"] = rid }))
+        assert.are_not.equal(200, res.status)
+        local line = line_of(s, rid)
+        assert.is_truthy(line, "no access log line")
+        assert.is_falsy(line:find(token, 1, true), "the token is in: " .. line)
+        local target = i == 1 and "/__clank/sessions/<redacted>/surface" or "/__clank/sessions/<redacted>"
+        if format == "json" then
+          assert.are.equal(target, assert(json.decode(line)).target)
+        else
+          assert.is_truthy(line:find(" GET " .. target .. " ", 1, true), "bad line: " .. line)
+        end
+      end
+      assert.are.equal(0, s:stop())
+    end)
+  end
 end)
