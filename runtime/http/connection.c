@@ -786,8 +786,10 @@ static void process(clank_conn_t *c) {
   }
   if (c->stop_parsing) clank_buf_reset(&c->in);
   if (c->phase == CLANK_PHASE_IDLE && c->eof) c->close_after = 1;
-  if (c->phase == CLANK_PHASE_IDLE && !c->close_after && !c->lingering)
+  if (c->phase == CLANK_PHASE_IDLE && !c->close_after && !c->lingering) {
+    clank_request_trim(&c->req);
     arm(c, c->server->limits.idle_ms);
+  }
   clank_conn_flush(c);
   update_reading(c);
 }

@@ -5,6 +5,14 @@
 #include <string.h>
 #include <strings.h>
 
+/* A keep-alive connection keeps its body buffer for the next request, but not
+   one a large upload grew: idle, it would hold that memory (SPEC §13). */
+#define KEPT_BODY_BYTES (64 * 1024)
+
+void clank_request_trim(clank_request_t *r) {
+  if (r->body.cap > KEPT_BODY_BYTES) clank_buf_free(&r->body);
+}
+
 void clank_request_reset(clank_request_t *r) {
   clank_buf_reset(&r->head);
   clank_buf_reset(&r->body);

@@ -32,6 +32,8 @@ typedef struct clank_request_s {
 } clank_request_t;
 
 void clank_request_reset(clank_request_t *r);
+/* Once the request is answered: frees a body buffer grown past what is worth keeping. */
+void clank_request_trim(clank_request_t *r);
 void clank_request_free(clank_request_t *r);
 
 static inline const char *clank_request_url(const clank_request_t *r) { return r->head.data; }

@@ -121,6 +121,38 @@ describe("clank-run slow clients (SPEC §13)", function()
     end)
   end
 
+  -- A keep-alive connection that once took a large body must not hold a buffer of that size
+  -- while it waits for its next request: 30 of them at 2 MiB would keep 60 MiB.
+  it("gives a large body's memory back once its request is answered", function()
+    -- ASan keeps freed memory in quarantine: without it, RSS shows what is held
+    local asan = os.getenv("ASAN_OPTIONS")
+    local s = server.start(slow, { env = asan and { ASAN_OPTIONS = asan .. ":quarantine_size_mb=0" } or nil })
+    local body = string.rep("b", 2 * MiB)
+    local function upload(conn)
+      assert(conn:send(http.build("POST", "/upload", { ["content-type"] = "application/octet-stream" }, body)))
+      local res = assert(conn:read_response())
+      assert.are.equal(200, res.status)
+      assert.are.equal("got " .. #body, res.body)
+    end
+    local warm = assert(http.connect(s.port))
+    upload(warm)
+    local before = rss_kib(s.pid)
+    local idle = {}
+    for i = 1, 30 do
+      idle[i] = assert(http.connect(s.port))
+      upload(idle[i])
+    end
+    local held = rss_kib(s.pid)
+    assert.is_true(held - before < 24 * 1024,
+      string.format("RSS grew by %d KiB with 30 idle connections after 2 MiB bodies", held - before))
+    for _, conn in ipairs(idle) do
+      upload(conn) -- still usable
+      conn:close()
+    end
+    warm:close()
+    assert.are.equal(0, s:stop())
+  end)
+
   it("lets a reader that keeps reading have the whole answer", function()
     local s = server.start(slow, { env = { CLANK_TEST_LIMITS = "write_ms=500" } })
     local res = assert(http.get(s.port, "/big"))
