@@ -183,21 +183,10 @@ static void body_too_large(clank_conn_t *c) {
   answer_failure(c, 413, "PAYLOAD_TOO_LARGE", message);
 }
 
-/* One header of r for the bridge's view; 0 when it is repeated (the
-   request table joins those: the table's reading is then the one). */
-static int view_header(const clank_request_t *r, const char *name, size_t n,
-                       clank_bridge_span_t *s) {
-  int count = 0;
-  const clank_header_t *h = clank_request_header(r, name, n, &count);
-  s->p = h ? clank_header_value(r, h) : NULL;
-  s->n = h ? h->value_len : 0;
-  return count <= 1;
-}
-
-#define VIEW_HEADER(r, name, s) view_header(r, name, sizeof name - 1, s)
-
 /* What the bridge's checks read, straight from the parsed request: no
-   request table. 0 when a header they read is repeated. */
+   request table. 0 when a header they read is repeated (the request table
+   joins those: the table's reading is then the one). One pass over the
+   headers fills every span. */
 static int bridge_view(const clank_request_t *r, clank_bridge_view_t *v) {
   clank_target_t t;
   clank_request_target(r, &t);
@@ -205,12 +194,31 @@ static int bridge_view(const clank_request_t *r, clank_bridge_view_t *v) {
   v->path = (clank_bridge_span_t){t.path, t.path_len};
   v->scheme = (clank_bridge_span_t){"http", 4}; /* as the request table says */
   v->body = (clank_bridge_span_t){r->body.len > 0 ? r->body.data : NULL, r->body.len};
-  return VIEW_HEADER(r, "origin", &v->origin) && VIEW_HEADER(r, "host", &v->host) &&
-         VIEW_HEADER(r, "sec-fetch-site", &v->sec_fetch_site) &&
-         VIEW_HEADER(r, "x-clank-confirmation", &v->confirmation) &&
-         VIEW_HEADER(r, "content-type", &v->content_type) &&
-         VIEW_HEADER(r, "content-length", &v->content_length) &&
-         VIEW_HEADER(r, "if-none-match", &v->if_none_match);
+  v->passed = NULL;
+  v->origin = v->host = v->sec_fetch_site = v->confirmation = v->content_type = v->content_length =
+      v->if_none_match = (clank_bridge_span_t){NULL, 0};
+  for (int i = 0; i < r->nheaders; i++) {
+    const clank_header_t *h = &r->headers[i];
+    const char *name = r->head.data + h->name_off;
+    clank_bridge_span_t *s = NULL;
+    switch (h->name_len) {
+      case 4: s = memcmp(name, "host", 4) == 0 ? &v->host : NULL; break;
+      case 6: s = memcmp(name, "origin", 6) == 0 ? &v->origin : NULL; break;
+      case 12: s = memcmp(name, "content-type", 12) == 0 ? &v->content_type : NULL; break;
+      case 13: s = memcmp(name, "if-none-match", 13) == 0 ? &v->if_none_match : NULL; break;
+      case 14:
+        s = memcmp(name, "sec-fetch-site", 14) == 0   ? &v->sec_fetch_site
+            : memcmp(name, "content-length", 14) == 0 ? &v->content_length
+                                                      : NULL;
+        break;
+      case 20: s = memcmp(name, "x-clank-confirmation", 20) == 0 ? &v->confirmation : NULL; break;
+      default: break;
+    }
+    if (s == NULL) continue;
+    if (s->p) return 0;
+    *s = (clank_bridge_span_t){clank_header_value(r, h), h->value_len};
+  }
+  return 1;
 }
 
 /* [conn, gen, bridge] → the bridge's early answer written, or nothing: runs
@@ -252,6 +260,16 @@ static int bridge_head(lua_State *L) {
 /* Answers at the header block when the bridge can; returns 1 when it did. */
 static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
   lua_State *L = g->L;
+  clank_bridge_view_t v;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
+  const void *passed = bridge_view(&c->req, &v) ? clank_bridge_head_passes(L, -1, &v) : NULL;
+  lua_pop(L, 1);
+  if (passed) { /* the common case: no call into Lua, and the handler need not check again */
+    clank_conn_state_t *st = c->data;
+    st->bridge_passed = passed;
+    st->bridge_nheaders = c->req.nheaders;
+    return 0;
+  }
   lua_pushcfunction(L, bridge_head);
   lua_pushlightuserdata(L, c);
   lua_pushlightuserdata(L, g);
@@ -381,6 +399,7 @@ static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
   clank_gen_t *g = h->gen;
   clank_request_t *r = &c->req;
+  ((clank_conn_state_t *)c->data)->bridge_passed = NULL;
   clank_target_t t;
   clank_request_target(r, &t);
   const char *path = t.path;
@@ -838,6 +857,8 @@ static int on_message(clank_conn_t *c) {
   }
   clank_bridge_view_t view; /* read before the handler's first wait only */
   int bridge = route == &g->bridge_route && st->lua_request == 0 && bridge_view(&c->req, &view);
+  if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
+  st->bridge_passed = NULL;
   if (bridge)
     clank_request_push_maker(co, &c->req); /* the table only if Lua asks for it */
   else

@@ -22,6 +22,10 @@ typedef struct clank_conn_state_s {
   struct clank_live_s *live;         /* the live channel it became, if any */
   unsigned char kind;                /* metrics: its kind (host/metrics.h), 0: by path */
   unsigned char handoff_to;          /* the worker it is being handed to, + 1 (host/handoff.h) */
+  /* What clank_bridge_head_passes found at the header block (NULL: nothing),
+     valid while the request has as many headers as then (no trailers). */
+  const void *bridge_passed;
+  int bridge_nheaders;
 } clank_conn_state_t;
 
 extern const clank_http_handler_t clank_dispatch_handler;

@@ -109,6 +109,7 @@ int clank_request_host(const clank_request_t *r, const clank_target_t *t, const 
 int clank_host_is_loopback(const char *name, size_t n) {
   if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
   if (n == 5 && memcmp(name, "[::1]", 5) == 0) return 1;
+  if (n == 9 && memcmp(name, "127.0.0.1", 9) == 0) return 1; /* the usual one, without inet_pton */
   char ip[16];
   if (n >= sizeof ip) return 0;
   memcpy(ip, name, n);

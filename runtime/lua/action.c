@@ -18,6 +18,7 @@ static const char *const confirm_names[] = {"never", "write", "always", NULL};
 /* The userdata holds what the pipeline checks; its uservalue holds the Lua
    values (name, description, schemas, functions, manifest). */
 struct clank_action_s {
+  const void *tag; /* &action_tag: tells an action from other userdata without a registry lookup */
   const clank_schema_node_t *input;
   const clank_schema_node_t *output; /* NULL without an output schema */
   int side, confirmation;
@@ -93,8 +94,25 @@ static int l_is_action_error(lua_State *L) {
 
 /* ---- defineAction ---- */
 
+enum { UV_VALUES = 1, UV_HANDLER, UV_LOG, UV_PROGRESS };
+static int ctx_log(lua_State *L);
+static int ctx_progress(lua_State *L);
+
+/* Only its address matters: no other userdata of an action's size starts
+   with it, since only defineAction writes it. */
+static const char action_tag = 0;
+
 clank_action_t *clank_action_test(lua_State *L, int idx) {
-  return luaL_testudata(L, idx, CLANK_ACTION_MT);
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(clank_action_t))
+    return NULL;
+  clank_action_t *a = lua_touserdata(L, idx);
+  return a->tag == &action_tag ? a : NULL;
+}
+
+static clank_action_t *check_action(lua_State *L, int idx) {
+  clank_action_t *a = clank_action_test(L, idx);
+  if (a == NULL) luaL_typeerror(L, idx, CLANK_ACTION_MT);
+  return a;
 }
 
 int clank_action_requires_confirmation(const clank_action_t *a) {
@@ -166,8 +184,11 @@ static int l_define_action(lua_State *L) {
     if (!known)
       return luaL_error(L, "clank.defineAction: unknown field '%s'", luaL_tolstring(L, -2, NULL));
   }
-  clank_action_t *a = lua_newuserdatauv(L, sizeof *a, 1); /* 2 */
+  /* uservalue 1: the table of Lua values; reached without a lookup: 2 the
+     handler, 3 and 4 its ctx.log and ctx.progress (outside MCP) */
+  clank_action_t *a = lua_newuserdatauv(L, sizeof *a, UV_PROGRESS); /* 2 */
   memset(a, 0, sizeof *a);
+  a->tag = &action_tag;
   lua_newtable(L); /* 3: the uservalue */
 
   size_t n;
@@ -177,6 +198,12 @@ static int l_define_action(lua_State *L) {
     return luaL_error(L,
                       "clank.defineAction: 'name' must match ^[A-Za-z][A-Za-z0-9_.-]*$ "
                       "and be at most 128 bytes");
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, ctx_log, 1);
+  lua_setiuservalue(L, 2, UV_LOG);
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, ctx_progress, 1);
+  lua_setiuservalue(L, 2, UV_PROGRESS);
   lua_setfield(L, 3, "name");
   lua_getfield(L, 1, "description");
   if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) == 0)
@@ -211,6 +238,8 @@ static int l_define_action(lua_State *L) {
   lua_getfield(L, 1, "handler");
   if (!lua_isfunction(L, -1))
     return luaL_error(L, "clank.defineAction: 'handler' must be a function");
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, 2, UV_HANDLER);
   lua_setfield(L, 3, "handler");
 
   /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation } */
@@ -311,40 +340,44 @@ static int ctx_progress(lua_State *L) {
   return 0;
 }
 
-/* The action's ctx.log and ctx.progress, made once and kept in its
-   uservalue under keys no Lua code can name. */
-static const char log_key = 0, progress_key = 0;
-
-static void push_ctx_fn(lua_State *L, int action, const void *key, lua_CFunction fn) {
-  lua_getiuservalue(L, action, 1);
-  if (lua_rawgetp(L, -1, key) == LUA_TNIL) {
-    lua_pop(L, 1);
-    lua_getfield(L, -1, "name");
-    lua_pushcclosure(L, fn, 1);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, -3, key);
-  }
-  lua_remove(L, -2);
-}
-
 /* ctx[field] = the action's function, unless ctx has one (set raw: a ctx
-   with a __newindex still gets it). */
-static void give_fn(lua_State *L, int action, int ctx, const char *field, const void *key,
-                    lua_CFunction fn) {
-  int absent = lua_getfield(L, ctx, field) == LUA_TNIL;
-  lua_pop(L, 1);
-  if (!absent) return;
+   with a __newindex still gets it). raw: ctx is one the caller made, whose
+   __index (if any) never answers for field, so it is not run. */
+static void give_fn(lua_State *L, int action, int ctx, const char *field, int slot, int raw) {
   lua_pushstring(L, field);
-  push_ctx_fn(L, action, key, fn);
+  lua_pushvalue(L, -1);
+  int absent = (raw ? lua_rawget(L, ctx) : lua_gettable(L, ctx)) == LUA_TNIL;
+  lua_pop(L, 1);
+  if (!absent) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_getiuservalue(L, action, slot); /* the action's own, made with it */
   lua_rawset(L, ctx);
 }
 
-void clank_action_give_log(lua_State *L, int action, int ctx) {
+/* raw: as give_fn's; RAW_FRESH: ctx is known to have neither field. */
+enum { RAW_NO, RAW_YES, RAW_FRESH };
+
+static void give_log(lua_State *L, int action, int ctx, int raw) {
   action = lua_absindex(L, action);
   ctx = lua_absindex(L, ctx);
   if (!lua_istable(L, ctx)) return;
-  give_fn(L, action, ctx, "log", &log_key, ctx_log);
-  give_fn(L, action, ctx, "progress", &progress_key, ctx_progress);
+  if (raw == RAW_FRESH) {
+    lua_getiuservalue(L, action, UV_LOG);
+    lua_setfield(L, ctx, "log");
+    lua_getiuservalue(L, action, UV_PROGRESS);
+    lua_setfield(L, ctx, "progress");
+    return;
+  }
+  give_fn(L, action, ctx, "log", UV_LOG, raw);
+  give_fn(L, action, ctx, "progress", UV_PROGRESS, raw);
+}
+
+void clank_action_give_log(lua_State *L, int action, int ctx) { give_log(L, action, ctx, RAW_NO); }
+
+void clank_action_give_log_raw(lua_State *L, int action, int ctx, int fresh) {
+  give_log(L, action, ctx, fresh ? RAW_FRESH : RAW_YES);
 }
 
 /* ---- the pipeline ---- */
@@ -393,9 +426,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
       /* 4: the one message handler: the error stays as it is, its traceback
          is kept for the log (clank_error_text) */
       lua_pushcfunction(L, clank_traceback_handler);
-      lua_getiuservalue(L, 1, 1);
-      lua_getfield(L, -1, "handler");
-      lua_remove(L, -2);
+      lua_getiuservalue(L, 1, UV_HANDLER);
       lua_pushvalue(L, 2);
       lua_pushvalue(L, 3);
       status = lua_pcallk(L, 2, 1, 4, STEP_HANDLED, pipeline_k);
@@ -423,24 +454,26 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
 }
 
 int clank_action_pipeline(lua_State *L) {
-  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  check_action(L, 1);
   lua_settop(L, 3);
   return pipeline_k(L, LUA_OK, STEP_START);
 }
 
 int clank_action_pipeline_validated(lua_State *L) {
-  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  check_action(L, 1);
   lua_settop(L, 3);
   return pipeline_k(L, LUA_OK, STEP_VALIDATED);
 }
 
 const clank_schema_node_t *clank_action_input(const clank_action_t *a) { return a->input; }
 
+const clank_schema_node_t *clank_action_output(const clank_action_t *a) { return a->output; }
+
 /* action(input, ctx): inside a task the pipeline runs right here (it may
    wait); elsewhere it runs in a task of its own and the loop runs until it
    ends. */
 static int action_call(lua_State *L) {
-  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  check_action(L, 1);
   lua_settop(L, 3);
   if (clank_in_task(L)) return clank_action_pipeline(L);
   lua_pushcfunction(L, clank_action_pipeline);
@@ -449,13 +482,13 @@ static int action_call(lua_State *L) {
 }
 
 static int action_requires_confirmation(lua_State *L) {
-  clank_action_t *a = luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  clank_action_t *a = check_action(L, 1);
   lua_pushboolean(L, clank_action_requires_confirmation(a));
   return 1;
 }
 
 static int action_index(lua_State *L) {
-  clank_action_t *a = luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  clank_action_t *a = check_action(L, 1);
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "requiresConfirmation") == 0) {
     lua_pushcfunction(L, action_requires_confirmation);
@@ -471,7 +504,7 @@ static int action_index(lua_State *L) {
 }
 
 static int action_tostring(lua_State *L) {
-  luaL_checkudata(L, 1, CLANK_ACTION_MT);
+  check_action(L, 1);
   clank_action_push_name(L, 1);
   lua_pushfstring(L, "clank.Action(%s)", lua_tostring(L, -1));
   return 1;

@@ -34,11 +34,17 @@ int clank_action_pipeline(lua_State *L);
 int clank_action_pipeline_validated(lua_State *L);
 /* The action's input schema. */
 const clank_schema_node_t *clank_action_input(const clank_action_t *a);
+/* Its output schema, NULL when it has none. */
+const clank_schema_node_t *clank_action_output(const clank_action_t *a);
 
 /* Gives the table ctx at ctx, when it lacks them, the ctx.log and
    ctx.progress that write to the log (SPEC §6 outside MCP), naming the
    action at action. */
 void clank_action_give_log(lua_State *L, int action, int ctx);
+/* The same for a ctx whose __index, if it has one, never answers for log or
+   progress (the bridge's own): its fields are read raw, or not at all when
+   fresh (the ctx has neither). */
+void clank_action_give_log_raw(lua_State *L, int action, int ctx, int fresh);
 
 /* Pushes clank.ActionError(code, message, status); details stay nil. */
 void clank_action_error_push(lua_State *L, const char *code, const char *message, int status);

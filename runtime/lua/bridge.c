@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 #include <limits.h>
+#include <stdint.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,29 +22,65 @@
 #include "lua/values.h"
 
 typedef struct bridge_s {
+  const void *tag; /* &bridge_tag: tells a bridge from other userdata without a registry lookup */
   long long max_bytes;
   int require_origin, expose_errors;
   double timeout_ms;
-  clank_buf_t scratch; /* JSON bodies; encoding never waits, so one suffices */
+  clank_buf_t scratch;         /* JSON bodies; encoding never waits, so one suffices */
+  const struct entry_s *index; /* the actions sorted by name (the UV_INDEX userdata's bytes) */
+  size_t nindex;
 } bridge_t;
 
-/* uservalue fields */
-#define UV_ACTIONS "actions"   /* name → action */
-#define UV_MANIFEST "manifest" /* canonical JSON */
-#define UV_ETAG "etag"
-#define UV_ORIGINS "origins" /* origin → true */
+/* One action of the bridge, found by its name's bytes without making a Lua
+   string: the name (its action keeps it alive) and the action's slot in the
+   UV_LIST table. */
+typedef struct entry_s {
+  const char *name;
+  size_t len;
+  clank_action_t *action;
+  int slot;
+} entry_t;
+
+/* Only its address matters: only createAgentBridge writes it in a userdata. */
+static const char bridge_tag = 0;
+
+/* uservalues, each in a slot of its own (no lookup by name per request);
+   createAgentBridge builds them in a table under these names first */
+enum { UV_ACTIONS = 1, UV_MANIFEST, UV_ETAG, UV_ORIGINS, UV_INDEX, UV_LIST, UV_COUNT = UV_LIST };
+#define K_ACTIONS "actions"   /* name → action */
+#define K_MANIFEST "manifest" /* canonical JSON */
+#define K_ETAG "etag"
+#define K_ORIGINS "origins" /* origin → true */
+#define K_INDEX "index"     /* the entry_t of every action, sorted */
+#define K_LIST "list"       /* the actions, as the entries' slots say */
+
+static bridge_t *test_bridge(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(bridge_t)) return NULL;
+  bridge_t *b = lua_touserdata(L, idx);
+  return b->tag == &bridge_tag ? b : NULL;
+}
 
 static bridge_t *check_bridge(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, CLANK_BRIDGE_MT);
+  bridge_t *b = test_bridge(L, idx);
+  if (b == NULL) luaL_typeerror(L, idx, CLANK_BRIDGE_MT);
+  return b;
 }
 
-static void push_uv_field(lua_State *L, int idx, const char *field) {
-  lua_getiuservalue(L, idx, 1);
-  lua_getfield(L, -1, field);
-  lua_remove(L, -2);
-}
+static void push_uv_field(lua_State *L, int idx, int slot) { lua_getiuservalue(L, idx, slot); }
 
 /* ---- paths ---- */
+
+static int compare_entries(const void *x, const void *y) {
+  const entry_t *a = x, *b = y;
+  int c = memcmp(a->name, b->name, a->len < b->len ? a->len : b->len);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* The entry of the action named by the n bytes at name, or NULL. */
+static const entry_t *find_action(const bridge_t *b, const char *name, size_t n) {
+  entry_t key = {name, n, NULL, 0};
+  return b->nindex ? bsearch(&key, b->index, b->nindex, sizeof key, compare_entries) : NULL;
+}
 
 static int ends_with(const char *p, size_t n, const char *s) {
   size_t k = strlen(s);
@@ -56,9 +93,9 @@ static int starts_with(const char *p, size_t n, const char *s) {
 }
 
 static const char *last_actions(const char *p, size_t n) {
-  const char *found = NULL;
-  for (size_t i = 0; i + 9 <= n; i++)
-    if (memcmp(p + i, "/actions/", 9) == 0) found = p + i;
+  const char *found = NULL, *end = p + n;
+  for (const char *s = p; end - s >= 9 && (s = memchr(s, '/', (size_t)(end - s - 8))); s++)
+    if (memcmp(s, "/actions/", 9) == 0) found = s;
   return found;
 }
 
@@ -190,6 +227,7 @@ static span_t string_at(lua_State *L, int t, const char *name) {
    none), path (request.path, else the url up to '?'), scheme, body and headers. */
 static void view_from_table(lua_State *L, int req, clank_bridge_view_t *v) {
   req = lua_absindex(L, req);
+  v->passed = NULL;
   span_t method = string_at(L, req, "method");
   v->method = method.p ? method.p : "GET";
   v->path = string_at(L, req, "path");
@@ -253,6 +291,11 @@ static int json_media_type(const char *v, size_t n) {
 
 static int valid_utf8(const char *s, size_t n) {
   for (size_t i = 0; i < n;) {
+    uint64_t x;
+    if (n - i >= 8 && (memcpy(&x, s + i, 8), (x & 0x8080808080808080ULL) == 0)) {
+      i += 8; /* 8 ASCII bytes at once */
+      continue;
+    }
     if ((unsigned char)s[i] < 0x80) {
       i++;
       continue;
@@ -384,13 +427,31 @@ static int too_large(lua_State *L, bridge_t *b, const answer_t *a) {
 
 /* ---- steps 1–7 ---- */
 
+static int bad_path(lua_State *L, bridge_t *b, const answer_t *a) {
+  return push_failure(L, b, a, 400, "INVALID_PATH", "The action path is not valid URL encoding.",
+                      0);
+}
+
 enum { PHASE_HEAD, PHASE_FULL };
+
+static int check_body(lua_State *L, bridge_t *b, answer_t *a, const clank_bridge_view_t *v);
 
 /* Runs the checks of SPEC §5 in order on the request v for the bridge at 1.
    Returns 1 with a response pushed, or 0 with the action pushed (and, in the
    full phase, the decoded input after it). */
 static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridge_view_t *v) {
   bridge_t *b = lua_touserdata(L, 1);
+  const entry_t *passed = v->passed;
+  if (phase == PHASE_FULL && passed && passed >= b->index && passed < b->index + b->nindex) {
+    /* steps 1–7 up to the body passed at the header block (no origin but
+       its own: no CORS), on the same headers */
+    a->cors_origin = NULL;
+    a->cors_len = 0;
+    push_uv_field(L, 1, UV_LIST);
+    lua_rawgeti(L, -1, passed->slot);
+    lua_remove(L, -2);
+    return check_body(L, b, a, v);
+  }
   const char *method = v->method, *path = v->path.p;
   size_t plen = v->path.n;
   origin_t o;
@@ -419,22 +480,25 @@ static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridg
   if (origin_refused(v, &o, b->require_origin))
     return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
 
-  /* 4. the name */
+  /* 4. the name, 5. the action */
   const char *raw = at + 9;
-  if (!push_decoded_name(L, raw, (size_t)(path + plen - raw)))
-    return push_failure(L, b, a, 400, "INVALID_PATH", "The action path is not valid URL encoding.",
-                        0);
-
-  /* 5. the action */
-  push_uv_field(L, 1, UV_ACTIONS);
-  lua_insert(L, -2);
-  lua_rawget(L, -2);
-  lua_remove(L, -2);
-  clank_action_t *action = clank_action_test(L, -1);
-  if (action == NULL) {
+  size_t rawlen = (size_t)(path + plen - raw);
+  const entry_t *found;
+  if (memchr(raw, '%', rawlen) == NULL) { /* nothing to decode: no Lua string */
+    if (!valid_utf8(raw, rawlen)) return bad_path(L, b, a);
+    found = find_action(b, raw, rawlen);
+  } else {
+    if (!push_decoded_name(L, raw, rawlen)) return bad_path(L, b, a);
+    size_t n;
+    const char *name = lua_tolstring(L, -1, &n);
+    found = find_action(b, name, n);
     lua_pop(L, 1);
-    return push_failure(L, b, a, 404, "NOT_FOUND", "Action not found.", 0);
   }
+  if (found == NULL) return push_failure(L, b, a, 404, "NOT_FOUND", "Action not found.", 0);
+  clank_action_t *action = found->action;
+  push_uv_field(L, 1, UV_LIST);
+  lua_rawgeti(L, -1, found->slot);
+  lua_remove(L, -2);
 
   /* 6. confirmation, before the body */
   if (clank_action_requires_confirmation(action) && !span_is(v->confirmation, "confirmed", 9)) {
@@ -454,7 +518,11 @@ static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridg
     return too_large(L, b, a);
   }
   if (phase == PHASE_HEAD) return 0;
+  return check_body(L, b, a, v);
+}
 
+/* Step 7 on the body, with the action pushed: as check_request. */
+static int check_body(lua_State *L, bridge_t *b, answer_t *a, const clank_bridge_view_t *v) {
   size_t body_len = v->body.n;
   const char *body = v->body.p;
   if (body == NULL || body_len == 0) {
@@ -465,15 +533,40 @@ static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridg
     lua_pop(L, 1);
     return too_large(L, b, a);
   }
-  if (!valid_utf8(body, body_len)) {
-    lua_pop(L, 1);
-    return push_failure(L, b, a, 400, "INVALID_ENCODING", "Request body must be valid UTF-8.", 0);
-  }
+  /* JSON the decoder takes is valid UTF-8 (it checks every string, and the
+     rest is ASCII): the encoding is looked at only to tell why it failed */
   if (clank_json_decode(L, body, body_len) != 1) {
     lua_pop(L, 3);
+    if (!valid_utf8(body, body_len))
+      return push_failure(L, b, a, 400, "INVALID_ENCODING", "Request body must be valid UTF-8.", 0);
     return push_failure(L, b, a, 400, "INVALID_JSON", "Request body is not valid JSON.", 0);
   }
   return 0;
+}
+
+const void *clank_bridge_head_passes(lua_State *L, int idx, const clank_bridge_view_t *v) {
+  const bridge_t *b = test_bridge(L, idx);
+  if (b == NULL) return NULL;
+  origin_t o;
+  read_origin(L, v, 0, &o);           /* no allowed origins: those are looked up in Lua */
+  if (o.value && !o.own) return NULL; /* a foreign origin: allowed or not, Lua says */
+  const char *path = v->path.p;
+  size_t plen = v->path.n;
+  if (manifest_path(path, plen) && strcmp(v->method, "GET") == 0) return NULL;
+  const char *at = last_actions(path, plen);
+  if (!at || strcmp(v->method, "POST") != 0 || origin_refused(v, &o, b->require_origin))
+    return NULL;
+  const char *raw = at + 9;
+  size_t rawlen = (size_t)(path + plen - raw);
+  if (memchr(raw, '%', rawlen) != NULL || !valid_utf8(raw, rawlen)) return NULL;
+  const entry_t *found = find_action(b, raw, rawlen);
+  if (found == NULL) return NULL;
+  if (clank_action_requires_confirmation(found->action) &&
+      !span_is(v->confirmation, "confirmed", 9))
+    return NULL;
+  if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n))
+    return NULL;
+  return v->content_length.p && span_integer(v->content_length) > b->max_bytes ? NULL : found;
 }
 
 int clank_bridge_head(lua_State *L) {
@@ -649,13 +742,17 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   return send_failure(L, b, a, status);
 }
 
-/* __index of a ctx whose request is not built yet: ctx.request builds it
-   (calling the maker, upvalue 1) and keeps it. */
+/* Only its address matters: the key of the maker in the metatable of a ctx
+   whose request is not built yet. */
+static const char maker_key = 0;
+
+/* __index of such a ctx: ctx.request builds it (calling the maker its
+   metatable holds: no closure per request) and keeps it. */
 static int ctx_index(lua_State *L) {
   size_t n = 0;
   const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
   if (key == NULL || n != 7 || memcmp(key, "request", 7) != 0) return 0;
-  lua_pushvalue(L, lua_upvalueindex(1));
+  if (!lua_getmetatable(L, 1) || lua_rawgetp(L, -1, &maker_key) == LUA_TNIL) return 0;
   lua_call(L, 0, 1);
   lua_pushvalue(L, -1);
   lua_setfield(L, 1, "request");
@@ -679,12 +776,15 @@ static void need_request(lua_State *L, int idx) {
 static void push_ctx(lua_State *L, int src, int req, clank_task_t *t) {
   src = lua_absindex(L, src);
   req = lua_absindex(L, req);
-  lua_createtable(L, 0, 6);    /* requestId, request, log, progress, signal: no rehash on the way */
+  /* requestId, log, progress, signal, and request unless it is made when
+     read: no rehash on the way (a context's fields may take more) */
+  lua_createtable(L, 0, lua_istable(L, src) ? 8 : lua_type(L, req) == LUA_TUSERDATA ? 4 : 5);
   if (t && t->request_id[0]) { /* x-request-id (SPEC §13); the context may still override it */
     lua_pushstring(L, t->request_id);
     lua_setfield(L, -2, "requestId");
   }
-  if (lua_istable(L, src)) {
+  int copied = lua_istable(L, src);
+  if (copied) {
     for (lua_pushnil(L); lua_next(L, src); lua_pop(L, 1)) {
       lua_pushvalue(L, -2);
       lua_pushvalue(L, -2);
@@ -696,12 +796,15 @@ static void push_ctx(lua_State *L, int src, int req, clank_task_t *t) {
     lua_setfield(L, -2, "request");
     return;
   }
-  lua_pushnil(L); /* the context's own `request` gives way, as it would to the table */
-  lua_setfield(L, -2, "request");
-  lua_createtable(L, 0, 1);
-  lua_pushvalue(L, req);
-  lua_pushcclosure(L, ctx_index, 1);
+  if (copied) { /* the context's own `request` gives way, as it would to the table */
+    lua_pushnil(L);
+    lua_setfield(L, -2, "request");
+  }
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, ctx_index);
   lua_setfield(L, -2, "__index");
+  lua_pushvalue(L, req);
+  lua_rawsetp(L, -2, &maker_key);
   lua_setmetatable(L, -2);
 }
 
@@ -809,14 +912,15 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   }
   clank_task_t *task = clank_task_of(L);
   push_ctx(L, 6, 2, task); /* 7: ctx = { <context fields>..., request, log, progress, signal } */
-  clank_action_give_log(L, 4, 7); /* the log's, shared with every call (action.c) */
-  give_signal(L, 7, task);        /* 8 */
+  /* the log's, shared with every call (action.c); only a context table can have given them */
+  clank_action_give_log_raw(L, 4, 7, !lua_istable(L, 6));
+  give_signal(L, 7, task); /* 8 */
   lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
   lua_pushvalue(L, 4);
   lua_pushvalue(L, 5);
   lua_pushvalue(L, 7);
-  if (out) return clank_sched_join(L, 3, b->timeout_ms, ran_out_k, (lua_KContext)out);
-  return clank_sched_join(L, 3, b->timeout_ms, handle_k, STEP_RAN);
+  if (out) return clank_sched_join_in(L, task, 3, b->timeout_ms, ran_out_k, (lua_KContext)out);
+  return clank_sched_join_in(L, task, 3, b->timeout_ms, handle_k, STEP_RAN);
 }
 
 /* The run ended: [..., true, output] or [..., false, error] or [..., nil, "timeout"]. */
@@ -831,15 +935,14 @@ static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
   if (!lua_toboolean(L, -2)) return answer_error(L, b, &a, -1);
   /* {"ok":true,"output":...}, the output encoded as its schema says */
   int output = lua_gettop(L);
-  lua_getiuservalue(L, 4, 1);
-  lua_getfield(L, -1, "output");
+  const clank_schema_node_t *schema = clank_action_output(lua_touserdata(L, 4));
   clank_buf_reset(&b->scratch);
-  if (lua_isnil(L, output) && lua_isnil(L, -1)) {
+  if (lua_isnil(L, output) && schema == NULL) {
     /* a handler that returns nothing, with no output schema (SPEC §13) */
     clank_buf_appends(&b->scratch, "{\"ok\":true}");
   } else {
     clank_buf_appends(&b->scratch, "{\"ok\":true,\"output\":");
-    clank_json_encode(L, output, lua_isnil(L, -1) ? 0 : lua_gettop(L), &b->scratch);
+    clank_json_encode_node(L, output, schema, &b->scratch);
     clank_buf_appendc(&b->scratch, '}');
   }
   push_response(L, &a, 200, NULL, b->scratch.data, b->scratch.len);
@@ -980,6 +1083,30 @@ static int push_actions_by_name(lua_State *L, int list) {
   return 1;
 }
 
+/* The actions of the list at list (all checked) in uv: K_LIST, a copy of
+   the list, and K_INDEX, their entries sorted by name, which b points to. */
+static void index_actions(lua_State *L, bridge_t *b, int list, int uv) {
+  size_t n = (size_t)luaL_len(L, list);
+  lua_createtable(L, (int)n, 0);
+  entry_t *index = lua_newuserdatauv(L, n ? n * sizeof *index : 1, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, list, (lua_Integer)i + 1);
+    index[i].action = clank_action_test(L, -1);
+    if (index[i].action == NULL) /* only a list whose length moves gets here */
+      luaL_error(L, "clank.createAgentBridge: actions[%d] is not an action", (int)i + 1);
+    index[i].slot = (int)i + 1;
+    clank_action_push_name(L, -1);
+    index[i].name = lua_tolstring(L, -1, &index[i].len); /* the action holds the string */
+    lua_pop(L, 1);
+    lua_rawseti(L, -3, (lua_Integer)i + 1);
+  }
+  qsort(index, n, sizeof *index, compare_entries);
+  b->index = index;
+  b->nindex = n;
+  lua_setfield(L, uv, K_INDEX);
+  lua_setfield(L, uv, K_LIST);
+}
+
 static const char *const bridge_options[] = {"name",           "description",   "views",
                                              "allowedOrigins", "requireOrigin", "maxRequestBytes",
                                              "exposeErrors",   "actionTimeout", NULL};
@@ -988,7 +1115,7 @@ static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->max_bytes = 65536;
   b->timeout_ms = CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_newtable(L);
-  lua_setfield(L, uv, UV_ORIGINS);
+  lua_setfield(L, uv, K_ORIGINS);
   if (lua_isnoneornil(L, opts)) return;
   luaL_checktype(L, opts, LUA_TTABLE);
   for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1)) {
@@ -1018,7 +1145,7 @@ static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->expose_errors = lua_toboolean(L, -1);
   lua_pop(L, 4);
   if (lua_getfield(L, opts, "allowedOrigins") == LUA_TTABLE) {
-    lua_getfield(L, uv, UV_ORIGINS);
+    lua_getfield(L, uv, K_ORIGINS);
     lua_Integer n = luaL_len(L, -2);
     for (lua_Integer i = 1; i <= n; i++) {
       if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
@@ -1034,8 +1161,9 @@ static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
 static int l_create(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 2);
-  bridge_t *b = lua_newuserdatauv(L, sizeof *b, 1); /* 3 */
+  bridge_t *b = lua_newuserdatauv(L, sizeof *b, UV_COUNT); /* 3 */
   memset(b, 0, sizeof *b);
+  b->tag = &bridge_tag;
   luaL_setmetatable(L, CLANK_BRIDGE_MT);
   lua_newtable(L); /* 4: uservalue */
   read_options(L, b, 2, 4);
@@ -1043,7 +1171,8 @@ static int l_create(lua_State *L) {
   if (!push_actions_by_name(L, 1)) /* 5: name → action */
     return luaL_error(L, "clank.createAgentBridge: %s", lua_tostring(L, -1));
   lua_pushvalue(L, 5);
-  lua_setfield(L, 4, UV_ACTIONS);
+  lua_setfield(L, 4, K_ACTIONS);
+  index_actions(L, b, 1, 4);
 
   /* the manifest: { protocol, actions (sorted by name), name?, description?, views? } */
   lua_createtable(L, 0, 5); /* 6 */
@@ -1065,7 +1194,7 @@ static int l_create(lua_State *L) {
   clank_buf_reset(&b->scratch);
   clank_json_encode(L, 6, 0, &b->scratch);
   lua_pushlstring(L, b->scratch.data, b->scratch.len);
-  lua_setfield(L, 4, UV_MANIFEST);
+  lua_setfield(L, 4, K_MANIFEST);
 
   /* etag: '"' + 16 hex digits of the SHA-256 of the body + '"' */
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -1082,10 +1211,15 @@ static int l_create(lua_State *L) {
   etag[17] = '"';
   etag[18] = '\0';
   lua_pushstring(L, etag);
-  lua_setfield(L, 4, UV_ETAG);
+  lua_setfield(L, 4, K_ETAG);
 
-  lua_settop(L, 4);
-  lua_setiuservalue(L, 3, 1);
+  static const char *const slots[UV_COUNT] = {K_ACTIONS, K_MANIFEST, K_ETAG,
+                                              K_ORIGINS, K_INDEX,    K_LIST};
+  for (int i = 0; i < UV_COUNT; i++) {
+    lua_getfield(L, 4, slots[i]);
+    lua_setiuservalue(L, 3, i + 1);
+  }
+  lua_settop(L, 3);
   return 1;
 }
 

@@ -21,6 +21,9 @@ typedef struct clank_bridge_view_s {
   const char *method; /* NUL-terminated */
   clank_bridge_span_t path, origin, host, scheme, sec_fetch_site, confirmation, content_type,
       content_length, if_none_match, body;
+  /* What clank_bridge_head_passes gave for this very request and bridge at
+     its header block, headers unchanged since; NULL: steps 1–7 run in full. */
+  const void *passed;
 } clank_bridge_view_t;
 
 /* [bridge, request] → the early answer (a response table) or nil when the
@@ -30,6 +33,11 @@ int clank_bridge_head(lua_State *L);
 /* [bridge, view (light userdata, a clank_bridge_view_t)] → the same as
    clank_bridge_head, read from the view. */
 int clank_bridge_head_view(lua_State *L);
+/* Non-NULL (the action's entry, for the view's `passed`) when steps 1–7
+   surely let the request v through to its body, found without Lua (no call,
+   no allocation) for the bridge at idx; NULL when clank_bridge_head_view is
+   to say (an answer, or a foreign origin). */
+const void *clank_bridge_head_passes(lua_State *L, int idx, const clank_bridge_view_t *v);
 /* [bridge, request, context source] → the response table; the context
    source is a table, a function(request) run only when an action runs, or
    nil. Must run in a task. */

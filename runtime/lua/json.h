@@ -16,6 +16,10 @@ size_t clank_json_format_number(double d, char *out);
    values JSON cannot hold; allocates nothing with malloc that an error would
    leak (out belongs to the caller). */
 void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out);
+/* The same, guided by a schema node already in hand (NULL for none). */
+struct clank_schema_node_s;
+void clank_json_encode_node(lua_State *L, int idx, const struct clank_schema_node_s *node,
+                            clank_buf_t *out);
 
 /* Appends s escaped as the inside of a JSON string (no quotes), as
    clank_json_encode writes strings: returns 0, -1 when out could not grow,

@@ -106,18 +106,30 @@ static void add_utf8(luaL_Buffer *b, unsigned u) {
   luaL_addlstring(b, s, n);
 }
 
+/* 1 for the bytes a string takes as they are: printable ASCII but '"' and '\\'. */
+#define P8 1, 1, 1, 1, 1, 1, 1, 1
+#define P16 P8, P8
+static const unsigned char plain_byte[256] = {
+    [0x20] = 1, 1, 0, P8, 1, 1, 1, 1, 1, /* 0x20-0x2f: not '"' */
+    P16,                                 /* 0x30-0x3f */
+    P16,                                 /* 0x40-0x4f */
+    P8,         1, 1, 1,  1, 0, 1, 1, 1, /* 0x50-0x5f: not '\\' */
+    P16,                                 /* 0x60-0x6f */
+    P16,                                 /* 0x70-0x7f */
+};
+
 /* Checks the raw bytes at p; returns how many to take, or 0 when the string
    ends here (closing quote or backslash) — errors set d->err and return -1. */
 static long plain_run(dec_t *d, const char *p) {
   const char *q = p;
   while (q < d->end) {
     unsigned char c = (unsigned char)*q;
-    if (c == '"' || c == '\\') break;
-    if (c < 0x20) return fail(d, q, "control character in string");
-    if (c < 0x80) {
+    if (plain_byte[c]) {
       q++;
       continue;
     }
+    if (c == '"' || c == '\\') break;
+    if (c < 0x20) return fail(d, q, "control character in string");
     size_t n = clank_json_utf8_char((const unsigned char *)q, (size_t)(d->end - q));
     if (n == 0) return fail(d, q, "invalid UTF-8");
     q += n;

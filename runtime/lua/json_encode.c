@@ -27,13 +27,14 @@ typedef struct path_s {
 typedef struct {
   lua_State *L;
   clank_buf_t *out;
-  int mt; /* stack index of the array metatable (or nil) */
+  const void *mt; /* the array metatable, looked up at the first table with a metatable */
 } enc_t;
 
 typedef struct {
   const char *s;
   size_t len;
-  lua_Integer slot; /* where the key sits in the anchoring list */
+  lua_Integer
+      slot; /* where the key sits in the anchoring list; for few keys, its value's stack index */
 } key_t_;
 
 static int is_ident(const char *s, size_t n) {
@@ -173,8 +174,9 @@ static void put_array(enc_t *e, int idx, lua_Integer n, const clank_schema_node_
 }
 
 /* The n string keys of the table at idx, sorted by bytes, each followed by
-   its value. Up to FEW keys come in `few` (the table itself anchors them);
-   more are listed (anchored) in the table on top of the stack. */
+   its value. Up to FEW keys come in `few` (the table itself anchors them),
+   each with its value on the stack; more are listed (anchored) in the table
+   on top of the stack. */
 static void put_object(enc_t *e, int idx, lua_Integer n, key_t_ *few,
                        const clank_schema_node_t *node, const path_t *at, int depth) {
   lua_State *L = e->L;
@@ -189,7 +191,16 @@ static void put_object(enc_t *e, int idx, lua_Integer n, key_t_ *few,
       lua_pop(L, 1); /* still held by the list */
     }
   }
-  if (n > 1) qsort(k, (size_t)n, sizeof *k, cmp_keys);
+  if (n > FEW) {
+    qsort(k, (size_t)n, sizeof *k, cmp_keys);
+  } else { /* a few keys: insertion sort, no calls through a pointer */
+    for (lua_Integer i = 1; i < n; i++) {
+      key_t_ x = k[i];
+      lua_Integer j = i;
+      for (; j > 0 && cmp_keys(&k[j - 1], &x) > 0; j--) k[j] = k[j - 1];
+      k[j] = x;
+    }
+  }
   path_t step = {at, lua_topointer(L, idx), NULL, 0, 0};
   putc_(e, '{');
   for (lua_Integer i = 0; i < n; i++) {
@@ -198,11 +209,12 @@ static void put_object(enc_t *e, int idx, lua_Integer n, key_t_ *few,
     step.klen = k[i].len;
     put_string(e, k[i].s, k[i].len, &step, 1);
     putc_(e, ':');
-    if (few)
-      lua_pushlstring(L, k[i].s, k[i].len);
-    else
+    if (few) {
+      lua_pushvalue(L, (int)k[i].slot);
+    } else {
       lua_rawgeti(L, keys, k[i].slot);
-    lua_rawget(L, idx);
+      lua_rawget(L, idx);
+    }
     encode_value(e, lua_gettop(L), node ? clank_schema_node_property(node, k[i].s, k[i].len) : NULL,
                  &step, depth);
     lua_pop(L, 1);
@@ -220,10 +232,16 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   const void *self = lua_topointer(L, idx);
   for (const path_t *p = at; p; p = p->up)
     if (p->parent == self) encode_error(e, at, "cannot encode a table that contains itself");
-  luaL_checkstack(L, 8, "clank.json.encode");
+  luaL_checkstack(L, FEW + 8, "clank.json.encode");
+  int base = lua_gettop(L);
   int marked = 0;
   if (lua_getmetatable(L, idx)) {
-    marked = lua_rawequal(L, -1, e->mt);
+    if (e->mt == NULL) { /* the registry keeps it alive while we hold its address */
+      clank_push_array_mt(L);
+      e->mt = lua_topointer(L, -1);
+      lua_pop(L, 1);
+    }
+    marked = lua_topointer(L, -1) == e->mt;
     lua_pop(L, 1);
   }
   key_t_ few[FEW];
@@ -231,13 +249,14 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   int other_type = LUA_TNIL, list = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    lua_pop(L, 1);
-    if (lua_type(L, -1) == LUA_TSTRING) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
       if (!list && nstr < FEW) { /* a small object's keys need no list */
+        lua_insert(L, -2);       /* its value stays, below the key */
         few[nstr].s = lua_tolstring(L, -1, &few[nstr].len);
-        few[nstr++].slot = 0;
+        few[nstr++].slot = lua_gettop(L) - 1;
         continue;
       }
+      lua_pop(L, 1);
       if (!list) { /* the string keys, anchored while they are sorted */
         lua_createtable(L, 2 * FEW, 0);
         lua_insert(L, -2);
@@ -249,7 +268,10 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
       }
       lua_pushvalue(L, -1);
       lua_rawseti(L, list, ++nstr);
-    } else if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) {
+      continue;
+    }
+    lua_pop(L, 1);
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) {
       nint++;
       if (lua_tointeger(L, -1) > max) max = lua_tointeger(L, -1);
     } else {
@@ -267,7 +289,6 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
     encode_error(e, at, "cannot encode a table with both string and non-string keys");
   } else if (nstr) {
     put_object(e, idx, nstr, list ? NULL : few, node, at, depth);
-    if (list) lua_pop(L, 1);
   } else if (nother) {
     lua_pushfstring(L, "cannot encode a table with a %s key", lua_typename(L, other_type));
     encode_error(e, at, lua_tostring(L, -1));
@@ -276,6 +297,7 @@ static void put_table(enc_t *e, int idx, const clank_schema_node_t *node, const 
   } else {
     put_array(e, idx, max, node, at, depth);
   }
+  lua_settop(L, base); /* the values a few keys kept, the list of many */
 }
 
 static void encode_value(enc_t *e, int idx, const clank_schema_node_t *node, const path_t *at,
@@ -311,11 +333,14 @@ static void encode_value(enc_t *e, int idx, const clank_schema_node_t *node, con
   encode_error(e, at, lua_tostring(L, -1));
 }
 
-void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out) {
+void clank_json_encode_node(lua_State *L, int idx, const clank_schema_node_t *node,
+                            clank_buf_t *out) {
   idx = lua_absindex(L, idx);
-  const clank_schema_node_t *node = schema_idx ? clank_schema_node(L, schema_idx) : NULL;
-  luaL_getmetatable(L, CLANK_ARRAY_MT); /* looked up once, not per table */
-  enc_t e = {L, out, lua_gettop(L)};
+  enc_t e = {L, out, NULL};
   encode_value(&e, idx, node, NULL, 0);
-  lua_pop(L, 1);
+}
+
+void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out) {
+  const clank_schema_node_t *node = schema_idx ? clank_schema_node(L, schema_idx) : NULL;
+  clank_json_encode_node(L, idx, node, out);
 }

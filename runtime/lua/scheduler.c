@@ -556,8 +556,12 @@ static void join_timed_out(clank_wait_t *w) {
 }
 
 int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx) {
-  clank_task_t *parent = lua_isyieldable(L) ? clank_task_of(L) : NULL;
-  if (parent == NULL) return luaL_error(L, WAIT_MESSAGE);
+  return clank_sched_join_in(L, lua_isyieldable(L) ? clank_task_of(L) : NULL, nargs, ms, k, ctx);
+}
+
+int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms, lua_KFunction k,
+                        lua_KContext ctx) {
+  if (parent == NULL || !lua_isyieldable(L)) return luaL_error(L, WAIT_MESSAGE);
   join_t *j = (join_t *)owned_new(L, join_child_resume);
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);

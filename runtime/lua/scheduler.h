@@ -130,6 +130,9 @@ int clank_sched_call(lua_State *L, int nargs);
    caller's continuation k with, on top: true and the result; false and the
    error; or nothing but the string "timeout" as the only value after a nil. */
 int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx);
+/* The same, for a caller that knows its task (clank_task_of(L), NULL for none). */
+int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms, lua_KFunction k,
+                        lua_KContext ctx);
 
 /* clank.spawn: runs the function at top in a task of its own (or, while
    defer_spawn is set, keeps it for clank_sched_run_deferred). */

@@ -11,11 +11,16 @@ int clank_is_null(lua_State *L, int idx) {
   return lua_type(L, idx) == LUA_TLIGHTUSERDATA && lua_touserdata(L, idx) == &null_tag;
 }
 
+/* Only its address matters: the registry key under which the array
+   metatable is held too, found without hashing its name. */
+static const char array_mt_key = 0;
+
 void clank_push_array_mt(lua_State *L) {
-  if (luaL_getmetatable(L, CLANK_ARRAY_MT) == LUA_TNIL) {
-    lua_pop(L, 1);
-    luaL_newmetatable(L, CLANK_ARRAY_MT);
-  }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  luaL_newmetatable(L, CLANK_ARRAY_MT); /* or the one registered already */
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &array_mt_key);
 }
 
 void clank_mark_array(lua_State *L, int idx) {
@@ -26,7 +31,7 @@ void clank_mark_array(lua_State *L, int idx) {
 
 int clank_is_marked_array(lua_State *L, int idx) {
   if (!lua_getmetatable(L, idx)) return 0;
-  luaL_getmetatable(L, CLANK_ARRAY_MT);
+  clank_push_array_mt(L);
   int marked = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
   return marked;

@@ -170,6 +170,29 @@ describe("clank.bridge in clank-run", function()
       assert_ok(post(s.port, "/actions/echo", '{"text":"x"}'), '{"tags":[],"text":"x"}')
     end)
 
+    it("reads each request of one connection by its own origin and name", function()
+      local conn = assert(http.connect(s.port))
+      local json = { ["Content-Type"] = "application/json" }
+      local function with_origin(origin)
+        return { ["Content-Type"] = "application/json", Origin = origin }
+      end
+      assert(conn:send(http.build("POST", "/actions/echo", json, '{"text":"a"}')
+        .. http.build("POST", "/actions/echo", with_origin(FOREIGN), '{"text":"b"}')
+        .. http.build("POST", "/actions/echo", with_origin("http://evil.example"), '{"text":"c"}')
+        .. http.build("POST", "/actions/conflict", json, "{}")
+        .. http.build("POST", "/actions/echo", json, '{"text":"d"}')))
+      local list = assert(conn:read_responses(5))
+      assert_ok(list[1], '{"tags":[],"text":"a"}')
+      assert.is_nil(list[1].headers["access-control-allow-origin"])
+      assert_ok(list[2], '{"tags":[],"text":"b"}')
+      assert.are.equal(FOREIGN, list[2].headers["access-control-allow-origin"])
+      assert_failure(list[3], 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.")
+      assert_failure(list[4], 409, "NOTE_EXISTS", "A note with this title exists.", '{"title":"dup"}')
+      assert_ok(list[5], '{"tags":[],"text":"d"}')
+      assert.is_nil(list[5].headers["access-control-allow-origin"])
+      conn:close()
+    end)
+
     it("answers a Host that is not a loopback name with 403 ORIGIN_MISMATCH on agent paths (DNS rebinding)", function()
       -- SPEC §13 names the code for agent paths but not the message.
       local res = post(s.port, "/actions/echo", '{"text":"x"}', { Host = "evil.example" })

@@ -311,6 +311,17 @@ describe("clank.json", function()
       { "null inside containers", { a = null, b = A { null } }, '{"a":null,"b":[null]}' },
       { "long keys", { [("k"):rep(100) .. "2"] = 2, [("k"):rep(100) .. "1"] = 1 },
         '{"' .. ("k"):rep(100) .. '1":1,"' .. ("k"):rep(100) .. '2":2}' },
+      -- up to 8 keys are sorted with their values kept aside, more through a list
+      { "8 keys, each with its own value", { h = 8, g = 7, f = 6, e = 5, d = 4, c = 3, b = 2, a = { 1 } },
+        '{"a":[1],"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}' },
+      { "9 keys, each with its own value",
+        { i = "9", h = 8, g = 7, f = 6, e = 5, d = 4, c = 3, b = { x = 2 }, a = 1 },
+        '{"a":1,"b":{"x":2},"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":"9"}' },
+      { "objects of few and many keys nested in each other",
+        { k = { b = 2, a = 1 }, j = 10, i = 9, h = 8, g = 7, f = 6, e = 5, d = 4, c = 3,
+          b = { z = { y = 1, x = 2, w = 3, v = 4, u = 5, t = 6, s = 7, r = 8, q = 9 } }, a = 0 },
+        '{"a":0,"b":{"z":{"q":9,"r":8,"s":7,"t":6,"u":5,"v":4,"w":3,"x":2,"y":1}},"c":3,"d":4,'
+          .. '"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":{"a":1,"b":2}}' },
     }
     for _, c in ipairs(cases) do
       it("writes " .. c[1], function()
@@ -372,6 +383,14 @@ describe("clank.json", function()
         "clank.json.encode: cannot encode a table that contains itself at a[2]" },
       { "mixed keys", function() return { 1, x = 2 } end,
         "clank.json.encode: cannot encode a table with both string and non-string keys" },
+      { "mixed keys, more than 8 of them", function()
+          return { 1, a = 1, b = 2, c = 3, d = 4, e = 5, f = 6, g = 7, h = 8, i = 9 }
+        end,
+        "clank.json.encode: cannot encode a table with both string and non-string keys" },
+      { "a bad value after 8 keys", function()
+          return { a = 1, b = 2, c = 3, d = 4, e = 5, f = 6, g = 7, h = 8, i = { print } }
+        end,
+        "clank.json.encode: cannot encode a function at i[1]" },
       { "a float key", function() return { [1.5] = 1 } end,
         "clank.json.encode: cannot encode a table with a number key" },
       { "a boolean key", function() return { o = { [true] = 1 } } end,
