@@ -15,22 +15,25 @@ int clank_schema_keycmp(const char *a, size_t la, const char *b, size_t lb) {
   return (la > lb) - (la < lb);
 }
 
-const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, CLANK_SCHEMA_MT);
-}
+/* Registry slots found by address (lua_rawgetp) rather than by name, which
+   hashes and compares the name on every call: string.find as the module
+   found it when it was opened, the constants of validation, and the
+   metatables (also registered under their names, for luaL_checkudata and
+   the other modules). Only the addresses matter; nothing is written. */
+static const char reg_find = 0, reg_constants = 0, reg_schema_mt = 0, reg_error_mt = 0;
 
-/* Registry keys of string.find as the module found it when it was opened,
-   and of the constants of validation. */
-#define FIND_KEY "clank.schema.find"
-#define CONSTANTS_KEY "clank.schema.constants"
+const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx) {
+  const clank_schema_node_t *n = clank_schema_node(L, idx);
+  return n ? n : luaL_checkudata(L, idx, CLANK_SCHEMA_MT); /* raises the usual error */
+}
 
 /* Pushes string.find, the JSON array metatable and the constants; returns
    the index of the first. */
 static int push_context(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, FIND_KEY);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_find);
   int base = lua_gettop(L);
-  luaL_getmetatable(L, CLANK_ARRAY_MT);
-  lua_getfield(L, LUA_REGISTRYINDEX, CONSTANTS_KEY);
+  clank_push_array_mt(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_constants);
   return base;
 }
 
@@ -47,7 +50,8 @@ int clank_schema_validate(lua_State *L, const clank_schema_node_t *n, int idx) {
   lua_rawgeti(L, base + 2, CLANK_SK_K_ISSUES);
   lua_pushvalue(L, base + 3); /* the list */
   lua_rawset(L, -3);
-  luaL_setmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_error_mt);
+  lua_setmetatable(L, -2);
   lua_replace(L, base);
   lua_settop(L, base);
   return 0;
@@ -137,7 +141,7 @@ static int error_index(lua_State *L) {
 
 static int is_validation_error(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return 0;
-  luaL_getmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_error_mt);
   int yes = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
   return yes;
@@ -149,11 +153,16 @@ static int is_validation_error(lua_State *L, int idx) {
 #define UP_ARRAY_MT lua_upvalueindex(3)
 #define UP_ERROR_MT lua_upvalueindex(4)
 #define UP_K lua_upvalueindex(5)
+#define UP_SUCCESS lua_upvalueindex(6) /* the keys of results and errors */
+#define UP_DATA lua_upvalueindex(7)
+#define UP_ERROR lua_upvalueindex(8)
+#define UP_ISSUES lua_upvalueindex(9)
+#define NUPVALUES 9
 
 /* Pushes a ValidationError for the (invalid) value at idx. */
 static void push_error(lua_State *L, const clank_schema_node_t *n, int idx) {
   lua_createtable(L, 0, 1);
-  lua_rawgeti(L, UP_K, CLANK_SK_K_ISSUES);
+  lua_pushvalue(L, UP_ISSUES);
   clank_schema_collect(L, n, idx, UP_FIND, UP_ARRAY_MT, UP_K);
   lua_rawset(L, -3);
   lua_pushvalue(L, UP_ERROR_MT);
@@ -190,16 +199,16 @@ static int schema_safe_parse(lua_State *L) {
   const clank_schema_node_t *n = self_node(L);
   int ok = clank_schema_collect(L, n, 2, UP_FIND, UP_ARRAY_MT, UP_K);
   lua_createtable(L, 0, 2);
-  lua_rawgeti(L, UP_K, CLANK_SK_K_SUCCESS);
+  lua_pushvalue(L, UP_SUCCESS);
   lua_pushboolean(L, ok);
   lua_rawset(L, -3);
   if (ok) {
-    lua_rawgeti(L, UP_K, CLANK_SK_K_DATA);
+    lua_pushvalue(L, UP_DATA);
     lua_pushvalue(L, 2);
   } else {
-    lua_rawgeti(L, UP_K, CLANK_SK_K_ERROR);
+    lua_pushvalue(L, UP_ERROR);
     lua_createtable(L, 0, 1);
-    lua_rawgeti(L, UP_K, CLANK_SK_K_ISSUES);
+    lua_pushvalue(L, UP_ISSUES);
     lua_pushvalue(L, 4);
     lua_rawset(L, -3);
     lua_pushvalue(L, UP_ERROR_MT);
@@ -261,7 +270,7 @@ static int schema_tostring(lua_State *L) {
 }
 
 static int s_is_schema(lua_State *L) {
-  lua_pushboolean(L, luaL_testudata(L, 1, CLANK_SCHEMA_MT) != NULL);
+  lua_pushboolean(L, clank_schema_node(L, 1) != NULL);
   return 1;
 }
 
@@ -285,24 +294,30 @@ int luaopen_clank_schema(lua_State *L) {
   lua_setfield(L, -2, "null");
   /* metatable of clank.Schema */
   luaL_newmetatable(L, CLANK_SCHEMA_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_schema_mt);
   lua_createtable(L, 0, 3); /* metatable.__index = methods */
   lua_getglobal(L, "string");
   if (!lua_istable(L, -1) || lua_getfield(L, -1, "find") != LUA_TFUNCTION)
     return luaL_error(L, "clank.schema: needs string.find (open the string library first)");
   lua_remove(L, -2);
   lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, FIND_KEY);
-  lua_pushvalue(L, -3); /* the clank.Schema metatable */
-  lua_newtable(L);      /* the JSON array metatable, created if need be */
-  clank_mark_array(L, -1);
-  lua_getmetatable(L, -1);
-  lua_remove(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_find);
+  lua_pushvalue(L, -3);   /* the clank.Schema metatable */
+  clank_push_array_mt(L); /* created if need be */
   luaL_newmetatable(L, CLANK_SCHEMA_ERROR_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_error_mt);
   clank_schema_push_constants(L);
   lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, CONSTANTS_KEY);
-  /* upvalues: find, Schema mt, array mt, error mt, constants */
-  luaL_setfuncs(L, schema_methods, 5);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_constants);
+  int k = lua_gettop(L);
+  lua_rawgeti(L, k, CLANK_SK_K_SUCCESS);
+  lua_rawgeti(L, k, CLANK_SK_K_DATA);
+  lua_rawgeti(L, k, CLANK_SK_K_ERROR);
+  lua_rawgeti(L, k, CLANK_SK_K_ISSUES);
+  /* upvalues: find, Schema mt, array mt, error mt, constants, 4 keys */
+  luaL_setfuncs(L, schema_methods, NUPVALUES);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, schema_json422);
   lua_setfield(L, -2, "__json422");
@@ -330,8 +345,14 @@ static const clank_schema_node_t *unwrap(const clank_schema_node_t *n) {
   return n;
 }
 
+/* luaL_testudata, with the metatable found by address. */
 const clank_schema_node_t *clank_schema_node(lua_State *L, int idx) {
-  return luaL_testudata(L, idx, CLANK_SCHEMA_MT);
+  void *p = lua_touserdata(L, idx);
+  if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_schema_mt);
+  if (!lua_rawequal(L, -1, -2)) p = NULL;
+  lua_pop(L, 2);
+  return p;
 }
 
 int clank_schema_node_is_array(const clank_schema_node_t *n) {

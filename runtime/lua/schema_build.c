@@ -466,6 +466,8 @@ static int b_object(lua_State *L) {
     lua_pop(L, 2);
   }
   if (t.n > 1) qsort(n->props, t.n, sizeof *n->props, prop_cmp);
+  for (size_t i = 0; i < t.n && i < 64; i++)
+    if (!n->props[i].node->nil_ok) n->required_mask |= UINT64_C(1) << i;
   return 1;
 }
 

@@ -14,6 +14,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lua/schema.h"
 #include "util/buf.h"
@@ -119,6 +120,7 @@ struct clank_schema_node_s {
   const clank_schema_node_t *inner;    /* array item; optional and nullable inner */
   size_t n;                            /* count of props, members or values */
   size_t nrequired;                    /* object: props whose schema refuses nil */
+  uint64_t required_mask;              /* object: bit i when props[i] is one (i < 64) */
   clank_schema_prop_t *props;          /* object, sorted by key bytes */
   const clank_schema_node_t **members; /* union, in order */
   clank_schema_str_t *values;          /* enum, in order */

@@ -149,41 +149,67 @@ static const clank_schema_msg_t e_union = FIXED(K_E_UNION, "union");
    UTF-8 and numbers
    ====================================================================== */
 
-ptrdiff_t clank_schema_utf8_len(const char *s, size_t len) {
-  const unsigned char *p = (const unsigned char *)s, *e = p + len;
-  ptrdiff_t n = 0;
-  while (p < e) {
-    unsigned c = *p;
-    if (c < 0x80) { /* a run of ASCII: eight bytes at a time, then one by one */
-      const unsigned char *q = p + 1;
-      uint64_t w;
-      while (e - q >= 8 && (memcpy(&w, q, 8), (w & UINT64_C(0x8080808080808080)) == 0)) q += 8;
-      while (q < e && *q < 0x80) q++;
-      n += q - p;
-      p = q;
-      continue;
-    }
-    if (c < 0xC2) {
-      return -1; /* continuation byte or overlong lead */
-    } else if (c < 0xE0) {
-      if (e - p < 2 || (p[1] & 0xC0) != 0x80) return -1;
-      p += 2;
-    } else if (c < 0xF0) {
-      if (e - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return -1;
-      if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return -1;
-      p += 3;
-    } else if (c < 0xF5) {
-      if (e - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
-        return -1;
-      if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return -1;
-      p += 4;
-    } else {
-      return -1;
-    }
-    n++;
+/* UTF-8 is checked by a DFA without branches: in text that mixes scripts
+   the branches of a decoder mispredict at every change of sequence length
+   (an eighth of safeParse's time on bench/schema.lua's CreateTask). A state is a shift (0, 6, ...,
+   48) into the 64-bit row of the byte read, whose 6 bits there are the next
+   state; the error state (48) keeps to itself. The loads depend on the bytes
+   only, so one shift per byte is all that waits on the previous byte. */
+enum {
+  U8_OK = 0,
+  U8_1 = 6,   /* one continuation byte expected */
+  U8_2 = 12,  /* two */
+  U8_3 = 18,  /* three */
+  U8_E0 = 24, /* after E0: A0..BF, then one (no overlong) */
+  U8_ED = 30, /* after ED: 80..9F, then one (no surrogate) */
+  U8_F0 = 36, /* after F0: 90..BF, then two (no overlong) */
+  U8_F4 = 42, /* after F4: 80..8F, then two (nothing above U+10FFFF) */
+  U8_ERR = 48
+};
+
+#define U8_T(from, to) ((uint64_t)(to) << (from))
+#define U8_ROW(ok, s1, s2, s3, e0, ed, f0, f4)                                            \
+  (U8_T(U8_OK, ok) | U8_T(U8_1, s1) | U8_T(U8_2, s2) | U8_T(U8_3, s3) | U8_T(U8_E0, e0) | \
+   U8_T(U8_ED, ed) | U8_T(U8_F0, f0) | U8_T(U8_F4, f4) | U8_T(U8_ERR, U8_ERR))
+#define U8_LEAD(to) U8_ROW(to, U8_ERR, U8_ERR, U8_ERR, U8_ERR, U8_ERR, U8_ERR, U8_ERR)
+
+static const uint64_t utf8_rows[256] = {
+    [0x00 ... 0x7F] = U8_LEAD(U8_OK),
+    [0x80 ... 0x8F] = U8_ROW(U8_ERR, U8_OK, U8_1, U8_2, U8_ERR, U8_1, U8_ERR, U8_2),
+    [0x90 ... 0x9F] = U8_ROW(U8_ERR, U8_OK, U8_1, U8_2, U8_ERR, U8_1, U8_2, U8_ERR),
+    [0xA0 ... 0xBF] = U8_ROW(U8_ERR, U8_OK, U8_1, U8_2, U8_1, U8_ERR, U8_2, U8_ERR),
+    [0xC0 ... 0xC1] = U8_LEAD(U8_ERR),
+    [0xC2 ... 0xDF] = U8_LEAD(U8_1),
+    [0xE0] = U8_LEAD(U8_E0),
+    [0xE1 ... 0xEC] = U8_LEAD(U8_2),
+    [0xED] = U8_LEAD(U8_ED),
+    [0xEE ... 0xEF] = U8_LEAD(U8_2),
+    [0xF0] = U8_LEAD(U8_F0),
+    [0xF1 ... 0xF3] = U8_LEAD(U8_3),
+    [0xF4] = U8_LEAD(U8_F4),
+    [0xF5 ... 0xFF] = U8_LEAD(U8_ERR),
+};
+
+/* An ASCII start is skipped eight bytes at a time (long ASCII text is
+   common; where scripts mix, a check per word would mispredict as a decoder
+   does). Valid text has one lead byte per code point: the count is the
+   length less the continuation bytes, counted on the way when asked for
+   (else the length is returned). */
+static inline ptrdiff_t utf8_scan(const char *s, size_t len, int count) {
+  const unsigned char *p = (const unsigned char *)s;
+  uint64_t state = U8_OK, w;
+  size_t cont = 0, i = 0;
+  while (len - i >= 8 && (memcpy(&w, p + i, 8), (w & UINT64_C(0x8080808080808080)) == 0)) i += 8;
+  for (; i < len; i++) {
+    unsigned b = p[i];
+    state = utf8_rows[b] >> (state & 63);
+    if (count) cont += (b & 0xC0) == 0x80;
   }
-  return n;
+  if ((state & 63) != U8_OK) return -1;
+  return (ptrdiff_t)(len - cont);
 }
+
+ptrdiff_t clank_schema_utf8_len(const char *s, size_t len) { return utf8_scan(s, len, 1); }
 
 /* ======================================================================
    Issues
@@ -343,12 +369,13 @@ static void path_index(vctx_t *c, lua_Integer i) {
    Scalars
    ====================================================================== */
 
-static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
+NOINLINE static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   size_t len;
   if (t != LUA_TSTRING) return fail(c, &m_string, &e_string, idx);
   const char *s = lua_tolstring(L, idx, &len);
-  ptrdiff_t cp = clank_schema_utf8_len(s, len);
+  /* code points are counted only for a bound */
+  ptrdiff_t cp = n->has_min || n->has_max ? utf8_scan(s, len, 1) : utf8_scan(s, len, 0);
   if (cp < 0) return fail(c, &m_utf8, NULL, idx);
   if (n->has_min && cp < n->min.i) return fail(c, &n->msg_min, NULL, idx);
   if (n->has_max && cp > n->max.i) return fail(c, &n->msg_max, NULL, idx);
@@ -364,7 +391,7 @@ static int check_string(vctx_t *c, const clank_schema_node_t *n, int idx, int t)
   return 1;
 }
 
-static int check_number(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
+NOINLINE static int check_number(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   clank_schema_num_t v;
   if (t != LUA_TNUMBER) return fail(c, &m_number, &e_number, idx);
@@ -409,7 +436,12 @@ static int literal_equal(lua_State *L, const clank_schema_node_t *n, int idx) {
   }
 }
 
-static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
+NOINLINE static int check_literal(vctx_t *c, const clank_schema_node_t *n, int idx) {
+  if (literal_equal(c->L, n, idx)) return 1;
+  return fail(c, &n->msg_other, &n->expected, idx);
+}
+
+NOINLINE static int check_enum(vctx_t *c, const clank_schema_node_t *n, int idx, int t) {
   lua_State *L = c->L;
   if (t == LUA_TSTRING) {
     size_t len;
@@ -525,27 +557,33 @@ static int object_pass(vctx_t *c, const clank_schema_node_t *n, int idx, int t, 
                        size_t *unknown, uint64_t *seen, uint64_t *good) {
   lua_State *L = c->L;
   int mode = c->mode, value = lua_gettop(L) + 2, quick = depth < CLANK_SCHEMA_MAX_DEPTH;
+  size_t nunknown = 0;
+  uint64_t s = 0, g = 0;
   if (t != LUA_TTABLE || marked(c, idx)) return 0;
+  c->mode = M_CHECK; /* the values, quietly */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     size_t klen;
     if (lua_type(L, -2) != LUA_TSTRING) {
-      lua_pop(L, 2);
+      lua_settop(L, value - 2);
+      c->mode = mode;
       return 0;
     }
     const char *k = lua_tolstring(L, -2, &klen);
     ptrdiff_t p = find_lua_key(n, k, klen);
     if (p < 0) {
-      if (n->strict) ++*unknown;
+      nunknown++;
     } else if (quick && p < 64) {
-      *seen |= UINT64_C(1) << p;
-      c->mode = M_CHECK;
-      if (validate(c, n->props[p].node, value, lua_type(L, value), depth + 1))
-        *good |= UINT64_C(1) << p;
-      c->mode = mode;
+      uint64_t bit = UINT64_C(1) << p;
+      s |= bit;
+      if (validate(c, n->props[p].node, value, lua_type(L, value), depth + 1)) g |= bit;
     }
-    lua_pop(L, 1);
+    lua_settop(L, value - 1);
   }
+  c->mode = mode;
+  *unknown = n->strict ? nunknown : 0;
+  *seen = s;
+  *good = g;
   return 1;
 }
 
@@ -620,6 +658,8 @@ NOINLINE static int collect_object(vctx_t *c, const clank_schema_node_t *n, int 
   if (!object_pass(c, n, idx, t, depth, &unknown, &seen, &good))
     return fail(c, &m_object, &e_object, idx);
   if (depth >= CLANK_SCHEMA_MAX_DEPTH) return fail(c, &m_deep, NULL, idx);
+  if (unknown == 0 && good == seen && n->n <= 64 && (seen & n->required_mask) == n->required_mask)
+    return 1; /* every property there is valid, none required is missing */
   for (size_t i = 0; i < n->n && c->count < CLANK_SCHEMA_MAX_ISSUES; i++) {
     const clank_schema_prop_t *p = &n->props[i];
     int vt = LUA_TNIL;
@@ -722,27 +762,33 @@ NOINLINE static int check_union(vctx_t *c, const clank_schema_node_t *n, int idx
   return report_union(c, n, idx, t, depth);
 }
 
+/* clank.null, or the inner schema. */
+NOINLINE static int check_nullable(vctx_t *c, const clank_schema_node_t *n, int idx, int t,
+                                   int depth) {
+  if (t == LUA_TLIGHTUSERDATA && clank_is_null(c->L, idx)) return 1;
+  return validate(c, n->inner, idx, t, depth);
+}
+
+/* A dispatcher without a frame of its own: every case is a tail call, so a
+   node costs one call, made by the function that checks it. */
 static int validate(vctx_t *c, const clank_schema_node_t *n, int idx, int t, int depth) {
-  lua_State *L = c->L;
   switch (n->kind) {
     case CLANK_SK_STRING: return check_string(c, n, idx, t);
     case CLANK_SK_NUMBER: return check_number(c, n, idx, t);
     case CLANK_SK_BOOLEAN:
       if (t == LUA_TBOOLEAN) return 1;
       return fail(c, &m_boolean, &e_boolean, idx);
-    case CLANK_SK_LITERAL:
-      if (literal_equal(L, n, idx)) return 1;
-      return fail(c, &n->msg_other, &n->expected, idx);
+    case CLANK_SK_LITERAL: return check_literal(c, n, idx);
     case CLANK_SK_ENUM: return check_enum(c, n, idx, t);
     case CLANK_SK_UNKNOWN: return 1;
     case CLANK_SK_ARRAY: return check_array(c, n, idx, t, depth);
     case CLANK_SK_OBJECT:
       if (c->mode == M_CHECK) return check_object_fast(c, n, idx, t, depth);
       return collect_object(c, n, idx, t, depth);
-    case CLANK_SK_OPTIONAL: return t == LUA_TNIL || validate(c, n->inner, idx, t, depth);
-    case CLANK_SK_NULLABLE:
-      return (t == LUA_TLIGHTUSERDATA && clank_is_null(L, idx)) ||
-             validate(c, n->inner, idx, t, depth);
+    case CLANK_SK_OPTIONAL:
+      if (t == LUA_TNIL) return 1;
+      return validate(c, n->inner, idx, t, depth);
+    case CLANK_SK_NULLABLE: return check_nullable(c, n, idx, t, depth);
     default: return check_union(c, n, idx, t, depth);
   }
 }

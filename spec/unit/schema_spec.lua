@@ -70,6 +70,20 @@ describe("clank.schema string", function()
       { I({}, "Must be valid UTF-8.") } },
     { "reports invalid UTF-8 before lengths", s.string { min = 5 }, "\xFF",
       { I({}, "Must be valid UTF-8.") } },
+    -- the edges of RFC 3629's table of well-formed sequences
+    { "accepts U+0800 (E0 A0 80) as one character", s.string { max = 1 }, "\xE0\xA0\x80", nil },
+    { "accepts U+D7FF (ED 9F BF), the last before the surrogates", s.string { max = 1 }, "\xED\x9F\xBF", nil },
+    { "accepts U+E000 (EE 80 80)", s.string { max = 1 }, "\xEE\x80\x80", nil },
+    { "accepts U+10000 (F0 90 80 80)", s.string { max = 1 }, "\xF0\x90\x80\x80", nil },
+    { "accepts U+10FFFF (F4 8F BF BF)", s.string { max = 1 }, "\xF4\x8F\xBF\xBF", nil },
+    { "counts every length of sequence", s.string { max = 5 }, "a\xC3\xA9\xE6\x97\xA5" .. emoji .. "z", nil },
+    { "counts every length of sequence (one over)", s.string { max = 4 }, "a\xC3\xA9\xE6\x97\xA5" .. emoji .. "z",
+      { I({}, "Must contain at most 4 characters.") } },
+    { "rejects an overlong three-byte sequence", s.string(), "\xE0\x9F\xBF", { I({}, "Must be valid UTF-8.") } },
+    { "rejects an overlong four-byte sequence", s.string(), "\xF0\x8F\xBF\xBF", { I({}, "Must be valid UTF-8.") } },
+    { "rejects a lead byte followed by ASCII", s.string(), "\xC3A", { I({}, "Must be valid UTF-8.") } },
+    { "rejects a four-byte sequence cut short", s.string(), "ab\xF0\x9F\x98", { I({}, "Must be valid UTF-8.") } },
+    { "rejects lead bytes above F4", s.string(), "\xF5\x80\x80\x80", { I({}, "Must be valid UTF-8.") } },
     { "accepts a pattern match", s.string { pattern = "^%d+$" }, "123", nil },
     { "rejects a pattern mismatch", s.string { pattern = "^%d+$" }, "12a",
       { I({}, "Must match ^%d+$.") } },
@@ -238,6 +252,20 @@ describe("clank.schema object", function()
     assert.is_nil(issues_of(o, value))
     value.p17 = "x"
     assert.same({ I({ "p17" }, "Expected a finite number.", "number", "x") }, issues_of(o, value))
+  end)
+
+  it("checks every property of an object wider than 64", function()
+    local shape, value = { opt = s.optional(s.number()) }, {}
+    for i = 1, 70 do
+      shape[("p%02d"):format(i)] = s.number()
+      value[("p%02d"):format(i)] = i
+    end
+    local o = s.object(shape)
+    assert.is_nil(issues_of(o, value))
+    value.p70 = nil
+    value.p69 = "x"
+    assert.same({ I({ "p69" }, "Expected a finite number.", "number", "x"),
+      I({ "p70" }, "Expected a finite number.", "number", nil) }, issues_of(o, value))
   end)
 end)
 
