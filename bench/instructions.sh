@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bench/instructions.sh: instructions and allocator calls per request on the action path,
-# counted by callgrind, so the figure does not wobble with the machine's load as req/s does.
+# bench/instructions.sh: instructions and allocator calls per request on the action path and
+# on a plain route, counted by callgrind, so the figure does not wobble with the machine's load
+# as req/s does.
 #
-# For each of the valid and the invalid (422) body of bench/http.sh's `tasks.create`,
+# For each of the valid and the invalid (422) body of bench/http.sh's `tasks.create`, and for
+# `GET /hello` (a route: 200, "Hello, world!\n"),
 # clank-run serving bench/app.lua runs under `valgrind --tool=callgrind` twice: once
 # answering N requests and once 2N, sent one at a time on one keep-alive connection by a
 # fixed LuaSocket client (instructions/client.lua). Start-up, warm-up and shutdown are the
@@ -12,6 +14,7 @@
 #
 #   bench/instructions.sh                               # N=2000, about a minute
 #   BENCH_REQUESTS=500 CLANK_RUN=build-bench/clank-run bench/instructions.sh
+#   BENCH_ROWS=hello bench/instructions.sh              # only some rows
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,9 +34,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# measure BODY STATUS COUNT: prints "instructions allocs frees" of a whole run.
+# measure STATUS COUNT METHOD PATH [BODY]: prints "instructions allocs frees" of a whole run.
 measure() {
-  local body=$1 status=$2 count=$3 out=$tmp/callgrind.out port line
+  local status=$1 count=$2 method=$3 path=$4 body=${5:-} out=$tmp/callgrind.out port line
   : >"$tmp/out"
   valgrind --tool=callgrind --callgrind-out-file="$out" --compress-strings=no --compress-pos=no \
     "$clank_run" --port 0 "$here/app.lua" >"$tmp/out" 2>"$tmp/err" &
@@ -50,7 +53,8 @@ measure() {
     tail -n 20 "$tmp/err" >&2
     exit 1
   fi
-  lua5.4 "$here/instructions/client.lua" "$port" "$here/fixtures/$body" "$count" "$status"
+  lua5.4 "$here/instructions/client.lua" "$port" "$count" "$status" "$method" "$path" \
+    ${body:+"$here/fixtures/$body"}
   kill -TERM "$pid"
   wait "$pid" || true
   pid=
@@ -69,10 +73,17 @@ measure() {
 }
 
 printf '%-8s %14s %10s %10s   (N = %d, %s)\n' request instructions allocs frees "$n" "$clank_run"
-for kind in valid:200 invalid:422; do
+rows=${BENCH_ROWS:-valid invalid hello}
+for kind in valid:200 invalid:422 hello:200; do
   name=${kind%%:*} status=${kind##*:}
-  read -r i1 a1 f1 < <(measure "$name.request.json" "$status" "$n")
-  read -r i2 a2 f2 < <(measure "$name.request.json" "$status" $((2 * n)))
+  case " $rows " in *" $name "*) ;; *) continue ;; esac
+  if [ "$name" = hello ]; then
+    set -- GET /hello
+  else
+    set -- POST /actions/tasks.create "$name.request.json"
+  fi
+  read -r i1 a1 f1 < <(measure "$status" "$n" "$@")
+  read -r i2 a2 f2 < <(measure "$status" $((2 * n)) "$@")
   awk -v name="$name" -v n="$n" -v i1="$i1" -v i2="$i2" -v a1="$a1" -v a2="$a2" -v f1="$f1" -v f2="$f2" \
     'BEGIN { printf "%-8s %14.0f %10.1f %10.1f\n", name, (i2 - i1) / n, (a2 - a1) / n, (f2 - f1) / n }'
 done

@@ -1,24 +1,29 @@
--- bench/instructions/client.lua PORT BODY_FILE COUNT STATUS
--- Sends COUNT requests `POST /actions/tasks.create` with BODY_FILE's bytes, one at a time on one
--- keep-alive connection, reads each answer whole (Content-Length) and checks its status: the
--- same fixed client for every measurement, so what differs between runs is the server.
+-- bench/instructions/client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE]
+-- Sends COUNT requests `METHOD PATH` (with BODY_FILE's bytes as a JSON body when given), one at a
+-- time on one keep-alive connection, reads each answer whole (Content-Length) and checks its
+-- status: the same fixed client for every measurement, so what differs between runs is the server.
 local socket = require "socket"
 
-local port, body_file, count, want = tonumber(arg[1]), arg[2], tonumber(arg[3]), arg[4]
-assert(port and body_file and count and want, "usage: client.lua PORT BODY_FILE COUNT STATUS")
+local port, count, want, method, path, body_file =
+  tonumber(arg[1]), tonumber(arg[2]), arg[3], arg[4], arg[5], arg[6]
+assert(port and count and want and method and path, "usage: client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE]")
 
-local f = assert(io.open(body_file, "rb"))
-local body = f:read("a"):gsub("\n$", "")
-f:close()
-
-local request = table.concat {
-  "POST /actions/tasks.create HTTP/1.1\r\n",
-  "Host: 127.0.0.1\r\n",
-  "Content-Type: application/json\r\n",
-  "Content-Length: ", #body, "\r\n",
-  "\r\n",
-  body,
-}
+local request
+if body_file then
+  local f = assert(io.open(body_file, "rb"))
+  local body = f:read("a"):gsub("\n$", "")
+  f:close()
+  request = table.concat {
+    method, " ", path, " HTTP/1.1\r\n",
+    "Host: 127.0.0.1\r\n",
+    "Content-Type: application/json\r\n",
+    "Content-Length: ", #body, "\r\n",
+    "\r\n",
+    body,
+  }
+else
+  request = table.concat { method, " ", path, " HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "\r\n" }
+end
 
 local conn = assert(socket.tcp())
 conn:settimeout(60) -- the server runs under valgrind: slow, but never this slow

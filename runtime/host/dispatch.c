@@ -297,11 +297,22 @@ static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
   return CLANK_HTTP_READ_BODY;
 }
 
+/* clank_names_push, by an integer ref: a registry array slot is found faster
+   than a hashed key. */
+static int push_names(lua_State *co, clank_gen_t *g) {
+  if (g->names_ref <= 0) {
+    clank_names_push(co);
+    g->names_ref = luaL_ref(co, LUA_REGISTRYINDEX);
+  }
+  lua_rawgeti(co, LUA_REGISTRYINDEX, g->names_ref);
+  return lua_gettop(co);
+}
+
 /* The request table the header block made, with the body now, or a new one. */
-static void push_request(lua_State *co, clank_conn_t *c, clank_gen_t *g) {
+static void push_request_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int names) {
   clank_conn_state_t *st = c->data;
   if (st->lua_request == 0) {
-    clank_request_push(co, &c->req);
+    clank_request_push_in(co, &c->req, names);
     return;
   }
   lua_rawgeti(co, LUA_REGISTRYINDEX, st->lua_request);
@@ -309,8 +320,14 @@ static void push_request(lua_State *co, clank_conn_t *c, clank_gen_t *g) {
   st->lua_request = 0;
   if (c->req.body.len > 0) {
     lua_pushlstring(co, c->req.body.data, c->req.body.len);
-    lua_setfield(co, -2, "body");
+    clank_request_set_in(co, names, CLANK_NAME_BODY);
   }
+}
+
+static void push_request(lua_State *co, clank_conn_t *c, clank_gen_t *g) {
+  int names = push_names(co, g);
+  push_request_in(co, c, g, names);
+  lua_remove(co, names);
 }
 
 /* The connection closes before its request reached a handler: lets go of
@@ -519,16 +536,25 @@ static void release_body(void *ud, uintptr_t token) {
   clank_host_gen_idle(g->host, g);
 }
 
-static void write_head(lua_State *co, clank_conn_t *c, int idx, int status,
+static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int status,
                        const char *default_type);
 
+/* Reads t[name] (t at idx) as lua_getfield does, without interning a C string. */
+static int get_named(lua_State *co, int names, int idx, int name) {
+  lua_rawgeti(co, names, name);
+  return lua_gettable(co, idx);
+}
+
 /* Writes { status, headers?, body? } (at idx) into the connection's output;
-   raises (with nothing written) when the table is not a valid response. */
-static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx) {
+   raises (with nothing written) when the table is not a valid response.
+   names: the field names' table (clank_names_push), or 0. */
+static void write_response_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx, int names) {
   if (!lua_istable(co, idx))
     luaL_error(co, "bad route response: expected a table { status, headers?, body? }, got %s",
                luaL_typename(co, idx));
-  lua_getfield(co, idx, "status");
+  idx = lua_absindex(co, idx);
+  if (names == 0) names = push_names(co, g);
+  get_named(co, names, idx, CLANK_NAME_STATUS);
   int isint;
   lua_Integer status = lua_tointegerx(co, -1, &isint);
   if (!isint || status < 200 || status > 599)
@@ -537,7 +563,7 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
   if (c->closing) return;
 
   int body_idx = lua_gettop(co) + 1;
-  lua_getfield(co, idx, "body");
+  get_named(co, names, idx, CLANK_NAME_BODY);
   const char *body = "";
   size_t body_len = 0;
   int json = 0;
@@ -555,7 +581,7 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
   }
 
   write_head(
-      co, c, idx, (int)status,
+      co, c, idx, names, (int)status,
       json ? "content-type: application/json\r\n" : "content-type: text/plain; charset=utf-8\r\n");
   if (body_len >= BODY_REF_MIN && !json) {
     /* held once, by a registry ref, until written (SPEC §13) */
@@ -569,19 +595,23 @@ static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int i
   }
 }
 
+static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx) {
+  write_response_in(co, c, g, idx, 0);
+}
+
 /* The head of { status, headers?, cookies? } at idx: the status line, the
    headers and cookies, and default_type when the headers gave none. */
-static void write_head(lua_State *co, clank_conn_t *c, int idx, int status,
+static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int status,
                        const char *default_type) {
   clank_conn_begin(c, status);
   int has_type = 0;
-  if (lua_getfield(co, idx, "headers") == LUA_TTABLE) {
+  if (get_named(co, names, idx, CLANK_NAME_HEADERS) == LUA_TTABLE) {
     clank_write_headers(co, c, lua_gettop(co), &has_type);
   } else if (!lua_isnil(co, -1)) {
     bad_response(co, c, "headers must be a table");
   }
   lua_pop(co, 1);
-  if (lua_getfield(co, idx, "cookies") == LUA_TTABLE) {
+  if (get_named(co, names, idx, CLANK_NAME_COOKIES) == LUA_TTABLE) {
     /* request.scheme is "http" until --public-origin (§13) makes it https */
     const char *err = clank_write_cookies(co, c, lua_gettop(co), 0);
     if (err) bad_response(co, c, err);
@@ -594,9 +624,9 @@ static void write_head(lua_State *co, clank_conn_t *c, int idx, int status,
 
 /* A streamed answer { status, headers?, cookies?, stream } at idx (SPEC
    §15): the head now; pushes send for the stream function. */
-static void write_stream_head(lua_State *co, exchange_t *x, int idx) {
+static void write_stream_head(lua_State *co, exchange_t *x, int idx, int names) {
   clank_conn_t *c = x->conn;
-  lua_getfield(co, idx, "status");
+  get_named(co, names, idx, CLANK_NAME_STATUS);
   int isint;
   lua_Integer status = lua_tointegerx(co, -1, &isint);
   if (!isint || status < 200 || status > 599)
@@ -604,22 +634,29 @@ static void write_stream_head(lua_State *co, exchange_t *x, int idx) {
   lua_pop(co, 1);
   if (!c->closing && !x->abandoned) {
     if (c->req.http_major == 1 && c->req.http_minor == 0) c->close_after = 1; /* ends with it */
-    write_head(co, c, idx, (int)status, "content-type: text/plain; charset=utf-8\r\n");
+    write_head(co, c, idx, names, (int)status, "content-type: text/plain; charset=utf-8\r\n");
   }
   clank_stream_route_begin(co, x, idx);
 }
 
+/* A continuation's context: the exchange (no lookup of the coroutine's
+   task) and the step, in the pointer's low bits. */
+#define STEP_MASK 3
+static lua_KContext step_ctx(exchange_t *x, int step) { return (lua_KContext)x | step; }
+static exchange_t *step_exchange(lua_KContext ctx) { return (exchange_t *)(ctx & ~STEP_MASK); }
+
 /* The coroutine's body: [handler, request, context fn or nil] →
    ctx = context(request); response = handler(request, ctx); write it.
    Every step is a continuation, so each may wait. */
-static int route_step(lua_State *co, int status, lua_KContext step) {
+static int route_step(lua_State *co, int status, lua_KContext k) {
   (void)status;
-  switch (step) {
+  exchange_t *x = step_exchange(k);
+  switch (k & STEP_MASK) {
     case 0:
       if (!lua_isnil(co, 3)) {
         lua_pushvalue(co, 3);
         lua_pushvalue(co, 2);
-        lua_callk(co, 1, 1, 1, route_step);
+        lua_callk(co, 1, 1, step_ctx(x, 1), route_step);
       } else {
         lua_newtable(co);
       }
@@ -628,24 +665,31 @@ static int route_step(lua_State *co, int status, lua_KContext step) {
       lua_pushvalue(co, 1);
       lua_pushvalue(co, 2);
       lua_pushvalue(co, 4);
-      lua_callk(co, 2, 1, 2, route_step);
+      lua_callk(co, 2, 1, step_ctx(x, 2), route_step);
       /* fallthrough */
     case 2: {
-      exchange_t *x = exchange_of(co);
-      if (!lua_istable(co, 5) || lua_getfield(co, 5, "stream") == LUA_TNIL) {
-        write_response(co, x->conn, x->gen, 5);
+      if (!lua_istable(co, 5)) write_response(co, x->conn, x->gen, 5); /* raises */
+      int names = push_names(co, x->gen);                              /* 6 */
+      if (get_named(co, names, 5, CLANK_NAME_STREAM) == LUA_TNIL) {
+        write_response_in(co, x->conn, x->gen, 5, names);
         return 0;
       }
-      if (!lua_isfunction(co, 6)) luaL_error(co, "bad route response: stream must be a function");
-      write_stream_head(co, x, 5);
-      lua_callk(co, 1, 0, 3, route_step); /* stream(send) */
+      if (!lua_isfunction(co, 7)) luaL_error(co, "bad route response: stream must be a function");
+      write_stream_head(co, x, 5, names);
+      lua_remove(co, names);
+      lua_callk(co, 1, 0, step_ctx(x, 3), route_step); /* stream(send) */
     }
       /* fallthrough */
-    default: clank_stream_finish(exchange_of(co)); return 0;
+    default: clank_stream_finish(x); return 0;
   }
 }
 
-static int route_entry(lua_State *co) { return route_step(co, LUA_OK, 0); }
+/* [handler, request, context fn or nil, exchange] */
+static int route_entry(lua_State *co) {
+  exchange_t *x = lua_touserdata(co, 4);
+  lua_settop(co, 3);
+  return route_step(co, LUA_OK, step_ctx(x, 0));
+}
 
 /* The bridge's coroutine: [bridge, request, context fn or nil] → handle(),
    whose context runs only when an action does, then the answer. */
@@ -664,16 +708,16 @@ static void write_answer(lua_State *co, clank_conn_t *c, const clank_bridge_answ
   clank_conn_body(c, a->body, a->len);
 }
 
-static int bridge_step(lua_State *co, int status, lua_KContext step) {
+static int bridge_step(lua_State *co, int status, lua_KContext k) {
   (void)status;
-  exchange_t *x = exchange_of(co);
-  if (step == 0) {
+  exchange_t *x = step_exchange(k);
+  if ((k & STEP_MASK) == 0) {
     int n = lua_gettop(co); /* a 4th: the request's view, for the checks */
     x->answer.status = 0;
     lua_pushcfunction(co, n == 4 ? clank_bridge_handle_view_task : clank_bridge_handle_task);
     for (int i = 1; i <= n; i++) lua_pushvalue(co, i);
     if (n == 4) lua_pushlightuserdata(co, &x->answer);
-    lua_callk(co, n == 4 ? 5 : 3, 1, 1, bridge_step);
+    lua_callk(co, n == 4 ? 5 : 3, 1, step_ctx(x, 1), bridge_step);
   }
   if (x->answer.status)
     write_answer(co, x->conn, &x->answer);
@@ -682,7 +726,12 @@ static int bridge_step(lua_State *co, int status, lua_KContext step) {
   return 0;
 }
 
-static int bridge_entry(lua_State *co) { return bridge_step(co, LUA_OK, 0); }
+/* [bridge, request, context fn or nil, view?, exchange] */
+static int bridge_entry(lua_State *co) {
+  exchange_t *x = lua_touserdata(co, -1);
+  lua_pop(co, 1);
+  return bridge_step(co, LUA_OK, step_ctx(x, 0));
+}
 
 /* /__clank/mcp: [env, request, context fn] → require("clank.mcp").handle(request, env);
    its answer, unless it streamed one. */
@@ -838,6 +887,13 @@ static int on_message(clank_conn_t *c) {
   const char *id = clank_conn_request_id(c);
   memcpy(x->task.request_id, id, c->req.id_len + 1u);
   lua_State *co = x->task.co;
+  clank_bridge_view_t view; /* read before the handler's first wait only */
+  int bridge = route == &g->bridge_route && st->lua_request == 0 && bridge_view(&c->req, &view);
+  if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
+  st->bridge_passed = NULL;
+  /* for the request and its params, removed before the run */
+  int names = bridge ? 0 : push_names(co, g);
+  int takes_x = route == &g->bridge_route; /* the entries that take the exchange */
   if (route == &g->bridge_route) {
     lua_pushcfunction(co, bridge_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->bridge_ref);
@@ -854,26 +910,32 @@ static int on_message(clank_conn_t *c) {
   } else {
     lua_pushcfunction(co, route_entry);
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
+    takes_x = 1;
   }
-  clank_bridge_view_t view; /* read before the handler's first wait only */
-  int bridge = route == &g->bridge_route && st->lua_request == 0 && bridge_view(&c->req, &view);
-  if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
-  st->bridge_passed = NULL;
   if (bridge)
     clank_request_push_maker(co, &c->req); /* the table only if Lua asks for it */
   else
-    push_request(co, c, g);
+    push_request_in(co, c, g, names);
   if (route->path) { /* an app route: request.params */
     clank_target_t t;
     clank_request_target(&c->req, &t);
-    clank_route_set_params(co, route, t.path, t.path_len);
+    clank_route_set_params(co, names, route, t.path, t.path_len);
   }
   if (g->context_ref != LUA_NOREF)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);
-  if (bridge) lua_pushlightuserdata(co, &view);
-  if (!run(x, bridge ? 4 : 3)) return 0;
+  int nargs = 3;
+  if (bridge) {
+    lua_pushlightuserdata(co, &view);
+    nargs++;
+  }
+  if (takes_x) {
+    lua_pushlightuserdata(co, x);
+    nargs++;
+  }
+  if (names) lua_remove(co, names);
+  if (!run(x, nargs)) return 0;
   x->waited = 1;
   st->exchange = x;
   clank_conn_hold(c);

@@ -12,6 +12,7 @@
 
 #include "host/exchange.h"
 #include "host/lua_dir.h"
+#include "host/lua_request.h"
 #include "host/static.h"
 #include "lua/bridge.h"
 #include "lua/db.h"
@@ -838,9 +839,10 @@ static void set_param(void *ud, const clank_seg_t *seg, const char *v, size_t n)
   lua_rawset(L, -3);
 }
 
-void clank_route_set_params(lua_State *L, const clank_route_t *r, const char *path,
+void clank_route_set_params(lua_State *L, int names, const clank_route_t *r, const char *path,
                             size_t path_len) {
+  lua_rawgeti(L, names, CLANK_NAME_PARAMS);
   lua_createtable(L, 0, r->segs ? r->nsegs : 0);
   if (r->segs) walk_params(r, path, path_len, set_param, L);
-  lua_setfield(L, -2, "params");
+  lua_rawset(L, -3);
 }

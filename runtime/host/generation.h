@@ -43,6 +43,7 @@ typedef struct clank_gen_s {
   char *name;
   int app_ref;
   int context_ref;       /* LUA_NOREF without app.context */
+  int names_ref;         /* the field names' table (lua_request.h) by ref: 0 until first used */
   clank_route_t *routes; /* exact paths */
   int nroutes;
   clank_route_t *patterns; /* with :name or *name segments (SPEC §15) */
@@ -126,8 +127,9 @@ size_t clank_gen_allow(const clank_gen_t *g, const char *path, size_t path_len, 
    rules: well-formed escapes, UTF-8). */
 int clank_route_params_valid(const clank_route_t *r, const char *path, size_t path_len);
 /* Sets params (a table, empty for an exact route) on the request table at the
-   top of L's stack: route's parameters in path, decoded. */
-void clank_route_set_params(lua_State *L, const clank_route_t *r, const char *path,
+   top of L's stack: route's parameters in path, decoded. names: the index
+   of the field names' table (clank_names_push). */
+void clank_route_set_params(lua_State *L, int names, const clank_route_t *r, const char *path,
                             size_t path_len);
 
 #endif

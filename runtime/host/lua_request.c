@@ -53,13 +53,66 @@ static void push_query(lua_State *L, const char *q, size_t n) {
   }
 }
 
-static void push_headers(lua_State *L, const clank_request_t *r) {
+/* The header names most requests carry, held in the names' table after
+   CLANK_NAME_META (sorted by length): pushing a held one is an array read,
+   not the hashing and lookup of a new string. */
+static const char *const held_header[] = {"host",
+                                          "accept",
+                                          "cookie",
+                                          "origin",
+                                          "referer",
+                                          "upgrade",
+                                          "connection",
+                                          "user-agent",
+                                          "content-type",
+                                          "x-request-id",
+                                          "cache-control",
+                                          "authorization",
+                                          "if-none-match",
+                                          "content-length",
+                                          "sec-fetch-site",
+                                          "sec-fetch-mode",
+                                          "sec-fetch-dest",
+                                          "mcp-session-id",
+                                          "accept-encoding",
+                                          "accept-language",
+                                          "if-modified-since",
+                                          "x-clank-confirmation"};
+#define NHELD ((int)(sizeof held_header / sizeof held_header[0]))
+
+/* The names' table index of a held header name, or 0. */
+static int held_index(const char *name, size_t len) {
+  int lo, hi; /* held_header[lo..hi) have this length */
+  switch (len) {
+    case 4: lo = 0, hi = 1; break;
+    case 6: lo = 1, hi = 4; break;
+    case 7: lo = 4, hi = 6; break;
+    case 10: lo = 6, hi = 8; break;
+    case 12: lo = 8, hi = 10; break;
+    case 13: lo = 10, hi = 13; break;
+    case 14: lo = 13, hi = 18; break;
+    case 15: lo = 18, hi = 20; break;
+    case 17: lo = 20, hi = 21; break;
+    case 20: lo = 21, hi = 22; break;
+    default: return 0;
+  }
+  for (int i = lo; i < hi; i++)
+    if (memcmp(held_header[i], name, len) == 0) return CLANK_NAME_META + 1 + i;
+  return 0;
+}
+
+static void push_headers(lua_State *L, const clank_request_t *r, int names) {
   lua_createtable(L, 0, r->nheaders);
   for (int i = 0; i < r->nheaders; i++) {
     const clank_header_t *h = &r->headers[i];
-    lua_pushlstring(L, r->head.data + h->name_off, h->name_len);
+    const char *name = r->head.data + h->name_off;
+    int held = held_index(name, h->name_len);
+    if (held)
+      lua_rawgeti(L, names, held);
+    else
+      lua_pushlstring(L, name, h->name_len);
     lua_pushvalue(L, -1);
-    if (lua_rawget(L, -3) == LUA_TSTRING) {
+    if (i > 0 && lua_rawget(L, -3) == LUA_TSTRING) {
       /* repeated: joined with ", " */
       lua_pushliteral(L, ", ");
       lua_pushlstring(L, r->head.data + h->value_off, h->value_len);
@@ -90,36 +143,89 @@ static int request_index(lua_State *L) {
   return 1;
 }
 
-/* The requests' metatable, made once per Lua state and kept in the registry. */
-static void push_request_meta(lua_State *L) {
-  if (luaL_newmetatable(L, "clank.Request")) {
+/* Only its address matters: the registry key of the names' table: the
+   fields' and the held headers' names (strings made once per Lua state, so
+   no field is set or read by a C string, whose interning costs more than the
+   table's own work) and the requests' metatable. */
+static const char names_key = 0;
+
+static const char *const name_text[] = {
+    [CLANK_NAME_METHOD] = "method",   [CLANK_NAME_URL] = "url",
+    [CLANK_NAME_PATH] = "path",       [CLANK_NAME_QUERY] = "query",
+    [CLANK_NAME_HEADERS] = "headers", [CLANK_NAME_BODY] = "body",
+    [CLANK_NAME_SCHEME] = "scheme",   [CLANK_NAME_PARAMS] = "params",
+    [CLANK_NAME_HTTP] = "http",       [CLANK_NAME_STATUS] = "status",
+    [CLANK_NAME_COOKIES] = "cookies", [CLANK_NAME_STREAM] = "stream",
+};
+
+int clank_names_push(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &names_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, CLANK_NAME_META + NHELD, 0);
+    for (int i = 1; i < CLANK_NAME_META; i++) {
+      lua_pushstring(L, name_text[i]);
+      lua_rawseti(L, -2, i);
+    }
+    for (int i = 0; i < NHELD; i++) {
+      lua_pushstring(L, held_header[i]);
+      lua_rawseti(L, -2, CLANK_NAME_META + 1 + i);
+    }
+    lua_createtable(L, 0, 1); /* the requests' metatable */
     lua_pushcfunction(L, request_index);
-    lua_setfield(L, -2, "__index"); /* metatable.__index = request_index */
+    lua_setfield(L, -2, "__index");
+    lua_rawseti(L, -2, CLANK_NAME_META);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &names_key);
   }
+  return lua_gettop(L);
+}
+
+void clank_request_set_in(lua_State *L, int names, int name) {
+  lua_rawgeti(L, names, name);
+  lua_insert(L, -2);
+  lua_rawset(L, -3);
+}
+
+void clank_request_push_in(lua_State *L, const clank_request_t *r, int n) {
+  /* presized for every field it gets: with params (a route's) and a body
+     there are 8, which still fit without a rehash */
+  lua_createtable(L, 0, 6 + (r->body.len > 0) + 1);
+  lua_rawgeti(L, n, CLANK_NAME_META);
+  lua_setmetatable(L, -2);
+  lua_rawgeti(L, n, CLANK_NAME_METHOD);
+  lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
+  lua_rawset(L, -3);
+  lua_pushlstring(L, r->head.data, r->url_len);
+  lua_rawgeti(L, n, CLANK_NAME_URL);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, -4);
+  clank_target_t t;
+  clank_request_target(r, &t);
+  if (t.path != r->head.data || t.path_len != r->url_len) { /* else the url is the path */
+    lua_pop(L, 1);
+    lua_pushlstring(L, t.path, t.path_len);
+  }
+  clank_request_set_in(L, n, CLANK_NAME_PATH);
+  lua_rawgeti(L, n, CLANK_NAME_QUERY); /* the key first: no rotation after */
+  push_query(L, t.query, t.query_len);
+  lua_rawset(L, -3);
+  lua_rawgeti(L, n, CLANK_NAME_HEADERS);
+  push_headers(L, r, n);
+  lua_rawset(L, -3);
+  if (r->body.len > 0) {
+    lua_rawgeti(L, n, CLANK_NAME_BODY);
+    lua_pushlstring(L, r->body.data, r->body.len);
+    lua_rawset(L, -3);
+  }
+  lua_rawgeti(L, n, CLANK_NAME_SCHEME);
+  lua_rawgeti(L, n, CLANK_NAME_HTTP);
+  lua_rawset(L, -3);
 }
 
 void clank_request_push(lua_State *L, const clank_request_t *r) {
-  lua_createtable(L, 0, 7);
-  push_request_meta(L);
-  lua_setmetatable(L, -2);
-  lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
-  lua_setfield(L, -2, "method");
-  lua_pushlstring(L, r->head.data, r->url_len);
-  lua_setfield(L, -2, "url");
-  clank_target_t t;
-  clank_request_target(r, &t);
-  lua_pushlstring(L, t.path, t.path_len);
-  lua_setfield(L, -2, "path");
-  push_query(L, t.query, t.query_len);
-  lua_setfield(L, -2, "query");
-  push_headers(L, r);
-  lua_setfield(L, -2, "headers");
-  if (r->body.len > 0) {
-    lua_pushlstring(L, r->body.data, r->body.len);
-    lua_setfield(L, -2, "body");
-  }
-  lua_pushliteral(L, "http");
-  lua_setfield(L, -2, "scheme");
+  int n = clank_names_push(L);
+  clank_request_push_in(L, r, n);
+  lua_replace(L, n);
 }
 
 /* A request kept as bytes until Lua asks for its table. */

@@ -8,6 +8,31 @@
 #include "http/request.h"
 
 void clank_request_push(lua_State *L, const clank_request_t *r);
+
+/* The request's and a route answer's field names held as Lua strings, so the request path never
+   interns a C string: clank_names_push pushes their table (name → at its index) and returns its
+   stack index; CLANK_NAME_META holds the requests' metatable. */
+enum {
+  CLANK_NAME_METHOD = 1,
+  CLANK_NAME_URL,
+  CLANK_NAME_PATH,
+  CLANK_NAME_QUERY,
+  CLANK_NAME_HEADERS,
+  CLANK_NAME_BODY,
+  CLANK_NAME_SCHEME,
+  CLANK_NAME_PARAMS,
+  CLANK_NAME_HTTP, /* "http", the scheme's value */
+  CLANK_NAME_STATUS,
+  CLANK_NAME_COOKIES,
+  CLANK_NAME_STREAM,
+  CLANK_NAME_META
+};
+int clank_names_push(lua_State *L);
+/* clank_request_push with the names' table at index names. */
+void clank_request_push_in(lua_State *L, const clank_request_t *r, int names);
+/* [request, value] → request[name] = value (raw), the value popped; the
+   names' table at index names. */
+void clank_request_set_in(lua_State *L, int names, int name);
 /* Pushes a copy of r that makes its request table when called (with no
    arguments), for a handler that may never look at it. */
 void clank_request_push_maker(lua_State *L, const clank_request_t *r);

@@ -121,9 +121,12 @@ void clank_conn_begin(clank_conn_t *c, int status) {
   if (!keep_alive) c->close_after = 1;
   c->status = status;
   c->head_mark = out->len;
-  clank_buf_append(out, "HTTP/1.1 ", 9);
-  clank_buf_append_uint(out, (size_t)status);
-  clank_buf_appendc(out, ' ');
+  /* statuses are three digits (100-599): no division loop */
+  char line[] = "HTTP/1.1 000 ";
+  line[9] = (char)('0' + status / 100 % 10);
+  line[10] = (char)('0' + status / 10 % 10);
+  line[11] = (char)('0' + status % 10);
+  clank_buf_append(out, line, sizeof line - 1);
   clank_buf_appends(out, clank_status_reason(status));
   clank_buf_appends(out, "\r\ndate: ");
   clank_buf_appends(out, clank_server_date(c->server));

@@ -63,14 +63,24 @@ static int signal_tostring(lua_State *L) {
   return 1;
 }
 
+/* Only its address matters: the registry key the metatable is held under
+   for clank_abort_push, which runs on every action (its name is interned on
+   each lookup; luaL_checkudata still finds it by name). */
+static const char meta_key = 0;
+
 void clank_abort_push(lua_State *L) {
   abort_t *a = lua_newuserdatauv(L, sizeof *a, 1);
   a->aborted = 0;
-  if (luaL_newmetatable(L, CLANK_ABORT_MT)) {
-    lua_pushcfunction(L, signal_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, signal_tostring);
-    lua_setfield(L, -2, "__tostring");
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &meta_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, CLANK_ABORT_MT)) {
+      lua_pushcfunction(L, signal_index);
+      lua_setfield(L, -2, "__index");
+      lua_pushcfunction(L, signal_tostring);
+      lua_setfield(L, -2, "__tostring");
+    }
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &meta_key);
   }
   lua_setmetatable(L, -2);
 }

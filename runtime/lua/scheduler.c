@@ -11,7 +11,9 @@
 #include "lua/preempt.h"
 #include "lua/protect.h"
 
-#define SCHED_KEY "clank.scheduler"
+/* Only its address matters: the registry key of the scheduler (a light
+   userdata), read on every wait and join, so not a name to intern. */
+static const char sched_key = 0;
 #define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
 
 /* ---- tasks ---- */
@@ -91,7 +93,7 @@ static int own_loop_gc(lua_State *L) {
 }
 
 clank_sched_t *clank_sched_get(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &sched_key);
   clank_sched_t *s = lua_touserdata(L, -1);
   lua_pop(L, 1);
   if (s != NULL) return s;
@@ -111,7 +113,7 @@ clank_sched_t *clank_sched_get(lua_State *L) {
 void clank_sched_install(lua_State *L, clank_sched_t *s) {
   if (s->log == NULL) s->log = default_log;
   lua_pushlightuserdata(L, s);
-  lua_setfield(L, LUA_REGISTRYINDEX, SCHED_KEY);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &sched_key);
 }
 
 void clank_log(lua_State *L, const char *level, const char *fmt, ...) {
@@ -464,9 +466,10 @@ static void owned_release(owned_t *o) {
 /* reusable: its coroutine ended (returned, or failed and was reset). */
 static void owned_free(owned_t *o, int reusable) {
   clank_sched_t *s = o->task.sched;
-  if (o->task.signal_ref > 0)
+  if (o->task.signal_ref > 0 && !o->task.signal_borrowed)
     luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->task.signal_ref);
   o->task.signal_ref = 0;
+  o->task.signal_borrowed = 0;
   if (o->prev)
     o->prev->next = o->next;
   else
@@ -550,6 +553,12 @@ static void join_timed_out(clank_wait_t *w) {
   j->timer = NULL;
   clank_task_t *parent = j->parent;
   j->parent = NULL;
+  clank_task_t *child = &j->owned.task;
+  if (child->signal_borrowed) { /* the parent goes on, and may end before the child */
+    lua_rawgeti(w->L, LUA_REGISTRYINDEX, child->signal_ref);
+    child->signal_ref = luaL_ref(w->L, LUA_REGISTRYINDEX);
+    child->signal_borrowed = 0;
+  }
   lua_pushnil(parent->co);
   lua_pushliteral(parent->co, "timeout");
   parent->resume(parent, 2);
@@ -569,7 +578,12 @@ int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms
   j->owned.task.cpu_ns = j->cpu_start = parent->cpu_ns;
   j->owned.task.signal_lazy = parent->signal_lazy;
   memcpy(j->owned.task.request_id, parent->request_id, sizeof parent->request_id);
-  if (parent->signal_ref > 0) { /* the child (an action's handler) sees the request's signal */
+  if (parent->signal_ref > 0 && !parent->signal_borrowed) {
+    /* the child (an action's handler) sees the request's signal, through
+       the parent's ref while the parent waits for it */
+    j->owned.task.signal_ref = parent->signal_ref;
+    j->owned.task.signal_borrowed = 1;
+  } else if (parent->signal_ref > 0) { /* a ref the parent itself borrows: one of its own */
     lua_rawgeti(L, LUA_REGISTRYINDEX, parent->signal_ref);
     j->owned.task.signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }

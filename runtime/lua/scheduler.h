@@ -34,6 +34,10 @@ struct clank_task_s {
   unsigned mem_over : 1;    /* the allocator charged it past its share of the cap */
   unsigned stopped : 1;     /* SIGINT/SIGTERM came while it ran where it could not yield */
   unsigned signal_lazy : 1; /* its signal was made at its first wait (a route's): no deadline */
+  /* signal_ref is its joined parent's, not a ref of its own: the parent
+     waits for it, so the ref lives as long as the child needs it (a child
+     the parent stops waiting for takes a ref of its own then). */
+  unsigned signal_borrowed : 1;
   unsigned queued : 1;
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
