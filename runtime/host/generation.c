@@ -570,8 +570,9 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   lua_State *L = g ? lua_newstate(clank_alloc, &g->alloc) : NULL;
   if (g == NULL || L == NULL) {
     snprintf(err, errlen, "out of memory");
-    free(g);
     if (L) lua_close(L);
+    if (g) clank_alloc_drain(&g->alloc);
+    free(g);
     return NULL;
   }
   g->L = L;
@@ -586,6 +587,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   if (o->off_loop && use_private_loop(g) != 0) {
     snprintf(err, errlen, "cannot make a loop to load the app on");
     lua_close(L);
+    clank_alloc_drain(&g->alloc);
     free(g);
     return NULL;
   }
@@ -678,6 +680,7 @@ void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o) {
 void clank_gen_close(clank_gen_t *g) {
   clank_sched_cancel_all(&g->sched);
   lua_close(g->L);
+  clank_alloc_drain(&g->alloc);
   clank_buf_free(&g->scratch);
   for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
   free(g->routes);

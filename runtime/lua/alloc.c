@@ -2,13 +2,38 @@
 #include "lua/alloc.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "lua/preempt.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 /* A task is refused once it allocated this part of the cap (its share):
    one request cannot take the others' memory, and a request that merely
    allocates next, while another grew the heap, is not the one stopped. */
 #define SHARE_DIVISOR 4
+
+/* Small blocks (strings, tables, closures: most of a request's) are kept
+   by size class when Lua frees them and handed out again, so a request's
+   allocations rarely reach malloc. Lua says a block's size when it frees
+   or resizes it, so the classes need no header. */
+#define CLASS_BYTES 16
+#define CLASS_COUNT (CLANK_ALLOC_SMALL / CLASS_BYTES)
+#define CACHE_BYTES (1u << 20) /* kept at most, per allocator */
+
+struct clank_alloc_block_s {
+  struct clank_alloc_block_s *next;
+};
+
+static size_t class_of(size_t n) { return (n - 1) / CLASS_BYTES; }
+static size_t class_bytes(size_t c) { return (c + 1) * CLASS_BYTES; }
 
 static size_t reserve_of(size_t cap) { return cap / 8 > (16u << 20) ? cap / 8 : (16u << 20); }
 
@@ -28,17 +53,66 @@ static int admit(clank_alloc_t *a, size_t grow) {
   return a->used + grow <= a->cap + reserve_of(a->cap);
 }
 
+static void *take(clank_alloc_t *a, size_t n) {
+  if (n > CLANK_ALLOC_SMALL) return malloc(n);
+  size_t c = class_of(n);
+  clank_alloc_block_t *b = a->cache[c];
+  if (b == NULL) return malloc(class_bytes(c));
+  UNPOISON(b, class_bytes(c));
+  a->cache[c] = b->next;
+  a->cached -= class_bytes(c);
+  return b;
+}
+
+static void give(clank_alloc_t *a, void *p, size_t n) {
+  if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > CACHE_BYTES) {
+    free(p);
+    return;
+  }
+  size_t c = class_of(n);
+  clank_alloc_block_t *b = p;
+  b->next = a->cache[c];
+  a->cache[c] = b;
+  a->cached += class_bytes(c);
+  POISON(b, class_bytes(c));
+}
+
 void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   clank_alloc_t *a = ud;
   size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
   if (nsize == 0) {
-    free(ptr);
+    if (ptr) give(a, ptr, old);
     a->used -= old;
     return NULL;
   }
   if (nsize > old && a->cap && !admit(a, nsize - old)) return NULL;
-  void *p = realloc(ptr, nsize);
+  void *p;
+  if (ptr == NULL) {
+    p = take(a, nsize);
+  } else if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
+    p = realloc(ptr, nsize);
+  } else if (old <= CLANK_ALLOC_SMALL && nsize <= CLANK_ALLOC_SMALL &&
+             class_of(old) == class_of(nsize)) {
+    p = ptr; /* the block has room already */
+  } else {
+    p = take(a, nsize);
+    if (p == NULL) return NULL;
+    memcpy(p, ptr, old < nsize ? old : nsize);
+    give(a, ptr, old);
+  }
   if (p == NULL) return NULL;
   a->used = a->used - old + nsize;
   return p;
+}
+
+void clank_alloc_drain(clank_alloc_t *a) {
+  for (size_t c = 0; c < CLASS_COUNT; c++) {
+    while (a->cache[c]) {
+      clank_alloc_block_t *b = a->cache[c];
+      UNPOISON(b, class_bytes(c));
+      a->cache[c] = b->next;
+      free(b);
+    }
+  }
+  a->cached = 0;
 }

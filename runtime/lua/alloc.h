@@ -11,14 +11,23 @@
 
 #include "lua/scheduler.h"
 
+/* Blocks up to this size are kept for reuse once freed (alloc.c). */
+#define CLANK_ALLOC_SMALL 256
+
+typedef struct clank_alloc_block_s clank_alloc_block_t;
+
 typedef struct clank_alloc_s {
   size_t used;          /* bytes Lua holds now */
   size_t cap;           /* 0: no cap */
   clank_sched_t *sched; /* whose running task is charged */
   int pressure;         /* a task was refused: the owner checks the generation once it ended */
+  size_t cached;        /* bytes kept in cache */
+  clank_alloc_block_t *cache[CLANK_ALLOC_SMALL / 16]; /* freed small blocks, by size class */
 } clank_alloc_t;
 
 /* The lua_Alloc; ud is a clank_alloc_t. */
 void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+/* Frees the blocks kept for reuse: after lua_close, or to give memory back. */
+void clank_alloc_drain(clank_alloc_t *a);
 
 #endif
