@@ -8,6 +8,7 @@
 #include "lua/protect.h"
 #include "lua/scheduler.h"
 #include "lua/schema.h"
+#include "lua/values.h"
 
 enum { SIDE_NONE, SIDE_READ, SIDE_WRITE, SIDE_DESTRUCTIVE };
 enum { CONFIRM_NEVER, CONFIRM_WRITE, CONFIRM_ALWAYS };
@@ -103,10 +104,7 @@ static int ctx_progress(lua_State *L);
 static const char action_tag = 0;
 
 clank_action_t *clank_action_test(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(clank_action_t))
-    return NULL;
-  clank_action_t *a = lua_touserdata(L, idx);
-  return a->tag == &action_tag ? a : NULL;
+  return clank_tagged(L, idx, sizeof(clank_action_t), &action_tag);
 }
 
 static clank_action_t *check_action(lua_State *L, int idx) {

@@ -55,9 +55,7 @@ enum { UV_ACTIONS = 1, UV_MANIFEST, UV_ETAG, UV_ORIGINS, UV_INDEX, UV_LIST, UV_C
 #define K_LIST "list"       /* the actions, as the entries' slots say */
 
 static bridge_t *test_bridge(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != sizeof(bridge_t)) return NULL;
-  bridge_t *b = lua_touserdata(L, idx);
-  return b->tag == &bridge_tag ? b : NULL;
+  return clank_tagged(L, idx, sizeof(bridge_t), &bridge_tag);
 }
 
 static bridge_t *check_bridge(lua_State *L, int idx) {

@@ -36,3 +36,9 @@ int clank_is_marked_array(lua_State *L, int idx) {
   lua_pop(L, 2);
   return marked;
 }
+
+void *clank_tagged(lua_State *L, int idx, size_t size, const void *tag) {
+  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != size) return NULL;
+  void *p = lua_touserdata(L, idx);
+  return *(const void *const *)p == tag ? p : NULL;
+}

@@ -4,6 +4,7 @@
 #define CLANK_VALUES_H
 
 #include <lua.h>
+#include <stddef.h>
 
 /* clank.null: a light userdata whose address is unique to Clank, so the check
    is one comparison. Truthy in Lua, distinct from nil (an absent key). */
@@ -16,5 +17,10 @@ int clank_is_null(lua_State *L, int idx);
 void clank_mark_array(lua_State *L, int idx);
 void clank_push_array_mt(lua_State *L); /* that metatable, made when first asked for */
 int clank_is_marked_array(lua_State *L, int idx);
+
+/* The userdata at idx when it is size bytes and its first field is tag (the
+   address of a static that only its maker writes there), else NULL: a kind
+   of userdata told without a registry lookup by name. */
+void *clank_tagged(lua_State *L, int idx, size_t size, const void *tag);
 
 #endif
