@@ -4,19 +4,13 @@
 -- goes away, whether the action read it before or only after that moment.
 local server = require "helpers.server"
 local http = require "helpers.http"
-local json = require "dkjson"
 
 local function post(port, name, body)
   return assert(http.request(port, "POST", "/actions/" .. name,
     { { "Content-Type", "application/json" } }, body))
 end
 
-local function output(res)
-  assert.are.equal(200, res.status, "body: " .. tostring(res.body))
-  local doc = assert(json.decode(res.body))
-  assert.is_true(doc.ok)
-  return doc.output
-end
+local output = require("helpers.bridge").output
 
 -- Polls GET /seen?tag=tag until it says something else than `unless`, for up to 3 s.
 local function seen(port, tag, unless)

@@ -5,7 +5,6 @@
 local server = require "helpers.server"
 local answers = require "helpers.bridge"
 local http = require "helpers.http"
-local json = require "dkjson"
 
 local FOREIGN = "http://localhost:5173" -- in the fixture's allowedOrigins
 
@@ -15,12 +14,7 @@ local function post(port, target, body, headers)
   return assert(http.request(port, "POST", target, h, body))
 end
 
-local function output(res)
-  assert.are.equal(200, res.status, "body: " .. tostring(res.body))
-  local doc = assert(json.decode(res.body))
-  assert.is_true(doc.ok)
-  return doc.output
-end
+local output = answers.output
 
 describe("the bridge's action path without a context function", function()
   local s = server.for_describe(server.fixture("bridge_request"))

@@ -2,6 +2,7 @@
 -- that check it in process (spec/unit/bridge_spec) and over HTTP (spec/functional/*):
 -- the expected bodies, byte for byte, and the checks every answer of one kind passes.
 local assert = require "luassert"
+local json = require "dkjson"
 
 local bridge = {}
 
@@ -39,6 +40,14 @@ function bridge.assert_ok(res, output_json)
 end
 
 -- SHA-256 of data as lowercase hex, by sha256sum (independent of the runtime's own).
+-- The output of a 200 {"ok":true,"output":...}, decoded, for specs that check it field by field.
+function bridge.output(res)
+  assert.are.equal(200, res.status, "body: " .. tostring(res.body))
+  local doc = assert(json.decode(res.body))
+  assert.is_true(doc.ok)
+  return doc.output
+end
+
 function bridge.sha256_hex(data)
   local path = os.tmpname()
   local f = assert(io.open(path, "wb"))
