@@ -434,87 +434,110 @@ enum { PHASE_HEAD, PHASE_FULL };
 
 static int check_body(lua_State *L, bridge_t *b, answer_t *a, const clank_bridge_view_t *v);
 
+/* What steps 1–7 of SPEC §5 say of the request v before its body, decided in
+   C: the one place those checks are written, for the bridge's answer and for
+   the header block's pass. */
+typedef enum {
+  HEAD_PASS,        /* on to the body, with *found */
+  HEAD_MANIFEST,    /* 1. GET the manifest */
+  HEAD_PREFLIGHT,   /* 2. OPTIONS from an allowed origin */
+  HEAD_NO_ENDPOINT, /* 2. anything else that is not POST on an action path */
+  HEAD_ORIGIN,      /* 3. refused */
+  HEAD_DECODE,      /* 4. the name is percent-encoded: decode it and ask again */
+  HEAD_BAD_PATH,    /* 4. not UTF-8 */
+  HEAD_NO_ACTION,   /* 5. */
+  HEAD_CONFIRM,     /* 6. */
+  HEAD_MEDIA,       /* 7. not JSON */
+  HEAD_TOO_LARGE    /* 7. by content-length */
+} head_t;
+
+/* name: the decoded action name, or NULL to read it from the path. */
+static head_t head_checks(const bridge_t *b, const clank_bridge_view_t *v, const origin_t *o,
+                          const char *name, size_t name_len, const entry_t **found) {
+  const char *method = v->method, *path = v->path.p;
+  size_t plen = v->path.n;
+  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return HEAD_MANIFEST;
+  const char *at = last_actions(path, plen);
+  if (at && strcmp(method, "OPTIONS") == 0 && o->value && o->allowed) return HEAD_PREFLIGHT;
+  if (!at || strcmp(method, "POST") != 0) return HEAD_NO_ENDPOINT;
+  if (origin_refused(v, o, b->require_origin)) return HEAD_ORIGIN;
+  if (name == NULL) {
+    name = at + 9;
+    name_len = (size_t)(path + plen - name);
+    if (memchr(name, '%', name_len) != NULL) return HEAD_DECODE;
+    if (!valid_utf8(name, name_len)) return HEAD_BAD_PATH;
+  }
+  *found = find_action(b, name, name_len);
+  if (*found == NULL) return HEAD_NO_ACTION;
+  if (clank_action_requires_confirmation((*found)->action) &&
+      !span_is(v->confirmation, "confirmed", 9))
+    return HEAD_CONFIRM;
+  if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n))
+    return HEAD_MEDIA;
+  if (v->content_length.p && span_integer(v->content_length) > b->max_bytes) return HEAD_TOO_LARGE;
+  return HEAD_PASS;
+}
+
 /* Runs the checks of SPEC §5 in order on the request v for the bridge at 1.
    Returns 1 with a response pushed, or 0 with the action pushed (and, in the
    full phase, the decoded input after it). */
 static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridge_view_t *v) {
   bridge_t *b = lua_touserdata(L, 1);
-  const entry_t *passed = v->passed;
-  if (phase == PHASE_FULL && passed && passed >= b->index && passed < b->index + b->nindex) {
+  const entry_t *found = v->passed;
+  if (phase == PHASE_FULL && found && found >= b->index && found < b->index + b->nindex) {
     /* steps 1–7 up to the body passed at the header block (no origin but
        its own: no CORS), on the same headers */
     a->cors_origin = NULL;
     a->cors_len = 0;
-    push_uv_field(L, 1, UV_LIST);
-    lua_rawgeti(L, -1, passed->slot);
-    lua_remove(L, -2);
-    return check_body(L, b, a, v);
-  }
-  const char *method = v->method, *path = v->path.p;
-  size_t plen = v->path.n;
-  origin_t o;
-  bridge_origin(L, a, &o, v);
-
-  /* 1. the manifest */
-  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return answer_manifest(L, a, v);
-
-  /* 2. preflight, and everything that is not POST on an action path */
-  const char *at = last_actions(path, plen);
-  if (at && strcmp(method, "OPTIONS") == 0 && o.value && o.allowed) {
-    answer_t cors = {o.value, o.len, NULL};
-    push_response(L, &cors, 204, NULL, "", 0);
-    lua_getfield(L, -1, "headers");
-    lua_pushliteral(L, "POST");
-    lua_setfield(L, -2, "access-control-allow-methods");
-    lua_pushliteral(L, "content-type, x-clank-confirmation");
-    lua_setfield(L, -2, "access-control-allow-headers");
-    lua_pop(L, 1);
-    return 1;
-  }
-  if (!at || strcmp(method, "POST") != 0)
-    return push_failure(L, b, a, 404, "NOT_FOUND", "Agent endpoint not found.", 0);
-
-  /* 3. origin */
-  if (origin_refused(v, &o, b->require_origin))
-    return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", 0);
-
-  /* 4. the name, 5. the action */
-  const char *raw = at + 9;
-  size_t rawlen = (size_t)(path + plen - raw);
-  const entry_t *found;
-  if (memchr(raw, '%', rawlen) == NULL) { /* nothing to decode: no Lua string */
-    if (!valid_utf8(raw, rawlen)) return bad_path(L, b, a);
-    found = find_action(b, raw, rawlen);
   } else {
-    if (!push_decoded_name(L, raw, rawlen)) return bad_path(L, b, a);
-    size_t n;
-    const char *name = lua_tolstring(L, -1, &n);
-    found = find_action(b, name, n);
-    lua_pop(L, 1);
+    origin_t o;
+    bridge_origin(L, a, &o, v);
+    head_t head = head_checks(b, v, &o, NULL, 0, &found);
+    if (head == HEAD_DECODE) {
+      const char *at = last_actions(v->path.p, v->path.n);
+      if (!push_decoded_name(L, at + 9, (size_t)(v->path.p + v->path.n - (at + 9)))) {
+        head = HEAD_BAD_PATH;
+      } else {
+        size_t n;
+        const char *name = lua_tolstring(L, -1, &n);
+        head = head_checks(b, v, &o, name, n, &found);
+        lua_pop(L, 1);
+      }
+    }
+    switch (head) {
+      case HEAD_PASS: break;
+      case HEAD_MANIFEST: return answer_manifest(L, a, v);
+      case HEAD_PREFLIGHT: {
+        answer_t cors = {o.value, o.len, NULL};
+        push_response(L, &cors, 204, NULL, "", 0);
+        lua_getfield(L, -1, "headers");
+        lua_pushliteral(L, "POST");
+        lua_setfield(L, -2, "access-control-allow-methods");
+        lua_pushliteral(L, "content-type, x-clank-confirmation");
+        lua_setfield(L, -2, "access-control-allow-headers");
+        lua_pop(L, 1);
+        return 1;
+      }
+      case HEAD_NO_ENDPOINT:
+        return push_failure(L, b, a, 404, "NOT_FOUND", "Agent endpoint not found.", 0);
+      case HEAD_ORIGIN:
+        return push_failure(L, b, a, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.",
+                            0);
+      case HEAD_DECODE: /* decoded above */
+      case HEAD_BAD_PATH: return bad_path(L, b, a);
+      case HEAD_NO_ACTION: return push_failure(L, b, a, 404, "NOT_FOUND", "Action not found.", 0);
+      case HEAD_CONFIRM:
+        return push_failure(L, b, a, 428, "CONFIRMATION_REQUIRED",
+                            "This action requires explicit confirmation.", 0);
+      case HEAD_MEDIA:
+        return push_failure(L, b, a, 415, "UNSUPPORTED_MEDIA_TYPE",
+                            "Expected an application/json request body.", 0);
+      case HEAD_TOO_LARGE: return too_large(L, b, a);
+    }
   }
-  if (found == NULL) return push_failure(L, b, a, 404, "NOT_FOUND", "Action not found.", 0);
-  clank_action_t *action = found->action;
   push_uv_field(L, 1, UV_LIST);
   lua_rawgeti(L, -1, found->slot);
   lua_remove(L, -2);
-
-  /* 6. confirmation, before the body */
-  if (clank_action_requires_confirmation(action) && !span_is(v->confirmation, "confirmed", 9)) {
-    lua_pop(L, 1);
-    return push_failure(L, b, a, 428, "CONFIRMATION_REQUIRED",
-                        "This action requires explicit confirmation.", 0);
-  }
-
-  /* 7. the body */
-  if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n)) {
-    lua_pop(L, 1);
-    return push_failure(L, b, a, 415, "UNSUPPORTED_MEDIA_TYPE",
-                        "Expected an application/json request body.", 0);
-  }
-  if (v->content_length.p && span_integer(v->content_length) > b->max_bytes) {
-    lua_pop(L, 1);
-    return too_large(L, b, a);
-  }
   if (phase == PHASE_HEAD) return 0;
   return check_body(L, b, a, v);
 }
@@ -548,23 +571,8 @@ const void *clank_bridge_head_passes(lua_State *L, int idx, const clank_bridge_v
   origin_t o;
   read_origin(L, v, 0, &o);           /* no allowed origins: those are looked up in Lua */
   if (o.value && !o.own) return NULL; /* a foreign origin: allowed or not, Lua says */
-  const char *path = v->path.p;
-  size_t plen = v->path.n;
-  if (manifest_path(path, plen) && strcmp(v->method, "GET") == 0) return NULL;
-  const char *at = last_actions(path, plen);
-  if (!at || strcmp(v->method, "POST") != 0 || origin_refused(v, &o, b->require_origin))
-    return NULL;
-  const char *raw = at + 9;
-  size_t rawlen = (size_t)(path + plen - raw);
-  if (memchr(raw, '%', rawlen) != NULL || !valid_utf8(raw, rawlen)) return NULL;
-  const entry_t *found = find_action(b, raw, rawlen);
-  if (found == NULL) return NULL;
-  if (clank_action_requires_confirmation(found->action) &&
-      !span_is(v->confirmation, "confirmed", 9))
-    return NULL;
-  if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n))
-    return NULL;
-  return v->content_length.p && span_integer(v->content_length) > b->max_bytes ? NULL : found;
+  const entry_t *found = NULL;
+  return head_checks(b, v, &o, NULL, 0, &found) == HEAD_PASS ? found : NULL;
 }
 
 int clank_bridge_head(lua_State *L) {
