@@ -26,8 +26,8 @@ static void put2(char *p, int v) {
 }
 
 /* Every line of one loop iteration carries the same time, made once; the
-   date and the second are formatted by hand once per second, so a line only
-   pays for its three digits of milliseconds. clank_log_flush forgets it. */
+   date and the second are formatted once per second, so a line only pays for
+   its three digits of milliseconds. clank_log_flush forgets it. */
 static void append_time(clank_log_t *log) {
   if (log->stamp_len == 0) {
     struct timeval tv;
@@ -35,25 +35,7 @@ static void append_time(clank_log_t *log) {
     if (tv.tv_sec != log->stamp_sec || log->stamp[0] == '\0') {
       struct tm tm;
       gmtime_r(&tv.tv_sec, &tm);
-      int year = tm.tm_year + 1900;
-      if (year < 1000 || year > 9999) { /* not four digits: strftime knows how */
-        strftime(log->stamp, sizeof log->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-      } else {
-        char *p = log->stamp;
-        put2(p, year / 100);
-        put2(p + 2, year % 100);
-        p[4] = '-';
-        put2(p + 5, tm.tm_mon + 1);
-        p[7] = '-';
-        put2(p + 8, tm.tm_mday);
-        p[10] = 'T';
-        put2(p + 11, tm.tm_hour);
-        p[13] = ':';
-        put2(p + 14, tm.tm_min);
-        p[16] = ':';
-        put2(p + 17, tm.tm_sec);
-        p[19] = '\0';
-      }
+      strftime(log->stamp, sizeof log->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
       log->stamp_sec = tv.tv_sec;
       log->stamp_sec_len = strlen(log->stamp);
     }
@@ -268,81 +250,12 @@ void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colou
   va_end(ap);
 }
 
-/* Writes n's decimal digits at p; returns the end. */
-static char *put_uint(char *p, uint64_t n) {
-  char d[20];
-  int i = (int)sizeof d;
-  do {
-    d[--i] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
-  memcpy(p, d + i, sizeof d - (size_t)i);
-  return p + (sizeof d - (size_t)i);
-}
-
-/* The usual text line, written in place in one pass: a target with nothing
-   to escape nor to redact, a three-digit status. 0 when the line is not one
-   of those (nothing is written then). */
-static int access_text(clank_log_t *log, const char *method, const char *target, size_t target_len,
-                       int status, size_t bytes, uint64_t ns, const char *request_id,
-                       size_t request_id_len) {
-  size_t secret = log->credential_prefix ? strlen(log->credential_prefix) : 0;
-  if (status < 100 || status > 999 ||
-      (secret && target_len > secret && memcmp(target, log->credential_prefix, secret) == 0))
-    return 0;
-  for (size_t i = 0; i < target_len; i++) {
-    unsigned char c = (unsigned char)target[i];
-    if (c < 0x20 || c == 0x7f) return 0;
-  }
-  size_t method_len = strlen(method);
-  /* " info " + method + " " + target + " 999 " + 20 digits + "B " + 20 + ".000ms " + id + "\n" */
-  size_t most = 6 + method_len + 1 + target_len + 5 + 20 + 2 + 20 + 7 + request_id_len + 1;
-  append_time(log);
-  clank_buf_t *b = &log->buf;
-  if (clank_buf_reserve(b, most) != 0) return 1; /* no memory: the line is dropped */
-  char *p = b->data + b->len;
-  memcpy(p, " info ", 6);
-  p += 6;
-  memcpy(p, method, method_len);
-  p += method_len;
-  *p++ = ' ';
-  memcpy(p, target, target_len);
-  p += target_len;
-  *p++ = ' ';
-  *p++ = (char)('0' + status / 100);
-  *p++ = (char)('0' + status / 10 % 10);
-  *p++ = (char)('0' + status % 10);
-  *p++ = ' ';
-  p = put_uint(p, bytes);
-  *p++ = 'B';
-  *p++ = ' ';
-  uint64_t us = ns / 1000;
-  p = put_uint(p, us / 1000);
-  *p++ = '.';
-  *p++ = (char)('0' + us % 1000 / 100);
-  *p++ = (char)('0' + us % 100 / 10);
-  *p++ = (char)('0' + us % 10);
-  *p++ = 'm';
-  *p++ = 's';
-  if (request_id_len) { /* made of A-Za-z0-9._- only: nothing to escape */
-    *p++ = ' ';
-    memcpy(p, request_id, request_id_len);
-    p += request_id_len;
-  }
-  *p++ = '\n';
-  b->len = (size_t)(p - b->data);
-  return 1;
-}
-
 void clank_log_access(clank_log_t *log, const char *method, const char *target, size_t target_len,
                       int status, size_t bytes, uint64_t ns, const char *request_id,
                       size_t request_id_len) {
   if (log->quiet) return;
   clank_buf_t *b = &log->buf;
   int json = log->format == CLANK_LOG_JSON;
-  if (!json &&
-      access_text(log, method, target, target_len, status, bytes, ns, request_id, request_id_len))
-    return;
   if (json) clank_buf_appends(b, "{\"time\":\"");
   append_time(log);
   clank_buf_appends(b, json ? "\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"" : " info ");
@@ -358,13 +271,7 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
     append_escaped(b, target, target_len, json);
   }
   clank_buf_appends(b, json ? "\",\"status\":" : " ");
-  if (status >= 100 && status <= 999) { /* the usual three digits: no division loop */
-    char digits[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                      (char)('0' + status % 10)};
-    clank_buf_append(b, digits, 3);
-  } else {
-    clank_buf_append_uint(b, (uint64_t)status);
-  }
+  clank_buf_append_uint(b, (uint64_t)status);
   clank_buf_appends(b, json ? ",\"bytes\":" : " ");
   clank_buf_append_uint(b, bytes);
   clank_buf_appends(b, json ? ",\"ms\":" : "B ");
