@@ -54,50 +54,42 @@ static void push_query(lua_State *L, const char *q, size_t n) {
 }
 
 /* The header names most requests carry, held in the names' table after
-   CLANK_NAME_META (sorted by length): pushing a held one is an array read,
-   not the hashing and lookup of a new string. */
-static const char *const held_header[] = {"host",
-                                          "accept",
-                                          "cookie",
-                                          "origin",
-                                          "referer",
-                                          "upgrade",
-                                          "connection",
-                                          "user-agent",
-                                          "content-type",
-                                          "x-request-id",
-                                          "cache-control",
-                                          "authorization",
-                                          "if-none-match",
-                                          "content-length",
-                                          "sec-fetch-site",
-                                          "sec-fetch-mode",
-                                          "sec-fetch-dest",
-                                          "mcp-session-id",
-                                          "accept-encoding",
-                                          "accept-language",
-                                          "if-modified-since",
-                                          "x-clank-confirmation"};
+   CLANK_NAME_META, shortest first: pushing a held one is an array read, not
+   the hashing and lookup of a new string. */
+#define HELD(s) \
+  { s, sizeof s - 1 }
+static const struct {
+  const char *name;
+  size_t len;
+} held_header[] = {HELD("host"),
+                   HELD("accept"),
+                   HELD("cookie"),
+                   HELD("origin"),
+                   HELD("referer"),
+                   HELD("upgrade"),
+                   HELD("connection"),
+                   HELD("user-agent"),
+                   HELD("content-type"),
+                   HELD("x-request-id"),
+                   HELD("cache-control"),
+                   HELD("authorization"),
+                   HELD("if-none-match"),
+                   HELD("content-length"),
+                   HELD("sec-fetch-site"),
+                   HELD("sec-fetch-mode"),
+                   HELD("sec-fetch-dest"),
+                   HELD("mcp-session-id"),
+                   HELD("accept-encoding"),
+                   HELD("accept-language"),
+                   HELD("if-modified-since"),
+                   HELD("x-clank-confirmation")};
 #define NHELD ((int)(sizeof held_header / sizeof held_header[0]))
 
 /* The names' table index of a held header name, or 0. */
 static int held_index(const char *name, size_t len) {
-  int lo, hi; /* held_header[lo..hi) have this length */
-  switch (len) {
-    case 4: lo = 0, hi = 1; break;
-    case 6: lo = 1, hi = 4; break;
-    case 7: lo = 4, hi = 6; break;
-    case 10: lo = 6, hi = 8; break;
-    case 12: lo = 8, hi = 10; break;
-    case 13: lo = 10, hi = 13; break;
-    case 14: lo = 13, hi = 18; break;
-    case 15: lo = 18, hi = 20; break;
-    case 17: lo = 20, hi = 21; break;
-    case 20: lo = 21, hi = 22; break;
-    default: return 0;
-  }
-  for (int i = lo; i < hi; i++)
-    if (memcmp(held_header[i], name, len) == 0) return CLANK_NAME_META + 1 + i;
+  for (int i = 0; i < NHELD && held_header[i].len <= len; i++)
+    if (held_header[i].len == len && memcmp(held_header[i].name, name, len) == 0)
+      return CLANK_NAME_META + 1 + i;
   return 0;
 }
 
@@ -167,7 +159,7 @@ int clank_names_push(lua_State *L) {
       lua_rawseti(L, -2, i);
     }
     for (int i = 0; i < NHELD; i++) {
-      lua_pushstring(L, held_header[i]);
+      lua_pushlstring(L, held_header[i].name, held_header[i].len);
       lua_rawseti(L, -2, CLANK_NAME_META + 1 + i);
     }
     lua_createtable(L, 0, 1); /* the requests' metatable */
