@@ -31,6 +31,14 @@ int clank_json_escape(clank_buf_t *out, const char *s, size_t n);
    position, returning 2. Raises only when memory runs out. */
 int clank_json_decode(lua_State *L, const char *s, size_t len);
 
+/* For decoders built on this one (schema_decode.c): decodes the one value
+   at *p (whitespace before it skipped) as clank_json_decode would, at
+   nesting depth (the containers already entered) and with the array
+   metatable at the absolute index mt; pushes it, moves *p past it and
+   returns 0, or returns -1 when the text is malformed (the stack then holds
+   what the value had pushed so far: the caller resets it). */
+int clank_json_decode_part(lua_State *L, const char **p, const char *end, int depth, int mt);
+
 /* The length of the well-formed UTF-8 character at p (of n > 0 bytes), or 0:
    overlongs, surrogates and code points above U+10FFFF are refused. */
 size_t clank_json_utf8_char(const unsigned char *p, size_t n);

@@ -258,6 +258,7 @@ static int schema_gc(lua_State *L) {
   unref(L, &n->msg_max.ref);
   unref(L, &n->msg_other.ref);
   unref(L, &n->expected.ref);
+  unref(L, &n->strs_ref);
   return 0;
 }
 

@@ -157,6 +157,7 @@ static clank_schema_node_t *new_node(lua_State *L, const clank_schema_node_t *t,
   *n = *t;
   /* refs are set only once __gc can release them */
   n->find_ref = n->msg_min.ref = n->msg_max.ref = n->msg_other.ref = n->expected.ref = LUA_NOREF;
+  n->strs_ref = LUA_NOREF;
   luaL_setmetatable(L, CLANK_SCHEMA_MT);
   lua_pushvalue(L, uv);
   lua_setiuservalue(L, -2, 1);
@@ -164,6 +165,19 @@ static clank_schema_node_t *new_node(lua_State *L, const clank_schema_node_t *t,
 }
 
 static void *node_extra(clank_schema_node_t *n) { return n + 1; }
+
+/* n->strs_ref: the list of the n strings at strs (Lua strings already, so
+   short ones are the very same objects). */
+static void hold_strings(lua_State *L, clank_schema_node_t *n, const clank_schema_str_t *strs,
+                         size_t count, size_t stride) {
+  lua_createtable(L, (int)count, 0);
+  for (size_t i = 0; i < count; i++) {
+    const clank_schema_str_t *s = (const void *)((const char *)strs + i * stride);
+    lua_pushlstring(L, s->s, s->len);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  n->strs_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
 
 static const char *fmtnum(const clank_schema_num_t *v, char *buf) {
   if (v->isint)
@@ -403,6 +417,7 @@ static int b_enum(lua_State *L) {
     lua_pop(L, 1);
   }
   other_msg(L, node, "Expected one of: ", &node->json);
+  hold_strings(L, node, node->values, node->n, sizeof *node->values);
   return 1;
 }
 
@@ -468,6 +483,7 @@ static int b_object(lua_State *L) {
   if (t.n > 1) qsort(n->props, t.n, sizeof *n->props, prop_cmp);
   for (size_t i = 0; i < t.n && i < 64; i++)
     if (!n->props[i].node->nil_ok) n->required_mask |= UINT64_C(1) << i;
+  hold_strings(L, n, &n->props[0].key, n->n, sizeof *n->props);
   return 1;
 }
 

@@ -127,6 +127,10 @@ struct clank_schema_node_s {
   /* min and max: too short, too long, too small or too large; other: the
      pattern, enum or literal message; expected: the literal as JSON. */
   clank_schema_msg_t msg_min, msg_max, msg_other, expected;
+  /* object: its keys in props order; enum: its values in order. A registry
+     ref to the list of those strings, so schema_decode.c can put them in a
+     table without hashing their bytes again. */
+  int strs_ref;
 };
 
 /* The constants validation pushes (keys, fixed messages and expected
