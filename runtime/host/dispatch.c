@@ -47,6 +47,8 @@ static exchange_t *exchange_get(clank_gen_t *g) {
     if (x == NULL) abort(); /* nowhere to run the handler */
     lua_State *co = lua_newthread(g->L);
     x->co_ref = luaL_ref(g->L, LUA_REGISTRYINDEX);
+    lua_pushboolean(g->L, 0);
+    x->task.hold_slot = luaL_ref(g->L, LUA_REGISTRYINDEX);
     x->task.sched = &g->sched;
     x->task.resume = resume_task;
     clank_task_bind(&x->task, co);
@@ -70,6 +72,7 @@ static void exchange_free(exchange_t *x) {
   lua_resetthread(x->task.co); /* a failed handler's pending to-be-closed variables close now */
   clank_task_unbind(x->task.co);
   luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->co_ref);
+  luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.hold_slot);
   free(x);
 }
 
@@ -801,10 +804,13 @@ static void finish(exchange_t *x, int reusable) {
     clank_stream_finish(x);
     clank_stream_forget(x, x->gen->L);
   }
-  if (x->task.signal_ref) {
+  if (x->task.signal_ref == x->task.hold_slot) { /* a bridge's ctx: the slot is kept */
+    lua_pushboolean(x->gen->L, 0);
+    lua_rawseti(x->gen->L, LUA_REGISTRYINDEX, x->task.hold_slot);
+  } else if (x->task.signal_ref) {
     luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.signal_ref);
-    x->task.signal_ref = 0;
   }
+  x->task.signal_ref = 0;
   clank_conn_t *c = x->conn;
   int waited = x->waited;
   exchange_put(x, reusable);

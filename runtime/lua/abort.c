@@ -85,8 +85,39 @@ void clank_abort_push(lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
+/* Only its address matters: a holder's [&held_key] is its signal, or the
+   reason it was fired with before its signal was made. */
+static const char held_key = 0;
+
+void clank_abort_resolve(lua_State *L) {
+  if (!lua_istable(L, -1)) return;
+  int holder = lua_gettop(L);
+  int type = lua_rawgetp(L, holder, &held_key);
+  if (type == LUA_TUSERDATA) {
+    lua_replace(L, holder);
+    return;
+  }
+  clank_abort_push(L);
+  if (type == LUA_TSTRING) clank_abort_fire(L, -1, lua_tostring(L, -2)); /* born aborted */
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, holder, &held_key);
+  lua_replace(L, holder);
+  lua_pop(L, 1);
+}
+
 void clank_abort_fire(lua_State *L, int idx, const char *reason) {
   idx = lua_absindex(L, idx);
+  if (lua_istable(L, idx)) { /* a holder */
+    int type = lua_rawgetp(L, idx, &held_key);
+    if (type == LUA_TUSERDATA) {
+      clank_abort_fire(L, -1, reason);
+    } else if (type != LUA_TSTRING) { /* the first reason is the one */
+      lua_pushstring(L, reason);
+      lua_rawsetp(L, idx, &held_key);
+    }
+    lua_pop(L, 1);
+    return;
+  }
   abort_t *a = luaL_testudata(L, idx, CLANK_ABORT_MT);
   if (a == NULL || a->aborted) return;
   a->aborted = 1;

@@ -338,44 +338,35 @@ static int ctx_progress(lua_State *L) {
   return 0;
 }
 
-/* ctx[field] = the action's function, unless ctx has one (set raw: a ctx
-   with a __newindex still gets it). raw: ctx is one the caller made, whose
-   __index (if any) never answers for field, so it is not run. */
-static void give_fn(lua_State *L, int action, int ctx, const char *field, int slot, int raw) {
-  lua_pushstring(L, field);
-  lua_pushvalue(L, -1);
-  int absent = (raw ? lua_rawget(L, ctx) : lua_gettable(L, ctx)) == LUA_TNIL;
-  lua_pop(L, 1);
-  if (!absent) {
-    lua_pop(L, 1);
-    return;
-  }
-  lua_getiuservalue(L, action, slot); /* the action's own, made with it */
-  lua_rawset(L, ctx);
-}
-
-/* raw: as give_fn's; RAW_FRESH: ctx is known to have neither field. */
-enum { RAW_NO, RAW_YES, RAW_FRESH };
-
-static void give_log(lua_State *L, int action, int ctx, int raw) {
+/* ctx.log and ctx.progress, when the table ctx at ctx lacks them (read
+   through its __index, if any), become the action's own, made with it. */
+void clank_action_give_log(lua_State *L, int action, int ctx) {
+  static const char *const fields[] = {"log", "progress"};
+  static const int slots[] = {UV_LOG, UV_PROGRESS};
   action = lua_absindex(L, action);
   ctx = lua_absindex(L, ctx);
   if (!lua_istable(L, ctx)) return;
-  if (raw == RAW_FRESH) {
-    lua_getiuservalue(L, action, UV_LOG);
-    lua_setfield(L, ctx, "log");
-    lua_getiuservalue(L, action, UV_PROGRESS);
-    lua_setfield(L, ctx, "progress");
-    return;
+  for (int i = 0; i < 2; i++) {
+    lua_pushstring(L, fields[i]);
+    lua_pushvalue(L, -1);
+    int absent = lua_gettable(L, ctx) == LUA_TNIL;
+    lua_pop(L, 1);
+    if (!absent) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_getiuservalue(L, action, slots[i]);
+    lua_rawset(L, ctx); /* raw: a ctx with a __newindex still gets it */
   }
-  give_fn(L, action, ctx, "log", UV_LOG, raw);
-  give_fn(L, action, ctx, "progress", UV_PROGRESS, raw);
 }
 
-void clank_action_give_log(lua_State *L, int action, int ctx) { give_log(L, action, ctx, RAW_NO); }
-
-void clank_action_give_log_raw(lua_State *L, int action, int ctx, int fresh) {
-  give_log(L, action, ctx, fresh ? RAW_FRESH : RAW_YES);
+int clank_action_give_log_field(lua_State *L, int action, const char *key, size_t len) {
+  int slot = len == 3 && memcmp(key, "log", 3) == 0        ? UV_LOG
+             : len == 8 && memcmp(key, "progress", 8) == 0 ? UV_PROGRESS
+                                                           : 0;
+  if (slot == 0) return 0;
+  lua_getiuservalue(L, action, slot);
+  return 1;
 }
 
 /* ---- the pipeline ---- */

@@ -29,8 +29,9 @@ void clank_action_count_call(lua_State *L, int idx, int ok);
    it must run inside a task (it may wait); returns the output. */
 int clank_action_pipeline(lua_State *L);
 /* The same, for an input already found valid against the action's input
-   schema (clank_action_input) and a ctx already given its log and progress
-   (clank_action_give_log), as the bridge does: the pipeline from authorize on. */
+   schema (clank_action_input) and a ctx that has its log and progress
+   (clank_action_give_log, or served as the bridge does), as the bridge does: the pipeline from
+   authorize on. */
 int clank_action_pipeline_validated(lua_State *L);
 /* The action's input schema. */
 const clank_schema_node_t *clank_action_input(const clank_action_t *a);
@@ -41,10 +42,10 @@ const clank_schema_node_t *clank_action_output(const clank_action_t *a);
    ctx.progress that write to the log (SPEC §6 outside MCP), naming the
    action at action. */
 void clank_action_give_log(lua_State *L, int action, int ctx);
-/* The same for a ctx whose __index, if it has one, never answers for log or
-   progress (the bridge's own): its fields are read raw, or not at all when
-   fresh (the ctx has neither). */
-void clank_action_give_log_raw(lua_State *L, int action, int ctx, int fresh);
+/* For a ctx that serves them through its __index (the bridge's): pushes the
+   action's function for key ("log" or "progress", len bytes) and returns 1,
+   else returns 0 and pushes nothing. */
+int clank_action_give_log_field(lua_State *L, int action, const char *key, size_t len);
 
 /* Pushes clank.ActionError(code, message, status); details stay nil. */
 void clank_action_error_push(lua_State *L, const char *code, const char *message, int status);

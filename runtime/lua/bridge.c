@@ -760,21 +760,112 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   return send_failure(L, b, a, status);
 }
 
-/* Only its address matters: the key of the maker in the metatable of a ctx
-   whose request is not built yet. */
+/* Only their addresses matter. In a ctx the bridge made: the key of its
+   request's maker (a request not built yet), of its request id as the
+   integer of a made-up one (16 hex digits, as the server makes them), and
+   the mark that ctx.signal was given once (cleared by the action afterwards,
+   it stays cleared). In the metatable of such ctxs (one per action), the key
+   of the action, whose log and progress ctx serves; the one of ctxs made for
+   no action is held under ctx_meta_key. */
 static const char maker_key = 0;
+static const char id_key = 0;
+static const char given_key = 0;
+static const char action_key = 0;
+static const char ctx_meta_key = 0;
 
-/* __index of such a ctx: ctx.request builds it (calling the maker its
-   metatable holds: no closure per request) and keeps it. */
+/* The integer of a request id of 16 lowercase hex digits, in *n. */
+static int id_number(const char *id, lua_Integer *n) {
+  /* a digit's value + 1, 0 for any other byte */
+  static const unsigned char digit[256] = {
+      ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+      ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+  };
+  uint64_t v = 0;
+  for (int i = 0; i < 16; i++) {
+    unsigned d = digit[(unsigned char)id[i]];
+    if (d == 0) return 0;
+    v = v << 4 | (d - 1);
+  }
+  if (id[16] != '\0') return 0;
+  *n = (lua_Integer)v;
+  return 1;
+}
+
+/* ctx.requestId from the integer at id_key, kept in ctx; the integer goes
+   (a requestId cleared afterwards stays cleared). */
+static int give_request_id(lua_State *L) {
+  if (lua_rawgetp(L, 1, &id_key) != LUA_TNUMBER) return 1;
+  static const char hex[] = "0123456789abcdef";
+  char id[16];
+  uint64_t n = (uint64_t)lua_tointeger(L, -1);
+  for (int i = 15; i >= 0; i--, n >>= 4) id[i] = hex[n & 15];
+  lua_pushnil(L);
+  lua_rawsetp(L, 1, &id_key);
+  lua_pushlstring(L, id, sizeof id);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, 1, "requestId");
+  return 1;
+}
+
+/* __index of such a ctx: ctx.request builds the request (calling the maker
+   ctx holds: no closure per request) and ctx.signal makes the request's
+   signal, ctx being its holder (abort.h), so that a driver which aborted it
+   before gives one born aborted; each is kept in ctx. ctx.requestId is
+   written out when first read; ctx.log and ctx.progress are the action's. */
 static int ctx_index(lua_State *L) {
   size_t n = 0;
   const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
-  if (key == NULL || n != 7 || memcmp(key, "request", 7) != 0) return 0;
-  if (!lua_getmetatable(L, 1) || lua_rawgetp(L, -1, &maker_key) == LUA_TNIL) return 0;
-  lua_call(L, 0, 1);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, 1, "request");
+  if (key == NULL) return 0;
+  if (n == 7 && memcmp(key, "request", 7) == 0) {
+    if (lua_rawgetp(L, 1, &maker_key) == LUA_TNIL) return 1;
+    lua_call(L, 0, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, 1, "request");
+    return 1;
+  }
+  if (n == 9 && memcmp(key, "requestId", 9) == 0) return give_request_id(L);
+  if (n == 6 && memcmp(key, "signal", 6) == 0) {
+    if (lua_rawgetp(L, 1, &given_key) != LUA_TNIL) return 0;
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, 1, &given_key);
+    lua_pushvalue(L, 1);
+    clank_abort_resolve(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, 1, "signal");
+    return 1;
+  }
+  if (!lua_getmetatable(L, 1) || lua_rawgetp(L, -1, &action_key) != LUA_TUSERDATA) return 0;
+  return clank_action_give_log_field(L, lua_gettop(L), key, n);
+}
+
+/* next for a lazy ctx: the keys only the runtime uses (light userdata) are
+   skipped. */
+static int ctx_next(lua_State *L) {
+  lua_settop(L, 2);
+  while (lua_next(L, 1)) {
+    if (lua_type(L, -2) != LUA_TLIGHTUSERDATA) return 2;
+    lua_pop(L, 1);
+  }
+  lua_pushnil(L);
   return 1;
+}
+
+/* __pairs of a lazy ctx: what is served when read is read first and kept,
+   so pairs lists what a ctx made at once listed (its request aside, as
+   before), and nothing of the runtime's own keys. */
+static int ctx_pairs(lua_State *L) {
+  static const char *const served[] = {"requestId", "log", "progress", "signal"};
+  luaL_checktype(L, 1, LUA_TTABLE);
+  for (size_t i = 0; i < sizeof served / sizeof *served; i++) {
+    lua_pushstring(L, served[i]);
+    if (lua_rawget(L, 1) == LUA_TNIL && lua_getfield(L, 1, served[i]) != LUA_TNIL)
+      lua_setfield(L, 1, served[i]);
+    lua_settop(L, 1);
+  }
+  lua_pushcfunction(L, ctx_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
 }
 
 /* The request at idx as a table: a maker (clank-run's, a callable that
@@ -787,19 +878,60 @@ static void need_request(lua_State *L, int idx) {
   lua_replace(L, idx);
 }
 
+/* Pushes the metatable of the ctxs made for the action at action (0: for
+   none), made once per state and action, and held by the scheduler. */
+static void push_ctx_meta(lua_State *L, clank_sched_t *s, int action) {
+  const void *key = action ? lua_touserdata(L, action) : &ctx_meta_key;
+  int *metas = &s->held[CLANK_HELD_CTX_METAS];
+  if (*metas == 0) {
+    lua_newtable(L);
+    *metas = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, *metas);
+  if (lua_rawgetp(L, -1, key) == LUA_TTABLE) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_createtable(L, 0, 3);
+  lua_pushcfunction(L, ctx_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ctx_pairs);
+  lua_setfield(L, -2, "__pairs");
+  if (action) {
+    lua_pushvalue(L, action);
+    lua_rawsetp(L, -2, &action_key);
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, key);
+  lua_remove(L, -2);
+}
+
 /* Pushes ctx = { <the fields of the context value at src, when a table>...,
    request = <the value at req> }: what an action gets before its signal. A
    request not built yet (a maker) is built when ctx.request is first read.
-   t: the running task (clank_task_of), whose request id ctx carries. */
-static void push_ctx(lua_State *L, int src, int req, clank_task_t *t) {
+   action: 0, or the index of the action ctx is for: then ctx is lazy, its
+   log, progress, signal (hold_signal) and request id served when read, and
+   the context's own `signal` gives way. t: the running task
+   (clank_task_of), whose request id ctx carries; s: the scheduler, or NULL. */
+static void push_ctx(lua_State *L, int src, int req, clank_task_t *t, int action,
+                     clank_sched_t *s) {
   src = lua_absindex(L, src);
   req = lua_absindex(L, req);
-  /* requestId, log, progress, signal, and request unless it is made when
-     read: no rehash on the way (a context's fields may take more) */
-  lua_createtable(L, 0, lua_istable(L, src) ? 8 : lua_type(L, req) == LUA_TUSERDATA ? 4 : 5);
+  if (action) action = lua_absindex(L, action);
+  /* room for what is set now and for some of what is served when read
+     (the request or its maker, the request id): no rehash on the way (a
+     context's fields may take more) */
+  lua_createtable(L, 0, lua_istable(L, src) ? 8 : 4);
+  lua_Integer id;
   if (t && t->request_id[0]) { /* x-request-id (SPEC §13); the context may still override it */
-    lua_pushstring(L, t->request_id);
-    lua_setfield(L, -2, "requestId");
+    if (action && id_number(t->request_id, &id)) {
+      lua_pushinteger(L, id);
+      lua_rawsetp(L, -2, &id_key);
+    } else {
+      lua_pushstring(L, t->request_id);
+      lua_setfield(L, -2, "requestId");
+    }
   }
   int copied = lua_istable(L, src);
   if (copied) {
@@ -808,22 +940,33 @@ static void push_ctx(lua_State *L, int src, int req, clank_task_t *t) {
       lua_pushvalue(L, -2);
       lua_rawset(L, -5);
     }
+    if (action) {
+      lua_pushnil(L);
+      lua_setfield(L, -2, "signal");
+      if (lua_getfield(L, -1, "requestId") != LUA_TNIL) { /* the context's, overriding */
+        lua_pushnil(L);
+        lua_rawsetp(L, -3, &id_key);
+      }
+      lua_pop(L, 1);
+    }
   }
+  int lazy = action != 0;
   if (lua_type(L, req) != LUA_TUSERDATA) {
     lua_pushvalue(L, req);
     lua_setfield(L, -2, "request");
-    return;
+  } else {
+    if (copied) { /* the context's own `request` gives way, as it would to the table */
+      lua_pushnil(L);
+      lua_setfield(L, -2, "request");
+    }
+    lua_pushvalue(L, req);
+    lua_rawsetp(L, -2, &maker_key);
+    lazy = 1;
   }
-  if (copied) { /* the context's own `request` gives way, as it would to the table */
-    lua_pushnil(L);
-    lua_setfield(L, -2, "request");
+  if (lazy) {
+    push_ctx_meta(L, s ? s : clank_sched_get(L), action);
+    lua_setmetatable(L, -2);
   }
-  lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, ctx_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushvalue(L, req);
-  lua_rawsetp(L, -2, &maker_key);
-  lua_setmetatable(L, -2);
 }
 
 /* Gives ctx (at idx) a fresh abort signal, which the driver of task (the
@@ -838,8 +981,25 @@ static void give_signal(lua_State *L, int ctx, clank_task_t *task) {
   }
 }
 
+/* The same for a lazy ctx (at idx), the holder of its signal (abort.h):
+   the signal is made when ctx.signal or the task's (a wait's) is first
+   read, and aborting it before marks ctx. Pushes ctx again, the holder.
+   The task's signal_ref names ctx, in its driver's slot when it has one. */
+static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
+  lua_pushvalue(L, ctx);
+  if (task && task->wants_signal && task->signal_ref == 0) {
+    lua_pushvalue(L, -1);
+    if (task->hold_slot) { /* the driver's slot for it (scheduler.h) */
+      lua_rawseti(L, LUA_REGISTRYINDEX, task->hold_slot);
+      task->signal_ref = task->hold_slot;
+    } else {
+      task->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+  }
+}
+
 /* Stack during a run: 1 bridge, 2 request, 3 context source, 4 action,
-   5 input, 6 context value, 7 ctx, 8 signal. */
+   5 input, 6 context value, 7 ctx, 8 the signal's holder (ctx again). */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
 
 static int handle_k(lua_State *L, int status, lua_KContext step);
@@ -932,11 +1092,12 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
     push_response(L, &a, 422, "no-store", b->scratch.data, b->scratch.len);
     return 1;
   }
-  clank_task_t *task = clank_task_of(L);
-  push_ctx(L, 6, 2, task); /* 7: ctx = { <context fields>..., request, log, progress, signal } */
-  /* the log's, shared with every call (action.c); only a context table can have given them */
-  clank_action_give_log_raw(L, 4, 7, !lua_istable(L, 6));
-  give_signal(L, 7, task); /* 8 */
+  clank_sched_t *s = clank_sched_get(L);
+  clank_task_t *task = clank_task_on(s, L);
+  /* 7: ctx = { <context fields>..., request, log, progress, signal }, the
+     last three (and a made-up requestId) served when read */
+  push_ctx(L, 6, 2, task, 4, s);
+  hold_signal(L, 7, task); /* 8 */
   lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
   lua_pushvalue(L, 4);
   lua_pushvalue(L, 5);
@@ -1361,7 +1522,7 @@ static int l_error_envelope(lua_State *L) {
 static int context_k(lua_State *L, int status, lua_KContext k) {
   (void)status;
   (void)k;
-  push_ctx(L, 3, 2, clank_task_of(L));
+  push_ctx(L, 3, 2, clank_task_of(L), 0, NULL);
   return 1;
 }
 

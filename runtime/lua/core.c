@@ -134,6 +134,7 @@ static int core_current_signal(lua_State *L) {
     t->signal_lazy = 1;
   } else if (t && t->signal_ref > 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->signal_ref);
+    clank_abort_resolve(L); /* a bridge's request holds its signal in its ctx */
   } else {
     lua_pushnil(L);
   }

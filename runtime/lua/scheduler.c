@@ -42,6 +42,10 @@ clank_task_t *clank_task_of(lua_State *co) {
   return t;
 }
 
+clank_task_t *clank_task_on(clank_sched_t *s, lua_State *co) {
+  return s->running && s->running->co == co ? s->running : clank_task_of(co);
+}
+
 static void set_task(lua_State *co, clank_task_t *t) {
   push_tasks(co);
   lua_pushthread(co);
@@ -429,8 +433,7 @@ static lua_State *main_thread(lua_State *L) {
 typedef struct join_s join_t;
 static size_t owned_size(void);
 
-static owned_t *owned_new(lua_State *L, void (*resume)(clank_task_t *, int)) {
-  clank_sched_t *s = clank_sched_get(L);
+static owned_t *owned_new(lua_State *L, clank_sched_t *s, void (*resume)(clank_task_t *, int)) {
   owned_t *o = s->spare;
   if (o) {
     s->spare = o->next;
@@ -571,7 +574,7 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
 int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms, lua_KFunction k,
                         lua_KContext ctx) {
   if (parent == NULL || !lua_isyieldable(L)) return luaL_error(L, WAIT_MESSAGE);
-  join_t *j = (join_t *)owned_new(L, join_child_resume);
+  join_t *j = (join_t *)owned_new(L, parent->sched, join_child_resume);
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);
   j->parent = parent;
@@ -672,7 +675,7 @@ void clank_sched_spawn(lua_State *L) {
     lua_pop(L, 1);
     return;
   }
-  owned_t *o = owned_new(L, spawned_resume);
+  owned_t *o = owned_new(L, clank_sched_get(L), spawned_resume);
   o->spawned = 1;
   lua_pushcfunction(L, protected_body);
   lua_insert(L, -2);

@@ -16,14 +16,26 @@ typedef struct clank_sched_s clank_sched_t;
 typedef struct clank_task_s clank_task_t;
 typedef struct clank_wait_s clank_wait_t;
 
+/* The slots of clank_sched_t's held, one per user. */
+enum {
+  CLANK_HELD_CTX_METAS, /* bridge.c: the metatables of the ctxs it makes, by action */
+  CLANK_HELD_COUNT
+};
+
 struct clank_task_s {
   clank_sched_t *sched;
   lua_State *co;
   /* Resumes co with nargs values on its stack (a wait is over). */
   void (*resume)(clank_task_t *t, int nargs);
   clank_wait_t *wait; /* the pending timer wait, if any */
-  int signal_ref;     /* registry ref of the task's abort signal, 0 when none */
-  int wants_signal;   /* its driver aborts the signal (the client went away) */
+  /* registry ref of the task's abort signal, 0 when none; or of its holder
+     (abort.h: a bridge's ctx), whose signal is made when first read */
+  int signal_ref;
+  int wants_signal; /* its driver aborts the signal (the client went away) */
+  /* A registry slot the driver keeps for the task's life (0: none), false
+     while unused: a request's signal holder is put there for the request
+     (then signal_ref names it), with no ref taken and released per request. */
+  int hold_slot;
   /* SPEC §13's isolation: Lua time spent by this request or run (waits do
      not count), when the running stretch began, and what the preemption
      hook decided. */
@@ -83,6 +95,10 @@ struct clank_sched_s {
   clank_task_t *ready, *ready_tail;
   uv_idle_t *ready_idle;
   int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
+  /* Values the request path reads each time, held per state: registry refs
+     (0: not made yet; they go with the state), read with one lua_rawgeti
+     instead of a lookup by address. */
+  int held[CLANK_HELD_COUNT];
 };
 
 /* Resumes t's coroutine with nargs values and returns LUA_YIELD while it
@@ -99,6 +115,8 @@ int clank_task_push_exhausted(lua_State *L, clank_task_t *t);
 clank_task_t *clank_task_parent(clank_task_t *t);
 /* The task running co, or NULL. */
 clank_task_t *clank_task_of(lua_State *co);
+/* The same, found without a lookup when co is the coroutine s runs now. */
+clank_task_t *clank_task_on(clank_sched_t *s, lua_State *co);
 void clank_task_bind(clank_task_t *t, lua_State *co);
 void clank_task_unbind(lua_State *co);
 /* 1 when L is a task that may yield here. */
