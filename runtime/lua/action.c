@@ -371,7 +371,9 @@ int clank_action_give_log_field(lua_State *L, int action, const char *key, size_
 
 /* ---- the pipeline ---- */
 
-enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED, STEP_VALIDATED };
+enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED, STEP_VALIDATED, STEP_MASK = 7 };
+/* A flag beside the step: the caller checks the output (the bridge). */
+#define OUTPUT_UNCHECKED 8
 
 static int fail_action(lua_State *L, const char *why) {
   lua_getiuservalue(L, 1, 1);
@@ -381,8 +383,27 @@ static int fail_action(lua_State *L, const char *why) {
   return lua_error(L);
 }
 
-static int pipeline_k(lua_State *L, int status, lua_KContext step) {
+/* The output at idx checked against the output schema of the action at 1:
+   returns 1 when it is valid, else logs why and raises ACTION_FAILED. */
+static int check_output(lua_State *L, const clank_action_t *a, int idx) {
+  if (a->output && !clank_schema_validate(L, a->output, idx)) {
+    lua_getfield(L, -1, "issues");
+    clank_schema_push_message(L, lua_gettop(L), 0);
+    return fail_action(L, lua_pushfstring(L, "its output does not match the output schema: %s",
+                                          lua_tostring(L, -1)));
+  }
+  return 1;
+}
+
+int clank_action_check_output(lua_State *L) {
+  const clank_action_t *a = check_action(L, 1);
+  lua_settop(L, 2);
+  return check_output(L, a, 2);
+}
+
+static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
   clank_action_t *a = lua_touserdata(L, 1);
+  lua_KContext unchecked = ctx & OUTPUT_UNCHECKED, step = ctx & STEP_MASK;
   switch (step) {
     case STEP_START:
     case STEP_VALIDATED:
@@ -401,7 +422,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
         lua_remove(L, -2);
         lua_pushvalue(L, 2);
         lua_pushvalue(L, 3);
-        lua_callk(L, 2, 1, STEP_AUTHORIZED, pipeline_k);
+        lua_callk(L, 2, 1, STEP_AUTHORIZED | unchecked, pipeline_k);
       } else {
         lua_pushboolean(L, 1);
       }
@@ -418,7 +439,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
       lua_getiuservalue(L, 1, UV_HANDLER);
       lua_pushvalue(L, 2);
       lua_pushvalue(L, 3);
-      status = lua_pcallk(L, 2, 1, 4, STEP_HANDLED, pipeline_k);
+      status = lua_pcallk(L, 2, 1, 4, STEP_HANDLED | unchecked, pipeline_k);
       /* fallthrough */
     default: break;
   }
@@ -433,12 +454,11 @@ static int pipeline_k(lua_State *L, int status, lua_KContext step) {
     }
     return lua_error(L);
   }
-  if (a->output && !clank_schema_validate(L, a->output, lua_gettop(L))) {
-    lua_getfield(L, -1, "issues");
-    clank_schema_push_message(L, lua_gettop(L), 0);
-    return fail_action(L, lua_pushfstring(L, "its output does not match the output schema: %s",
-                                          lua_tostring(L, -1)));
-  }
+  /* Left to the bridge, unless it stopped waiting (the action timed out
+     while it waited): then checked here as before, its failure logged. */
+  if (unchecked && step != STEP_VALIDATED && clank_task_parent(clank_task_of(L)) == NULL)
+    unchecked = 0;
+  if (!unchecked) check_output(L, a, lua_gettop(L));
   return 1;
 }
 
@@ -451,7 +471,7 @@ int clank_action_pipeline(lua_State *L) {
 int clank_action_pipeline_validated(lua_State *L) {
   check_action(L, 1);
   lua_settop(L, 3);
-  return pipeline_k(L, LUA_OK, STEP_VALIDATED);
+  return pipeline_k(L, LUA_OK, STEP_VALIDATED | OUTPUT_UNCHECKED);
 }
 
 const clank_schema_node_t *clank_action_input(const clank_action_t *a) { return a->input; }

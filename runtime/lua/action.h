@@ -31,8 +31,13 @@ int clank_action_pipeline(lua_State *L);
 /* The same, for an input already found valid against the action's input
    schema (clank_action_input) and a ctx that has its log and progress
    (clank_action_give_log, or served as the bridge does), as the bridge does: the pipeline from
-   authorize on. */
+   authorize on, without the output's check, which the caller makes: clank_schema_encode
+   (json.h) validates as it writes, and where it stops, clank_action_check_output. */
 int clank_action_pipeline_validated(lua_State *L);
+/* The pipeline's last step as a lua_CFunction over [action, output]: returns
+   the output when it matches the output schema (or there is none), else
+   logs why and raises ActionError ACTION_FAILED 500, as the pipeline does. */
+int clank_action_check_output(lua_State *L);
 /* The action's input schema. */
 const clank_schema_node_t *clank_action_input(const clank_action_t *a);
 /* Its output schema, NULL when it has none. */

@@ -1125,7 +1125,17 @@ static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
     clank_buf_appends(&b->scratch, "{\"ok\":true}");
   } else {
     clank_buf_appends(&b->scratch, "{\"ok\":true,\"output\":");
-    clank_json_encode_node(L, output, schema, &b->scratch);
+    /* the pipeline left the output to us: validated as it is written; where
+       that walk stops, checked as the pipeline checks it, then encoded */
+    if (schema == NULL || !clank_schema_encode(L, schema, output, &b->scratch)) {
+      if (schema != NULL) {
+        lua_pushcfunction(L, clank_action_check_output);
+        lua_pushvalue(L, 4);
+        lua_pushvalue(L, output);
+        if (lua_pcall(L, 2, 0, 0) != LUA_OK) return answer_error(L, b, &a, -1);
+      }
+      clank_json_encode_node(L, output, schema, &b->scratch);
+    }
     clank_buf_appendc(&b->scratch, '}');
   }
   push_response(L, &a, 200, NULL, b->scratch.data, b->scratch.len);

@@ -20,6 +20,15 @@ void clank_json_encode(lua_State *L, int idx, int schema_idx, clank_buf_t *out);
 struct clank_schema_node_s;
 void clank_json_encode_node(lua_State *L, int idx, const struct clank_schema_node_s *node,
                             clank_buf_t *out);
+/* Validates the value at idx against node and appends its canonical JSON
+   in one walk (schema_encode.c): returns 1 when the value is valid and
+   written, byte for byte what clank_json_encode_node writes; else 0 with out
+   as it was, when the value is invalid or unusual (a union, a pattern, a
+   table under s.unknown, an unknown key, a metatable other than the array
+   mark...): the caller then validates and encodes the general way. Never
+   raises; the stack is left as it was. */
+int clank_schema_encode(lua_State *L, const struct clank_schema_node_s *node, int idx,
+                        clank_buf_t *out);
 
 /* Appends s escaped as the inside of a JSON string (no quotes), as
    clank_json_encode writes strings: returns 0, -1 when out could not grow,

@@ -130,19 +130,20 @@ static void put_string(enc_t *e, const char *s, size_t n, const path_t *at, int 
 
 static void put_number(enc_t *e, int idx, const path_t *at) {
   char s[64];
-  size_t n;
-  if (lua_isinteger(e->L, idx))
-    n = (size_t)snprintf(s, sizeof s, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(e->L, idx));
-  else {
-    lua_Number d = lua_tonumber(e->L, idx);
-    if (!isfinite(d)) {
-      clank_json_format_number(d, s);
-      lua_pushfstring(e->L, "cannot encode a non-finite number (%s)", s);
-      encode_error(e, at, lua_tostring(e->L, -1));
-    }
-    n = clank_json_format_number(d, s);
+  if (lua_isinteger(e->L, idx)) { /* the digits by hand: what LUA_INTEGER_FMT prints */
+    lua_Integer i = lua_tointeger(e->L, idx);
+    if (i < 0) putc_(e, '-');
+    if (clank_buf_append_uint(e->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) != 0)
+      luaL_error(e->L, "clank.json.encode: not enough memory");
+    return;
   }
-  put(e, s, n);
+  lua_Number d = lua_tonumber(e->L, idx);
+  if (!isfinite(d)) {
+    clank_json_format_number(d, s);
+    lua_pushfstring(e->L, "cannot encode a non-finite number (%s)", s);
+    encode_error(e, at, lua_tostring(e->L, -1));
+  }
+  put(e, s, clank_json_format_number(d, s));
 }
 
 /* Objects with up to FEW string keys are sorted without a Lua list. */
