@@ -30,10 +30,11 @@
 #define SPARE_MAX 64
 
 static void resume_task(clank_task_t *t, int nargs);
+static void action_timed_out(clank_task_t *t);
 
 exchange_t *clank_exchange_serving(lua_State *co) {
   for (clank_task_t *t = clank_task_of(co); t; t = clank_task_parent(t))
-    if (t->resume == resume_task) return (exchange_t *)t;
+    if (t->resume == resume_task) return ((exchange_t *)t)->late ? NULL : (exchange_t *)t;
   return NULL;
 }
 
@@ -51,12 +52,15 @@ static exchange_t *exchange_get(clank_gen_t *g) {
     x->task.hold_slot = luaL_ref(g->L, LUA_REGISTRYINDEX);
     x->task.sched = &g->sched;
     x->task.resume = resume_task;
+    x->task.action_timeout = action_timed_out;
     clank_task_bind(&x->task, co);
   }
   x->gen = g;
   x->next = NULL;
   x->serial++;
-  x->waited = x->abandoned = x->streaming = x->stream_closed = 0;
+  x->waited = x->abandoned = x->streaming = x->stream_closed = x->late = 0;
+  x->task.action_inline = x->task.action_late = 0;
+  x->task.action_timer = NULL;
   x->send_waiter = NULL;
   x->task.wait = NULL;
   x->task.signal_ref = 0;
@@ -122,6 +126,15 @@ void clank_dispatch_free_leftovers(clank_server_t *s) {
 }
 
 void clank_dispatch_forget(clank_gen_t *g) {
+  while (g->late) { /* their coroutines go with the state; nothing runs them again */
+    exchange_t *x = g->late;
+    g->late = x->next;
+    clank_sched_cancel(&x->task);
+    clank_task_unbind(x->task.co);
+    luaL_unref(g->L, LUA_REGISTRYINDEX, x->co_ref);
+    luaL_unref(g->L, LUA_REGISTRYINDEX, x->task.hold_slot);
+    free(x);
+  }
   while (g->spare) {
     exchange_t *x = g->spare;
     g->spare = x->next;
@@ -696,24 +709,34 @@ static int route_entry(lua_State *co) {
 
 /* The bridge's coroutine: [bridge, request, context fn or nil] → handle(),
    whose context runs only when an action does, then the answer. */
-/* The bridge's answer given as C values: no response table. */
-static void write_answer(lua_State *co, clank_conn_t *c, const clank_bridge_answer_t *a) {
-  if (c->closing) return;
+/* The bridge's answer given as C values: no response table. Returns -1,
+   the answer cancelled, when its CORS origin is not a valid header value. */
+static int put_answer(clank_conn_t *c, const clank_bridge_answer_t *a) {
+  if (c->closing) return 0;
   clank_conn_begin(c, a->status);
   if (a->len > 0) clank_conn_header_raw(c, "content-type: application/json\r\n");
   if (a->cache) clank_conn_header(c, "cache-control", 13, a->cache, strlen(a->cache));
   if (a->cors_origin) {
-    if (clank_conn_header(c, "access-control-allow-origin", 27, a->cors_origin, a->cors_len) != 0)
-      bad_response(co, c, "header access-control-allow-origin is not allowed or not valid");
+    if (clank_conn_header(c, "access-control-allow-origin", 27, a->cors_origin, a->cors_len) != 0) {
+      clank_conn_cancel(c);
+      return -1;
+    }
     clank_conn_header_raw(c, "vary: Origin\r\n");
   }
   if (a->len == 0) clank_conn_header_raw(c, "content-type: text/plain; charset=utf-8\r\n");
   clank_conn_body(c, a->body, a->len);
+  return 0;
+}
+
+/* The same, written by the driver outside the request's coroutine. */
+static void put_answer_outside(clank_conn_t *c, const clank_bridge_answer_t *a) {
+  if (put_answer(c, a) != 0) clank_conn_text(c, 500, "Internal server error.");
 }
 
 static int bridge_step(lua_State *co, int status, lua_KContext k) {
   (void)status;
   exchange_t *x = step_exchange(k);
+  if (x->late) return 0; /* answered 504 at the action timeout */
   if ((k & STEP_MASK) == 0) {
     int n = lua_gettop(co); /* a 4th: the request's view, for the checks */
     x->answer.status = 0;
@@ -722,10 +745,13 @@ static int bridge_step(lua_State *co, int status, lua_KContext k) {
     if (n == 4) lua_pushlightuserdata(co, &x->answer);
     lua_callk(co, n == 4 ? 5 : 3, 1, step_ctx(x, 1), bridge_step);
   }
-  if (x->answer.status)
-    write_answer(co, x->conn, &x->answer);
-  else
+  if (x->answer.status) {
+    if (put_answer(x->conn, &x->answer) != 0)
+      luaL_error(
+          co, "bad route response: header access-control-allow-origin is not allowed or not valid");
+  } else {
     write_response(co, x->conn, x->gen, lua_gettop(co));
+  }
   return 0;
 }
 
@@ -796,14 +822,8 @@ static void accept_live(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, int in
 
 /* ---- running and finishing ---- */
 
-static void finish(exchange_t *x, int reusable) {
-  if (x->gen->alloc.pressure) clank_host_memory_check(x->host, x->gen);
-  x->gen->inflight--;
-  clank_host_gen_idle(x->host, x->gen);
-  if (x->streaming) {
-    clank_stream_finish(x);
-    clank_stream_forget(x, x->gen->L);
-  }
+/* The signal's holder or signal of x is let go: the hold slot is kept. */
+static void drop_signal(exchange_t *x) {
   if (x->task.signal_ref == x->task.hold_slot) { /* a bridge's ctx: the slot is kept */
     lua_pushboolean(x->gen->L, 0);
     lua_rawseti(x->gen->L, LUA_REGISTRYINDEX, x->task.hold_slot);
@@ -811,13 +831,79 @@ static void finish(exchange_t *x, int reusable) {
     luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.signal_ref);
   }
   x->task.signal_ref = 0;
-  clank_conn_t *c = x->conn;
-  int waited = x->waited;
-  exchange_put(x, reusable);
-  if (!waited) return; /* on_message_complete goes on by itself */
+}
+
+/* x's request is over for the generation: a retired one may go now. */
+static void request_over(exchange_t *x) {
+  if (x->gen->alloc.pressure) clank_host_memory_check(x->host, x->gen);
+  x->gen->inflight--;
+  clank_host_gen_idle(x->host, x->gen);
+}
+
+/* The connection c, held while its exchange waited, goes on to its next request. */
+static void conn_goes_on(clank_conn_t *c) {
   ((clank_conn_state_t *)c->data)->exchange = NULL;
   clank_conn_resume(c);
   clank_conn_release(c);
+}
+
+static void finish(exchange_t *x, int reusable) {
+  if (x->task.action_timer) clank_sched_cancel(&x->task);
+  request_over(x);
+  if (x->streaming) {
+    clank_stream_finish(x);
+    clank_stream_forget(x, x->gen->L);
+  }
+  drop_signal(x);
+  clank_conn_t *c = x->conn;
+  int waited = x->waited;
+  exchange_put(x, reusable);
+  if (waited) conn_goes_on(c); /* else on_message_complete goes on by itself */
+}
+
+/* The action the bridge runs inline in x waited past its timeout (SPEC §5
+   step 8): the bridge's 504 goes out now and the connection moves on, as
+   it did when the action ran in a child task; x stays with its coroutine,
+   in the generation's late list, until the action ends (late_end). */
+static void action_timed_out(clank_task_t *t) {
+  exchange_t *x = (exchange_t *)t;
+  clank_conn_t *c = x->conn;
+  clank_gen_t *g = x->gen;
+  if (!x->abandoned) {
+    clank_bridge_timeout_answer(&x->answer);
+    put_answer_outside(c, &x->answer);
+  }
+  x->late = 1;
+  x->conn = NULL;
+  x->next = g->late;
+  g->late = x;
+  request_over(x);
+  conn_goes_on(c);
+  if (t->signal_ref) { /* after the answer: a listener may end the action at once */
+    lua_rawgeti(g->L, LUA_REGISTRYINDEX, t->signal_ref);
+    clank_abort_fire(g->L, -1, "timeout");
+    lua_pop(g->L, 1);
+  }
+}
+
+/* The coroutine of a late exchange ended: it is taken off the late list
+   and reused (its action's end was dropped by the bridge). */
+static void late_end(exchange_t *x, int st) {
+  clank_gen_t *g = x->gen;
+  exchange_t **p = (exchange_t **)&g->late;
+  while (*p && *p != x) p = &(*p)->next;
+  if (*p) *p = x->next;
+  x->next = NULL;
+  if (st != LUA_OK) {
+    lua_State *co = x->task.co;
+    x->host->log.request_id = x->task.request_id;
+    clank_log_msg(&x->host->log, "error", "an action that timed out failed later: %s",
+                  lua_tostring(co, -1) ? lua_tostring(co, -1) : "(an error object)");
+    x->host->log.request_id = NULL;
+  }
+  drop_signal(x);
+  x->late = 0;
+  exchange_put(x, st == LUA_OK && !x->task.exhausted && !x->task.mem_over);
 }
 
 /* A coroutine's error, with the traceback of where it was raised. */
@@ -832,6 +918,35 @@ static void log_failure(exchange_t *x, lua_State *co) {
   x->host->log.request_id = NULL;
 }
 
+/* The action the bridge ran inline in x failed where its run could not
+   catch the error (a bare coroutine.yield in the handler, a resume refused
+   over the task's budget): answered and logged as the bridge answers and
+   logs a failed action. */
+static void action_failed(exchange_t *x, lua_State *co) {
+  lua_State *L = x->gen->L;
+  clank_conn_t *c = x->conn;
+  x->task.action_inline = 0;
+  lua_pushcfunction(L, clank_bridge_failed);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, x->gen->bridge_ref);
+  lua_pushvalue(co, -1);
+  lua_xmove(co, L, 1);
+  lua_pushlightuserdata(L, &x->answer);
+  int ok = lua_pcall(L, 3, 1, 0) == LUA_OK;
+  if (!ok || lua_isstring(L, -1)) {
+    x->host->log.request_id = x->task.request_id;
+    clank_log_msg(&x->host->log, "error",
+                  ok ? "action failed: %s" : "answering a failed action failed: %s",
+                  lua_tostring(L, -1) ? lua_tostring(L, -1) : "(an error object)");
+    x->host->log.request_id = NULL;
+  }
+  lua_pop(L, 1);
+  if (x->abandoned || c->closing || c->answered) return;
+  if (ok)
+    put_answer_outside(c, &x->answer);
+  else
+    clank_conn_text(c, 500, "Internal server error.");
+}
+
 /* Resumes the coroutine; returns 1 while it waits. */
 static int run(exchange_t *x, int nargs);
 static void resume_task(clank_task_t *t, int nargs) { run((exchange_t *)t, nargs); }
@@ -841,7 +956,13 @@ static int run(exchange_t *x, int nargs) {
   int nres;
   int st = clank_task_resume(&x->task, nargs, &nres);
   if (st == LUA_YIELD) return 1;
-  if (st != LUA_OK) {
+  if (x->late) {
+    late_end(x, st);
+    return 0;
+  }
+  if (st != LUA_OK && x->task.action_inline) {
+    action_failed(x, co);
+  } else if (st != LUA_OK) {
     clank_conn_t *c = x->conn;
     int exhausted = x->task.exhausted;
     if (exhausted) { /* the RESOURCE_LIMIT ActionError: its message is the answer */
@@ -864,7 +985,7 @@ static int run(exchange_t *x, int nargs) {
       clank_conn_close(c);
     }
   }
-  finish(x, st == LUA_OK);
+  finish(x, st == LUA_OK && !x->task.exhausted && !x->task.mem_over);
   return 0;
 }
 

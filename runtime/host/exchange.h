@@ -16,11 +16,15 @@ typedef struct exchange_s {
   clank_host_t *host;
   clank_gen_t *gen;
   int co_ref;
-  unsigned serial;              /* bumped on every use, so a kept writer can tell */
-  int waited;                   /* it went asynchronous: its end resumes the connection */
-  int abandoned;                /* the connection went away */
-  int streaming;                /* the answer's head went out, its body streams */
-  int stream_closed;            /* the last chunk went out */
+  unsigned serial;   /* bumped on every use, so a kept writer can tell */
+  int waited;        /* it went asynchronous: its end resumes the connection */
+  int abandoned;     /* the connection went away */
+  int streaming;     /* the answer's head went out, its body streams */
+  int stream_closed; /* the last chunk went out */
+  /* its action timed out while it waited: the 504 went out and the
+     connection moved on; it serves no connection (conn NULL) until its
+     coroutine ends, in the generation's late list, then it is reused */
+  int late;
   clank_task_t *send_waiter;    /* the task a full stream suspended, until the output drains */
   clank_bridge_answer_t answer; /* the bridge's, given as C values */
   struct exchange_s *next;      /* in the generation's spares */

@@ -70,6 +70,7 @@ typedef struct clank_gen_s {
   int inflight;
   void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
   int nspare;
+  void *late; /* exchanges whose action timed out while it waited, until it ends (dispatch.c) */
   clank_buf_t scratch; /* response bodies encoded as JSON */
   void *host;          /* the clank_host_t serving it, for callbacks that have only g */
 } clank_gen_t;

@@ -456,8 +456,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
   }
   /* Left to the bridge, unless it stopped waiting (the action timed out
      while it waited): then checked here as before, its failure logged. */
-  if (unchecked && step != STEP_VALIDATED && clank_task_parent(clank_task_of(L)) == NULL)
-    unchecked = 0;
+  if (unchecked && step != STEP_VALIDATED && !clank_task_awaited(clank_task_of(L))) unchecked = 0;
   if (!unchecked) check_output(L, a, lua_gettop(L));
   return 1;
 }

@@ -999,12 +999,14 @@ static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
 }
 
 /* Stack during a run: 1 bridge, 2 request, 3 context source, 4 action,
-   5 input, 6 context value, 7 ctx, 8 the signal's holder (ctx again). */
+   5 input, 6 context value, 7 ctx, 8 the signal's holder (ctx again); 9 the
+   task, in a run inline (inline_out_k). */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
 
 static int handle_k(lua_State *L, int status, lua_KContext step);
 static int context_out_k(lua_State *L, int status, lua_KContext out);
 static int ran_out_k(lua_State *L, int status, lua_KContext out);
+static int inline_out_k(lua_State *L, int status, lua_KContext out);
 
 /* Steps 1–7 on v, then the context: the first part of a run. The answer
    goes to out when it is not NULL (the continuations carry it). */
@@ -1098,22 +1100,38 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
      last three (and a made-up requestId) served when read */
   push_ctx(L, 6, 2, task, 4, s);
   hold_signal(L, 7, task); /* 8 */
+  int inline_run = out && task && task->action_timeout && !task->action_inline;
+  if (inline_run) lua_pushlightuserdata(L, task); /* 9, for the continuation */
   lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
   lua_pushvalue(L, 4);
   lua_pushvalue(L, 5);
   lua_pushvalue(L, 7);
+  if (inline_run) {
+    /* in this task: its driver arms the timeout if it waits, and answers
+       504 itself at the deadline (clank_bridge_timeout_answer) */
+    task->action_ms = b->timeout_ms;
+    task->action_late = 0;
+    task->action_inline = 1;
+    int st = lua_pcallk(L, 3, 1, 0, (lua_KContext)out, inline_out_k);
+    return inline_out_k(L, st, (lua_KContext)out);
+  }
   if (out) return clank_sched_join_in(L, task, 3, b->timeout_ms, ran_out_k, (lua_KContext)out);
   return clank_sched_join_in(L, task, 3, b->timeout_ms, handle_k, STEP_RAN);
 }
 
 /* The run ended: [..., true, output] or [..., false, error] or [..., nil, "timeout"]. */
+/* The answer at the action timeout (SPEC §5 step 8), encoded as send_failure would. */
+static const char timeout_body[] =
+    "{\"error\":{\"code\":\"TIMEOUT\",\"message\":\"The action timed out.\"},\"ok\":false}";
+
 static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
   bridge_t *b = lua_touserdata(L, 1);
   answer_t a = {.out = out};
   answer_origin(L, &a, out);
   if (lua_isnil(L, -2)) {
     clank_abort_fire(L, 8, "timeout");
-    return push_failure(L, b, &a, 504, "TIMEOUT", "The action timed out.", 0);
+    push_response(L, &a, 504, "no-store", timeout_body, sizeof timeout_body - 1);
+    return 1;
   }
   if (!lua_toboolean(L, -2)) return answer_error(L, b, &a, -1);
   /* {"ok":true,"output":...}, the output encoded as its schema says */
@@ -1150,6 +1168,54 @@ static int context_out_k(lua_State *L, int status, lua_KContext out) {
 static int ran_out_k(lua_State *L, int status, lua_KContext out) {
   (void)status;
   return handle_ran(L, (clank_bridge_answer_t *)out);
+}
+
+/* The inline run (handle_context) ended: [..., task, output] or [..., task, error],
+   given to handle_ran as a join gives it; dropped when the driver answered
+   504 meanwhile (a failure logged as a joined child's is). */
+static int inline_out_k(lua_State *L, int status, lua_KContext out) {
+  clank_task_t *task = lua_touserdata(L, 9);
+  if (task->action_timer) clank_sched_timer_cancel(task->action_timer);
+  task->action_timer = NULL;
+  task->action_inline = 0;
+  int ok = status == LUA_OK || status == LUA_YIELD;
+  if (!ok && (task->exhausted || task->mem_over || status == LUA_ERRMEM)) {
+    /* the error the hook raised may have been caught and replaced */
+    lua_pop(L, 1);
+    if (status == LUA_ERRMEM) task->mem_over = 1;
+    task->exhausted = 1;
+    clank_task_push_exhausted(L, task);
+  }
+  if (task->action_late) {
+    task->action_late = 0;
+    if (!ok)
+      clank_log(L, "error", "an action that timed out failed later: %s", clank_error_text(L, -1));
+    lua_settop(L, 0);
+    return 0;
+  }
+  lua_pushboolean(L, ok);
+  lua_insert(L, -2);
+  return handle_ran(L, (clank_bridge_answer_t *)out);
+}
+
+void clank_bridge_timeout_answer(clank_bridge_answer_t *out) {
+  out->status = 504;
+  out->cache = "no-store";
+  out->body = timeout_body;
+  out->len = sizeof timeout_body - 1;
+}
+
+int clank_bridge_failed(lua_State *L) {
+  bridge_t *b = lua_touserdata(L, 1);
+  clank_bridge_answer_t *out = lua_touserdata(L, 3);
+  answer_t a = {.out = out};
+  answer_origin(L, &a, out);
+  lua_settop(L, 2);
+  int status = push_error_object(L, 2, b->expose_errors, 0); /* 3 object, 4 text */
+  lua_insert(L, 3);
+  send_failure(L, b, &a, status);
+  lua_settop(L, 3);
+  return 1;
 }
 
 static int handle_k(lua_State *L, int status, lua_KContext step) {

@@ -64,6 +64,16 @@ typedef struct clank_bridge_answer_s {
    table: called only when Lua needs the table (ctx.request, a context
    function). */
 int clank_bridge_handle_view_task(lua_State *L);
+/* Fills out with the action timeout's 504 answer (SPEC §5 step 8), its
+   CORS kept: what handle gives when an action it runs inline times out,
+   for the driver to write at the deadline. */
+void clank_bridge_timeout_answer(clank_bridge_answer_t *out);
+/* [bridge, error, answer (light userdata: a clank_bridge_answer_t, CORS
+   filled)] → the text to log, or nil: fills the answer with what handle
+   gives for an action that failed with that error, for the driver to write
+   when an action run inline failed where the run could not catch it (a bare
+   coroutine.yield in its handler, or a resume refused over its budget). */
+int clank_bridge_failed(lua_State *L);
 /* Pushes the manifest's canonical JSON: the bytes GET /manifest serves. */
 void clank_bridge_push_manifest(lua_State *L, int idx);
 /* Pushes the name → action table, and the contract hash (the etag's 16 hex digits). */

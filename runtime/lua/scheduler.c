@@ -191,6 +191,12 @@ static clank_wait_t *wait_new(lua_State *L, clank_sched_t *s, double ms) {
 
 void clank_sched_cancel(clank_task_t *t) {
   ready_remove(t->sched, t);
+  if (t->action_timer) {
+    clank_wait_t *a = t->action_timer;
+    t->action_timer = NULL;
+    wait_unlink(a);
+    wait_close(a);
+  }
   clank_wait_t *w = t->wait;
   if (w == NULL) return;
   wait_unlink(w);
@@ -224,6 +230,13 @@ int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx
 }
 
 /* ---- driving a task ---- */
+
+static lua_State *main_thread_of(lua_State *co) {
+  lua_rawgeti(co, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(co, -1);
+  lua_pop(co, 1);
+  return m;
+}
 
 static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
   return st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == s;
@@ -311,6 +324,26 @@ static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   clank_watchdog_enter(s->watchdog, t->co, now + slice);
 }
 
+/* The action timeout of an inline action (scheduler.h) is over. */
+static void action_fired(clank_wait_t *w) {
+  clank_task_t *t = w->task;
+  w->task = NULL;
+  t->action_timer = NULL;
+  t->action_late = 1;
+  t->action_timeout(t);
+}
+
+/* An inline action waits: its timeout counts from its first wait, as a
+   joined child's does from the child's. */
+static void action_yielded(clank_task_t *t) {
+  if (t->action_timer || t->action_late || t->action_ms <= 0) return;
+  lua_State *L = main_thread_of(t->co);
+  clank_wait_t *w = wait_new(L, t->sched, t->action_ms);
+  w->fire = action_fired;
+  w->task = t;
+  t->action_timer = w;
+}
+
 /* A task whose coroutine yielded something else than a wait is a bug in the
    app (a bare coroutine.yield in a handler): it becomes an error. A task
    over its budget is never resumed: it fails with RESOURCE_LIMIT. */
@@ -336,10 +369,12 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
   if (outer) run_start(s, outer, now);
   if (st == LUA_YIELD && t->preempted && *nres == 0) {
     ready_push(s, t);
+    if (t->action_inline) action_yielded(t);
     return LUA_YIELD;
   }
   if (is_wait(t->co, s, st, *nres)) {
     lua_pop(t->co, 1);
+    if (t->action_inline) action_yielded(t);
     return LUA_YIELD;
   }
   if (st == LUA_YIELD) {
@@ -628,6 +663,12 @@ static int protected_body(lua_State *L) {
 
 clank_task_t *clank_task_parent(clank_task_t *t) {
   return t && t->resume == join_child_resume ? ((join_t *)t)->parent : NULL;
+}
+
+int clank_task_awaited(clank_task_t *t) {
+  if (t == NULL) return 0;
+  if (t->resume == join_child_resume) return ((join_t *)t)->parent != NULL;
+  return t->action_inline && !t->action_late;
 }
 
 static void spawned_resume(clank_task_t *t, int nargs) {

@@ -54,6 +54,15 @@ struct clank_task_s {
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
   size_t mem_charged;  /* bytes allocated while it ran */
+  /* An action run inline in this task (bridge.c), when its driver can answer
+     the action timeout from outside (action_timeout set): the timer is armed
+     only when the task first yields inside it; at the deadline action_late
+     is set and action_timeout called, and the action's later end dropped. */
+  void (*action_timeout)(clank_task_t *t);
+  clank_wait_t *action_timer;
+  double action_ms;
+  unsigned action_inline : 1;
+  unsigned action_late : 1;
   char request_id[65]; /* x-request-id of the request it serves ("" when none) */
 };
 
@@ -113,6 +122,9 @@ int clank_task_push_exhausted(lua_State *L, clank_task_t *t);
 /* The task waiting for t, when t is a joined child (clank_sched_join: an
    action run for a request), else NULL. */
 clank_task_t *clank_task_parent(clank_task_t *t);
+/* 1 when the action t runs is still waited for: a joined child whose parent
+   waits, or an inline action (clank_task_t.action_inline) not timed out. */
+int clank_task_awaited(clank_task_t *t);
 /* The task running co, or NULL. */
 clank_task_t *clank_task_of(lua_State *co);
 /* The same, found without a lookup when co is the coroutine s runs now. */
