@@ -284,6 +284,8 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
     clank_conn_state_t *st = c->data;
     st->bridge_passed = passed;
     st->bridge_nheaders = c->req.nheaders;
+    st->bridge_view = v;
+    st->bridge_head = c->req.head.data;
     return 0;
   }
   lua_pushcfunction(L, bridge_head);
@@ -1015,7 +1017,18 @@ static int on_message(clank_conn_t *c) {
   memcpy(x->task.request_id, id, c->req.id_len + 1u);
   lua_State *co = x->task.co;
   clank_bridge_view_t view; /* read before the handler's first wait only */
-  int bridge = route == &g->bridge_route && st->lua_request == 0 && bridge_view(&c->req, &view);
+  int bridge = 0;
+  if (route == &g->bridge_route && st->lua_request == 0) {
+    if (st->bridge_passed && st->bridge_nheaders == c->req.nheaders &&
+        st->bridge_head == c->req.head.data) { /* the header block's view, with the body now */
+      view = st->bridge_view;
+      view.body =
+          (clank_bridge_span_t){c->req.body.len > 0 ? c->req.body.data : NULL, c->req.body.len};
+      bridge = 1;
+    } else {
+      bridge = bridge_view(&c->req, &view);
+    }
+  }
   if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
   st->bridge_passed = NULL;
   /* for the request and its params, removed before the run */

@@ -7,6 +7,7 @@
 #include <lua.h>
 
 #include "http/server.h"
+#include "lua/bridge.h"
 
 struct clank_gen_s;
 struct clank_route_s;
@@ -26,6 +27,10 @@ typedef struct clank_conn_state_s {
      valid while the request has as many headers as then (no trailers). */
   const void *bridge_passed;
   int bridge_nheaders;
+  /* The view it was found on (bridge_view in dispatch.c), read again at the
+     message when the head's bytes have not moved since (no body in it). */
+  clank_bridge_view_t bridge_view;
+  const char *bridge_head;
 } clank_conn_state_t;
 
 extern const clank_http_handler_t clank_dispatch_handler;

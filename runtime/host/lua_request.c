@@ -5,6 +5,8 @@
 #include <llhttp.h>
 #include <string.h>
 
+#include "lua/scheduler.h"
+
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -259,6 +261,13 @@ void clank_request_push_maker(lua_State *L, const clank_request_t *r) {
   char *bytes = (char *)(m->headers + r->nheaders);
   if (r->head.len) memcpy(bytes, r->head.data, r->head.len);
   if (r->body.len) memcpy(bytes + r->head.len, r->body.data, r->body.len);
+  /* in clank-run, held by the scheduler too: one array read, no hashing */
+  clank_sched_t *s = clank_sched_held(L);
+  if (s && s->held[CLANK_HELD_MAKER_MT]) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->held[CLANK_HELD_MAKER_MT]);
+    lua_setmetatable(L, -2);
+    return;
+  }
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &maker_mt_key) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_createtable(L, 0, 1);
@@ -266,6 +275,10 @@ void clank_request_push_maker(lua_State *L, const clank_request_t *r) {
     lua_setfield(L, -2, "__call");
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &maker_mt_key);
+  }
+  if (s) {
+    lua_pushvalue(L, -1);
+    s->held[CLANK_HELD_MAKER_MT] = luaL_ref(L, LUA_REGISTRYINDEX);
   }
   lua_setmetatable(L, -2);
 }

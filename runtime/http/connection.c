@@ -594,7 +594,7 @@ static int host_syntax_ok(const char *v, size_t n) {
     while (i < n && v[i] != ':') {
       unsigned char ch = (unsigned char)v[i];
       if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            strchr(reg, ch)))
+            ch == '.' || strchr(reg, ch)))
         return 0;
       i++;
     }
@@ -625,17 +625,28 @@ static int on_headers_complete(llhttp_t *p) {
   if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 505, "HTTP version not supported.");
   int http11 = p->http_minor == 1;
 
-  int n;
-  const clank_header_t *host = clank_request_header(r, "host", 4, &n);
-  if (n > 1 || (http11 && n == 0)) return refuse(c, 400, "Bad request.");
+  /* host, transfer-encoding and expect, in one pass: the first of each, and how many */
+  const clank_header_t *host = NULL, *te = NULL, *expect = NULL;
+  int nhost = 0, nte = 0;
+  for (int i = 0; i < r->nheaders; i++) {
+    const clank_header_t *h = &r->headers[i];
+    const char *name = r->head.data + h->name_off;
+    if (h->name_len == 4 && memcmp(name, "host", 4) == 0) {
+      if (nhost++ == 0) host = h;
+    } else if (h->name_len == 17 && memcmp(name, "transfer-encoding", 17) == 0) {
+      if (nte++ == 0) te = h;
+    } else if (h->name_len == 6 && memcmp(name, "expect", 6) == 0) {
+      if (expect == NULL) expect = h;
+    }
+  }
+  if (nhost > 1 || (http11 && nhost == 0)) return refuse(c, 400, "Bad request.");
   if (host && !host_syntax_ok(clank_header_value(r, host), host->value_len))
     return refuse(c, 400, "Bad request.");
-  const clank_header_t *te = clank_request_header(r, "transfer-encoding", 17, &n);
   if (te) {
     if (!http11) return refuse(c, 400, "Bad request.");
-    if (n > 1 || !header_is(r, te, "chunked")) return refuse(c, 501, "Not implemented.");
+    if (nte > 1 || !header_is(r, te, "chunked")) return refuse(c, 501, "Not implemented.");
   }
-  const clank_header_t *expect = http11 ? clank_request_header(r, "expect", 6, &n) : NULL;
+  if (!http11) expect = NULL;
   if (expect && !header_is(r, expect, "100-continue"))
     clank_conn_text(c, 417, "Expectation failed.");
 

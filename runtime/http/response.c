@@ -88,6 +88,22 @@ static int owned_header(const char *name, size_t n) {
 
 /* x-request-id (SPEC §13): the client's when it is 1-64 of A-Za-z0-9._-,
    else one made up: 16 hex digits, a random prefix per run plus a count. */
+/* The 8 lowercase hex digits of v, most significant first, at out: its
+   nibbles spread one to a byte, then made digits, all 8 at once. */
+static void hex8(char *out, uint32_t v) {
+  const uint64_t ones = 0x0101010101010101ULL;
+  uint64_t x = v;
+  x = (x | (x << 16)) & 0x0000FFFF0000FFFFULL;
+  x = (x | (x << 8)) & 0x00FF00FF00FF00FFULL;
+  x = (x | (x << 4)) & (ones * 0x0F); /* byte k: nibble k, least significant first */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  x = __builtin_bswap64(x); /* most significant first, as the bytes are stored */
+#endif
+  uint64_t letters = ((x + ones * 6) >> 4) & ones; /* 1 where the nibble is 10-15 */
+  x += ones * '0' + letters * ('a' - '0' - 10);
+  memcpy(out, &x, 8);
+}
+
 const char *clank_conn_request_id(clank_conn_t *c) {
   clank_request_t *r = &c->req;
   if (r->id_len) return r->id;
@@ -106,9 +122,9 @@ const char *clank_conn_request_id(clank_conn_t *c) {
       return r->id;
     }
   }
-  static const char hex[] = "0123456789abcdef";
   uint64_t n = c->server->id_prefix + c->server->id_next++;
-  for (int i = 15; i >= 0; i--, n >>= 4) r->id[i] = hex[n & 15];
+  hex8(r->id, (uint32_t)(n >> 32));
+  hex8(r->id + 8, (uint32_t)n);
   r->id_len = 16;
   r->id[16] = '\0';
   return r->id;

@@ -276,6 +276,7 @@ static long long span_integer(span_t s) {
 
 /* Step 7: `application/json` or any `type/subtype+json`, parameters and case ignored. */
 static int json_media_type(const char *v, size_t n) {
+  if (n == 16 && memcmp(v, "application/json", 16) == 0) return 1; /* what nearly all send */
   size_t end = 0;
   while (end < n && v[end] != ';') end++;
   while (end > 0 && (v[end - 1] == ' ' || v[end - 1] == '\t')) end--;

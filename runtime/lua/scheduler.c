@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lua/action.h"
+#include "lua/alloc.h"
 #include "lua/preempt.h"
 #include "lua/protect.h"
 
@@ -96,7 +97,14 @@ static int own_loop_gc(lua_State *L) {
   return 0;
 }
 
+clank_sched_t *clank_sched_held(lua_State *L) {
+  void *ud;
+  return lua_getallocf(L, &ud) == clank_alloc ? ((clank_alloc_t *)ud)->sched : NULL;
+}
+
 clank_sched_t *clank_sched_get(lua_State *L) {
+  clank_sched_t *held = clank_sched_held(L);
+  if (held) return held; /* the one installed with it (generation.c) */
   lua_rawgetp(L, LUA_REGISTRYINDEX, &sched_key);
   clank_sched_t *s = lua_touserdata(L, -1);
   lua_pop(L, 1);

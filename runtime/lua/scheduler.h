@@ -19,6 +19,8 @@ typedef struct clank_wait_s clank_wait_t;
 /* The slots of clank_sched_t's held, one per user. */
 enum {
   CLANK_HELD_CTX_METAS, /* bridge.c: the metatables of the ctxs it makes, by action */
+  CLANK_HELD_ARRAY_MT,  /* values.c: the array metatable */
+  CLANK_HELD_MAKER_MT,  /* lua_request.c: the metatable of the requests kept as bytes */
   CLANK_HELD_COUNT
 };
 
@@ -136,6 +138,9 @@ int clank_in_task(lua_State *L);
 
 /* The scheduler of this Lua state; in plain lua5.4 one is made on first use. */
 clank_sched_t *clank_sched_get(lua_State *L);
+/* The scheduler of a state clank-run made, found without a lookup (its
+   allocator knows it), or NULL (plain lua5.4): for held[] on hot paths. */
+clank_sched_t *clank_sched_held(lua_State *L);
 void clank_sched_install(lua_State *L, clank_sched_t *s);
 /* A reload replaced this scheduler's generation: spawned tasks are dropped
    and timers with a retire callback run it (clank.timeout aborts with

@@ -2,6 +2,8 @@
 
 #include <lauxlib.h>
 
+#include "lua/scheduler.h"
+
 /* Only its address matters; it is never written. */
 static const char null_tag = 0;
 
@@ -16,11 +18,22 @@ int clank_is_null(lua_State *L, int idx) {
 static const char array_mt_key = 0;
 
 void clank_push_array_mt(lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key) == LUA_TTABLE) return;
-  lua_pop(L, 1);
-  luaL_newmetatable(L, CLANK_ARRAY_MT); /* or the one registered already */
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &array_mt_key);
+  /* in clank-run, held by the scheduler too: one array read, no hashing */
+  clank_sched_t *s = clank_sched_held(L);
+  if (s && s->held[CLANK_HELD_ARRAY_MT]) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->held[CLANK_HELD_ARRAY_MT]);
+    return;
+  }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &array_mt_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    luaL_newmetatable(L, CLANK_ARRAY_MT); /* or the one registered already */
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &array_mt_key);
+  }
+  if (s) {
+    lua_pushvalue(L, -1);
+    s->held[CLANK_HELD_ARRAY_MT] = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
 }
 
 void clank_mark_array(lua_State *L, int idx) {
@@ -38,7 +51,7 @@ int clank_is_marked_array(lua_State *L, int idx) {
 }
 
 void *clank_tagged(lua_State *L, int idx, size_t size, const void *tag) {
-  if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != size) return NULL;
-  void *p = lua_touserdata(L, idx);
+  void *p = lua_touserdata(L, idx); /* NULL unless a userdata; a light one has no length */
+  if (p == NULL || lua_rawlen(L, idx) != size) return NULL;
   return *(const void *const *)p == tag ? p : NULL;
 }
