@@ -37,23 +37,28 @@ static size_t class_bytes(size_t c) { return (c + 1) * CLASS_BYTES; }
 
 static size_t reserve_of(size_t cap) { return cap / 8 > (16u << 20) ? cap / 8 : (16u << 20); }
 
-/* 1 when the growth may happen, 0 when the running task is refused. */
-static int admit(clank_alloc_t *a, size_t grow) {
-  clank_sched_t *s = a->sched;
-  clank_task_t *t = s ? s->running : NULL;
-  if (t) t->mem_charged += grow;
-  if (a->used + grow <= a->cap || t == NULL) return 1;
+/* admit past the cap: 0 when the running task t is refused. */
+static __attribute__((noinline)) int admit_over(clank_alloc_t *a, clank_task_t *t, size_t grow) {
   if (!t->mem_over && t->mem_charged >= a->cap / SHARE_DIVISOR) {
     t->mem_over = 1;
     a->pressure = 1;
-    if (s->watchdog) clank_watchdog_poke(s->watchdog, t->co);
+    if (a->sched->watchdog) clank_watchdog_poke(a->sched->watchdog, t->co);
     return 0;
   }
   /* The reserve: the runtime's own work and the refused task's way out. */
   return a->used + grow <= a->cap + reserve_of(a->cap);
 }
 
-static void *take(clank_alloc_t *a, size_t n) {
+/* 1 when the growth may happen, 0 when the running task is refused. */
+static inline int admit(clank_alloc_t *a, size_t grow) {
+  clank_sched_t *s = a->sched;
+  clank_task_t *t = s ? s->running : NULL;
+  if (t) t->mem_charged += grow;
+  if (__builtin_expect(a->used + grow <= a->cap || t == NULL, 1)) return 1;
+  return admit_over(a, t, grow);
+}
+
+static inline __attribute__((always_inline)) void *take(clank_alloc_t *a, size_t n) {
   if (n > CLANK_ALLOC_SMALL) return malloc(n);
   size_t c = class_of(n);
   clank_alloc_block_t *b = a->cache[c];
@@ -64,7 +69,7 @@ static void *take(clank_alloc_t *a, size_t n) {
   return b;
 }
 
-static void give(clank_alloc_t *a, void *p, size_t n) {
+static inline __attribute__((always_inline)) void give(clank_alloc_t *a, void *p, size_t n) {
   if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > CACHE_BYTES) {
     free(p);
     return;
@@ -77,19 +82,13 @@ static void give(clank_alloc_t *a, void *p, size_t n) {
   POISON(b, class_bytes(c));
 }
 
-void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-  clank_alloc_t *a = ud;
-  size_t old = ptr ? osize : 0; /* without ptr, osize is a type tag */
-  if (nsize == 0) {
-    if (ptr) give(a, ptr, old);
-    a->used -= old;
-    return NULL;
-  }
+/* A block resized (ptr and nsize not NULL nor 0): kept apart, so the new
+   and freed blocks most calls are about take no registers to save. */
+static __attribute__((noinline)) void *resize(clank_alloc_t *a, void *ptr, size_t old,
+                                              size_t nsize) {
   if (nsize > old && a->cap && !admit(a, nsize - old)) return NULL;
   void *p;
-  if (ptr == NULL) {
-    p = take(a, nsize);
-  } else if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
+  if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
     p = realloc(ptr, nsize);
   } else if (old <= CLANK_ALLOC_SMALL && nsize <= CLANK_ALLOC_SMALL &&
              class_of(old) == class_of(nsize)) {
@@ -103,6 +102,23 @@ void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   if (p == NULL) return NULL;
   a->used = a->used - old + nsize;
   return p;
+}
+
+void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  clank_alloc_t *a = ud;
+  if (ptr == NULL) { /* a new block (osize is a type tag) */
+    if (nsize == 0) return NULL;
+    if (a->cap && !admit(a, nsize)) return NULL;
+    void *p = take(a, nsize);
+    if (p != NULL) a->used += nsize;
+    return p;
+  }
+  if (nsize == 0) {
+    give(a, ptr, osize);
+    a->used -= osize;
+    return NULL;
+  }
+  return resize(a, ptr, osize, nsize);
 }
 
 void clank_alloc_drain(clank_alloc_t *a) {

@@ -12,7 +12,7 @@
 #include "lua/scheduler.h"
 
 /* Blocks up to this size are kept for reuse once freed (alloc.c). */
-#define CLANK_ALLOC_SMALL 256
+#define CLANK_ALLOC_SMALL 512
 
 typedef struct clank_alloc_block_s clank_alloc_block_t;
 

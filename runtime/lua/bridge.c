@@ -540,7 +540,7 @@ static int check_request(lua_State *L, int phase, answer_t *a, const clank_bridg
   }
   push_uv_field(L, 1, UV_LIST);
   lua_rawgeti(L, -1, found->slot);
-  lua_remove(L, -2);
+  lua_replace(L, -2); /* the action in its list's place: no rotation */
   if (phase == PHASE_HEAD) return 0;
   return check_body(L, b, a, v);
 }

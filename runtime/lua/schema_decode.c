@@ -27,6 +27,8 @@
 #include "lua/values.h"
 
 #define MAXDEPTH 64 /* as clank_json_decode's */
+#define SLOTS 6     /* stack slots a container takes: see enter() */
+#define RESERVED 2  /* containers whose slots are checked at once */
 
 typedef struct {
   lua_State *L;
@@ -71,14 +73,39 @@ static inline __attribute__((always_inline)) const char *scan(const char *p, con
   return p;
 }
 
+/* Whether the n bytes at a and at b are the same: short runs (keys and
+   enum values mostly are) compared a word or two at a time, without a call. */
+static inline int same_bytes(const char *a, const char *b, size_t n) {
+  if (n >= 8) {
+    if (n > 16) return memcmp(a, b, n) == 0;
+    uint64_t x, y, u, v; /* the first 8 and the last 8, overlapping */
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    memcpy(&u, a + n - 8, 8);
+    memcpy(&v, b + n - 8, 8);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  if (n >= 4) {
+    uint32_t x, y, u, v;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    memcpy(&u, a + n - 4, 4);
+    memcpy(&v, b + n - 4, 4);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
 /* Index of the property of n named by the len bytes at k, or -1: few
-   properties are compared one by one, lengths and first bytes first. */
-static ptrdiff_t find_prop(const clank_schema_node_t *n, const char *k, size_t len) {
+   properties are compared one by one, lengths first, from the one after
+   the last found (keys mostly come in the schema's order). */
+static ptrdiff_t find_prop(const clank_schema_node_t *n, const char *k, size_t len, size_t from) {
   if (n->n > 16) return clank_schema_find_prop(n, k, len);
-  for (size_t i = 0; i < n->n; i++) {
+  for (size_t j = 0, i = from < n->n ? from : 0; j < n->n; j++, i = i + 1 < n->n ? i + 1 : 0) {
     const clank_schema_str_t *key = &n->props[i].key;
-    if (key->len == len && (len == 0 || (key->s[0] == k[0] && memcmp(key->s, k, len) == 0)))
-      return (ptrdiff_t)i;
+    if (key->len == len && same_bytes(key->s, k, len)) return (ptrdiff_t)i;
   }
   return -1;
 }
@@ -169,8 +196,9 @@ static int value(sd_t *d, const clank_schema_node_t *n, int sdepth);
 static int enter(sd_t *d, int sdepth) {
   if (++d->depth > MAXDEPTH) return -1;
   if (sdepth >= CLANK_SCHEMA_MAX_DEPTH) d->valid = 0;
-  /* the held keys, the table, a key, a value and two more for an enum's */
-  luaL_checkstack(d->L, 6, "clank.json.decode");
+  /* the held keys, the table, a key, a value and two more for an enum's;
+     the first RESERVED containers' are checked once, by clank_schema_decode */
+  if (d->depth > RESERVED) luaL_checkstack(d->L, SLOTS, "clank.json.decode");
   d->p++;
   skip_ws(d);
   return 0;
@@ -207,10 +235,11 @@ static int array(sd_t *d, const clank_schema_node_t *n, int sdepth) {
 static int object(sd_t *d, const clank_schema_node_t *n, int sdepth) {
   lua_State *L = d->L;
   uint64_t seen = 0;
+  size_t next = 0; /* where find_prop starts */
   if (enter(d, sdepth) != 0) return -1;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, n->strs_ref); /* the keys, held */
+  lua_createtable(L, 0, 4);                       /* as the plain decoder makes it */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, n->strs_ref); /* the keys, held, above it */
   int keys = lua_gettop(L);
-  lua_createtable(L, 0, 4); /* as the plain decoder makes it */
   if (d->p < d->end && *d->p == '}') {
     d->p++;
   } else {
@@ -222,7 +251,7 @@ static int object(sd_t *d, const clank_schema_node_t *n, int sdepth) {
       if (d->p == d->end || *d->p != '"') return -1;
       int plain_key = string(d, &k, &klen, &cp);
       if (plain_key < 0) return -1;
-      ptrdiff_t i = find_prop(n, k, klen);
+      ptrdiff_t i = find_prop(n, k, klen, next);
       if (plain_key) {
         if (i >= 0)
           lua_rawgeti(L, keys, i + 1);
@@ -230,6 +259,7 @@ static int object(sd_t *d, const clank_schema_node_t *n, int sdepth) {
           lua_pushlstring(L, k, klen);
       }
       if (i >= 0) {
+        next = (size_t)i + 1;
         uint64_t bit = UINT64_C(1) << i; /* n->n <= 64: see value() */
         if (seen & bit) d->valid = 0;    /* a duplicate: the last one wins */
         seen |= bit;
@@ -241,7 +271,7 @@ static int object(sd_t *d, const clank_schema_node_t *n, int sdepth) {
       if (d->p == d->end || *d->p != ':') return -1;
       d->p++;
       if (value(d, child, sdepth + 1) != 0) return -1;
-      lua_rawset(L, -3);
+      lua_rawset(L, -4);
       skip_ws(d);
       if (d->p < d->end && *d->p == ',') {
         d->p++;
@@ -252,7 +282,7 @@ static int object(sd_t *d, const clank_schema_node_t *n, int sdepth) {
     }
     d->p++;
   }
-  lua_replace(L, keys);
+  lua_pop(L, 1); /* the keys */
   d->depth--;
   if ((seen & n->required_mask) != n->required_mask) d->valid = 0;
   return 0;
@@ -290,7 +320,7 @@ static int value(sd_t *d, const clank_schema_node_t *n, int sdepth) {
       if (c != '"') break;
       if ((r = string(d, &s, &len, &cp)) < 0) return -1;
       for (size_t i = 0; i < n->n; i++) {
-        if (len == n->values[i].len && memcmp(s, n->values[i].s, len) == 0) {
+        if (len == n->values[i].len && same_bytes(s, n->values[i].s, len)) {
           if (r && n->strs_ref == LUA_NOREF) {
             lua_pushlstring(d->L, s, len);
           } else if (r) { /* the value, held */
@@ -322,6 +352,7 @@ static int value(sd_t *d, const clank_schema_node_t *n, int sdepth) {
 int clank_schema_decode(lua_State *L, const clank_schema_node_t *n, const char *s, size_t len) {
   int base = lua_gettop(L);
   sd_t d = {L, s, s + len, 0, base + 1, 1};
+  luaL_checkstack(L, 1 + RESERVED * SLOTS + 1, "clank.json.decode");
   clank_push_array_mt(L); /* fetched once for every array of the value */
   if (value(&d, n, 0) == 0) {
     skip_ws(&d);

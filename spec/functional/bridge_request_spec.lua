@@ -44,6 +44,78 @@ describe("the bridge's action path without a context function", function()
     }, out)
   end)
 
+  -- a request sent as raw bytes on a new connection: its answer's output
+  local function raw_output(port, lines, body)
+    local conn = assert(http.connect(port))
+    assert(conn:send(table.concat(lines, "\r\n") .. "\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body))
+    local res = assert(conn:read_response())
+    conn:close()
+    return output(res)
+  end
+
+  it("gives ctx.request.headers every header: names lowercased, values trimmed, repeats joined", function()
+    local body = '{"note":"h"}'
+    local out = raw_output(s.port, {
+      "POST /actions/headers HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json",
+      "X-A: 1   ", "x-b: b\t", "X-A: 2", "Accept: */*", "X-Empty:",
+    }, body)
+    assert.are.same({
+      body = body,
+      headers = {
+        host = "127.0.0.1", ["content-type"] = "application/json", ["content-length"] = tostring(#body),
+        ["x-a"] = "1, 2", ["x-b"] = "b", accept = "*/*", ["x-empty"] = "",
+      },
+    }, out)
+  end)
+
+  it("gives ctx.request whole when its head is near the limits of SPEC §13", function()
+    local body = '{"note":"long"}'
+    local q = string.rep("q", 7000)
+    local lines = { "POST /actions/headers?x=" .. q .. " HTTP/1.1", "Host: 127.0.0.1",
+      "Content-Type: application/json" }
+    for i = 1, 3 do lines[#lines + 1] = "X-Pad-" .. i .. ": " .. string.rep(string.char(96 + i), 4000) end
+    lines[#lines + 1] = "X-Probe: last"
+    local out = raw_output(s.port, lines, body)
+    assert.are.same({
+      body = body,
+      headers = {
+        host = "127.0.0.1", ["content-type"] = "application/json", ["content-length"] = tostring(#body),
+        ["x-pad-1"] = string.rep("a", 4000), ["x-pad-2"] = string.rep("b", 4000),
+        ["x-pad-3"] = string.rep("c", 4000), ["x-probe"] = "last",
+      },
+    }, out)
+  end)
+
+  it("keeps a ctx's request whole after 100 more requests on its connection", function()
+    local conn = assert(http.connect(s.port))
+    local function send(target, body, extra)
+      local h = { ["Content-Type"] = "application/json" }
+      for k, v in pairs(extra or {}) do h[k] = v end
+      assert(conn:send(http.build("POST", target, h, body)))
+      return output(assert(conn:read_response()))
+    end
+    local first = '{"note":"kept on one connection"}'
+    send("/actions/keep?x=k1", first, { ["X-Probe"] = "one", ["X-Other"] = "o" })
+    for i = 1, 100 do
+      local b = '{"note":"' .. string.rep("n", i) .. '"}'
+      assert.are.same({
+        method = "POST", url = "/actions/inspect?y=" .. i, path = "/actions/inspect", scheme = "http",
+        body = b, query = { y = tostring(i) }, probe = "p" .. i,
+      }, send("/actions/inspect?y=" .. i, b, { ["X-Probe"] = "p" .. i }))
+    end
+    assert.are.same({
+      method = "POST", url = "/actions/keep?x=k1", path = "/actions/keep", scheme = "http",
+      body = first, query = { x = "k1" }, probe = "one",
+    }, send("/actions/kept", "{}", { ["X-Probe"] = "two" }))
+    local out = send("/actions/kept.headers", "{}")
+    assert.are.equal(first, out.body)
+    assert.are.equal("one", out.headers["x-probe"])
+    assert.are.equal("o", out.headers["x-other"])
+    assert.are.equal("application/json", out.headers["content-type"])
+    assert.are.equal(tostring(#first), out.headers["content-length"])
+    conn:close()
+  end)
+
   it("joins a repeated header with \", \" in ctx.request.headers", function()
     local out = output(post(s.port, "/actions/inspect", "{}", { { "X-Probe", "a" }, { "X-Probe", "b" } }))
     assert.are.equal("a, b", out.probe)

@@ -422,3 +422,66 @@ describe("an action's input decoded and checked in one pass", function()
     end)
   end)
 end)
+
+-- Keys and enum values are matched by their bytes, a word at a time when short: every length
+-- from 1 to 20, with near misses (a byte changed first, in the middle, last; one byte more or
+-- fewer), each body answered as the plain path answers it.
+describe("an action's input keys and enum values matched at every length", function()
+  local names, values, props = {}, {}, {}
+  for len = 1, 20 do
+    names[len] = string.rep("k", len - 1) .. string.char(96 + len)
+    values[len] = string.rep("v", len - 1) .. string.char(64 + len)
+  end
+  for _, k in ipairs(names) do props[k] = s.optional(s.enum(values)) end
+  local Keys = s.object(props)
+  local kb = clank.createAgentBridge({ clank.defineAction {
+    name = "keys", description = "Answers with the fingerprint of its input.",
+    input = Keys, output = s.object { fp = s.string() }, sideEffects = "none",
+    handler = function(input) return { fp = fingerprint(input) } end,
+  } })
+
+  local function answer(body)
+    return kb:handle({
+      method = "POST", url = "/actions/keys", path = "/actions/keys", query = {}, scheme = "http",
+      headers = { host = HOST, ["content-type"] = "application/json",
+                  ["content-length"] = tostring(#body) },
+      body = body,
+    })
+  end
+
+  local function expected(body)
+    local v = assert(json.decode(body))
+    local r = Keys:safeParse(v)
+    if r.success then
+      return 200, '{"ok":true,"output":' .. json.encode { fp = fingerprint(v) } .. "}"
+    end
+    local e = bridge.errorEnvelope(r.error, {})
+    return 422, '{"error":' .. json.encode { code = e.code, details = e.details, message = e.message }
+      .. ',"ok":false}'
+  end
+
+  local function near(w)
+    local out = { w, w .. "x" }
+    if #w > 1 then out[#out + 1] = w:sub(1, -2) end
+    for _, at in ipairs { 1, (#w + 1) // 2, #w } do out[#out + 1] = w:sub(1, at - 1) .. "Z" .. w:sub(at + 1) end
+    return out
+  end
+
+  it("answers as the plain path does", function()
+    local statuses = {}
+    for i, k in ipairs(names) do
+      for _, key in ipairs(near(k)) do
+        for _, value in ipairs(near(values[(i * 7) % 20 + 1])) do
+          local body = '{"' .. key .. '":"' .. value .. '","' .. names[21 - i] .. '":"' .. values[i] .. '"}'
+          local res = answer(body)
+          local status, want = expected(body)
+          assert.are.equal(status, res.status, body)
+          assert.are.equal(want, res.body, body)
+          statuses[status] = (statuses[status] or 0) + 1
+        end
+      end
+    end
+    assert.is_true(statuses[200] >= 20) -- the exact key with the exact value, at each length
+    assert.is_true(statuses[422] > 500)
+  end)
+end)
