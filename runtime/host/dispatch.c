@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <lauxlib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -735,18 +736,8 @@ static void put_answer_outside(clank_conn_t *c, const clank_bridge_answer_t *a) 
   if (put_answer(c, a) != 0) clank_conn_text(c, 500, "Internal server error.");
 }
 
-static int bridge_step(lua_State *co, int status, lua_KContext k) {
-  (void)status;
-  exchange_t *x = step_exchange(k);
-  if (x->late) return 0; /* answered 504 at the action timeout */
-  if ((k & STEP_MASK) == 0) {
-    int n = lua_gettop(co); /* a 4th: the request's view, for the checks */
-    x->answer.status = 0;
-    lua_pushcfunction(co, n == 4 ? clank_bridge_handle_view_task : clank_bridge_handle_task);
-    for (int i = 1; i <= n; i++) lua_pushvalue(co, i);
-    if (n == 4) lua_pushlightuserdata(co, &x->answer);
-    lua_callk(co, n == 4 ? 5 : 3, 1, step_ctx(x, 1), bridge_step);
-  }
+/* The bridge's answer written: given as C values, or the response table on top. */
+static int bridge_answer(lua_State *co, exchange_t *x) {
   if (x->answer.status) {
     if (put_answer(x->conn, &x->answer) != 0)
       luaL_error(
@@ -757,10 +748,36 @@ static int bridge_step(lua_State *co, int status, lua_KContext k) {
   return 0;
 }
 
-/* [bridge, request, context fn or nil, view?, exchange] */
+/* clank_bridge_handle_view_task's run ended, waits or not (its done). */
+static int bridge_done(lua_State *co, clank_bridge_answer_t *a) {
+  exchange_t *x = (exchange_t *)(void *)((char *)a - offsetof(exchange_t, answer));
+  if (x->late) return 0; /* answered 504 at the action timeout */
+  return bridge_answer(co, x);
+}
+
+static int bridge_step(lua_State *co, int status, lua_KContext k) {
+  (void)status;
+  exchange_t *x = step_exchange(k);
+  if (x->late) return 0;      /* answered 504 at the action timeout */
+  if ((k & STEP_MASK) == 0) { /* called where it lies, its arguments above it */
+    x->answer.status = 0;
+    lua_callk(co, lua_gettop(co) - 1, 1, step_ctx(x, 1), bridge_step);
+  }
+  return bridge_answer(co, x);
+}
+
+/* [bridge, request or maker, context fn or nil, view, answer, exchange]:
+   clank_bridge_handle_view_task, right here, its answer written by its
+   done; or [clank_bridge_handle_task, bridge, request, context fn or nil,
+   exchange]. */
 static int bridge_entry(lua_State *co) {
   exchange_t *x = lua_touserdata(co, -1);
   lua_pop(co, 1);
+  if (lua_gettop(co) == 5) {
+    x->answer.done = bridge_done;
+    return clank_bridge_handle_view_task(co);
+  }
+  x->answer.done = NULL;
   return bridge_step(co, LUA_OK, step_ctx(x, 0));
 }
 
@@ -1036,6 +1053,7 @@ static int on_message(clank_conn_t *c) {
   int takes_x = route == &g->bridge_route; /* the entries that take the exchange */
   if (route == &g->bridge_route) {
     lua_pushcfunction(co, bridge_entry);
+    if (!bridge) lua_pushcfunction(co, clank_bridge_handle_task);
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->bridge_ref);
   } else if (route == &g->mcp_route) {
     lua_pushcfunction(co, mcp_entry);
@@ -1065,10 +1083,11 @@ static int on_message(clank_conn_t *c) {
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);
-  int nargs = 3;
+  int nargs = 3 + (route == &g->bridge_route && !bridge); /* handle_task first */
   if (bridge) {
     lua_pushlightuserdata(co, &view);
-    nargs++;
+    lua_pushlightuserdata(co, &x->answer);
+    nargs += 2;
   }
   if (takes_x) {
     lua_pushlightuserdata(co, x);

@@ -95,7 +95,7 @@ static int l_is_action_error(lua_State *L) {
 
 /* ---- defineAction ---- */
 
-enum { UV_VALUES = 1, UV_HANDLER, UV_LOG, UV_PROGRESS };
+enum { UV_VALUES = 1, UV_HANDLER, UV_LOG, UV_PROGRESS, UV_HELD };
 static int ctx_log(lua_State *L);
 static int ctx_progress(lua_State *L);
 
@@ -183,8 +183,9 @@ static int l_define_action(lua_State *L) {
       return luaL_error(L, "clank.defineAction: unknown field '%s'", luaL_tolstring(L, -2, NULL));
   }
   /* uservalue 1: the table of Lua values; reached without a lookup: 2 the
-     handler, 3 and 4 its ctx.log and ctx.progress (outside MCP) */
-  clank_action_t *a = lua_newuserdatauv(L, sizeof *a, UV_PROGRESS); /* 2 */
+     handler, 3 and 4 its ctx.log and ctx.progress (outside MCP), 5 the
+     bridge's (clank_action_push_held) */
+  clank_action_t *a = lua_newuserdatauv(L, sizeof *a, UV_HELD); /* 2 */
   memset(a, 0, sizeof *a);
   a->tag = &action_tag;
   lua_newtable(L); /* 3: the uservalue */
@@ -375,11 +376,17 @@ enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED, STEP_VALIDATED, STEP_MASK = 7 
 /* A flag beside the step: the caller checks the output (the bridge). */
 #define OUTPUT_UNCHECKED 8
 
-static int fail_action(lua_State *L, const char *why) {
-  lua_getiuservalue(L, 1, 1);
+/* Logs that the action at action failed, and why; pushes the ActionError
+   ACTION_FAILED 500 the pipeline raises for it. */
+static void push_failed(lua_State *L, int action, const char *why) {
+  lua_getiuservalue(L, action, 1);
   lua_getfield(L, -1, "name");
   clank_log(L, "error", "action %s failed: %s", lua_tostring(L, -1), why);
   clank_action_error_push(L, "ACTION_FAILED", "The action failed.", 500);
+}
+
+static int fail_action(lua_State *L, const char *why) {
+  push_failed(L, 1, why);
   return lua_error(L);
 }
 
@@ -445,13 +452,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
   }
   /* STEP_HANDLED: the handler's result, or its error, is on top. */
   if (status != LUA_OK && status != LUA_YIELD) {
-    if (clank_has_metatable(L, -1, "clank.ValidationError")) {
-      /* A handler's own ValidationError is a server fault, not bad input. */
-      lua_getfield(L, -1, "issues");
-      clank_schema_push_message(L, lua_gettop(L), 0);
-      return fail_action(
-          L, lua_pushfstring(L, "the handler raised a ValidationError: %s", lua_tostring(L, -1)));
-    }
+    clank_action_handler_failed(L, 1);
     return lua_error(L);
   }
   /* Left to the bridge, unless it stopped waiting (the action timed out
@@ -460,6 +461,34 @@ static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
   if (!unchecked) check_output(L, a, lua_gettop(L));
   return 1;
 }
+
+void clank_action_handler_failed(lua_State *L, int action) {
+  if (!clank_has_metatable(L, -1, "clank.ValidationError")) return;
+  /* A handler's own ValidationError is a server fault, not bad input. */
+  action = lua_absindex(L, action);
+  int error = lua_gettop(L);
+  lua_getfield(L, error, "issues");
+  clank_schema_push_message(L, lua_gettop(L), 0);
+  push_failed(L, action,
+              lua_pushfstring(L, "the handler raised a ValidationError: %s", lua_tostring(L, -1)));
+  lua_replace(L, error);
+  lua_settop(L, error);
+}
+
+int clank_action_push_handler(lua_State *L, int action) {
+  const clank_action_t *a = lua_touserdata(L, action);
+  if (a->has_authorize) return 0;
+  action = lua_absindex(L, action);
+  lua_pushcfunction(L, clank_traceback_handler);
+  lua_getiuservalue(L, action, UV_HANDLER);
+  return 1;
+}
+
+int clank_action_push_held(lua_State *L, int action) {
+  return lua_getiuservalue(L, action, UV_HELD);
+}
+
+void clank_action_set_held(lua_State *L, int action) { lua_setiuservalue(L, action, UV_HELD); }
 
 int clank_action_pipeline(lua_State *L) {
   check_action(L, 1);

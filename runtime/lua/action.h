@@ -34,6 +34,19 @@ int clank_action_pipeline(lua_State *L);
    authorize on, without the output's check, which the caller makes: clank_schema_encode
    (json.h) validates as it writes, and where it stops, clank_action_check_output. */
 int clank_action_pipeline_validated(lua_State *L);
+/* The pipeline's handler step, for the bridge's inline run of an input it
+   validated (as clank_action_pipeline_validated, without its frame): when
+   the action at action (an action) has no authorize, pushes the pipeline's
+   message handler and the action's handler, and returns 1; else returns 0
+   and pushes nothing (the pipeline runs it). */
+int clank_action_push_handler(lua_State *L, int action);
+/* With the error of such a handler on top: replaced as the pipeline replaces
+   it (a ValidationError is logged and becomes ACTION_FAILED 500). */
+void clank_action_handler_failed(lua_State *L, int action);
+/* A slot of the action for its caller's own value (the bridge: the
+   metatable of its ctxs): pushes it and returns its type; set pops it. */
+int clank_action_push_held(lua_State *L, int action);
+void clank_action_set_held(lua_State *L, int action);
 /* The pipeline's last step as a lua_CFunction over [action, output]: returns
    the output when it matches the output schema (or there is none), else
    logs why and raises ActionError ACTION_FAILED 500, as the pipeline does. */

@@ -154,7 +154,8 @@ typedef struct answer_s {
 static void push_response(lua_State *L, const answer_t *a, int status, const char *cache,
                           const char *body, size_t len) {
   if (a->out) {
-    *a->out = (clank_bridge_answer_t){status, cache, a->cors_origin, a->cors_len, body, len};
+    *a->out = (clank_bridge_answer_t){status, cache, a->cors_origin, a->cors_len,
+                                      body,   len,   a->out->done};
     lua_pushnil(L);
     return;
   }
@@ -765,9 +766,10 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
    request's maker (a request not built yet), of its request id as the
    integer of a made-up one (16 hex digits, as the server makes them), and
    the mark that ctx.signal was given once (cleared by the action afterwards,
-   it stays cleared). In the metatable of such ctxs (one per action), the key
-   of the action, whose log and progress ctx serves; the one of ctxs made for
-   no action is held under ctx_meta_key. */
+   it stays cleared). In the metatable of such ctxs (one per action, held by
+   the action), the key of the action,
+   whose log and progress ctx serves; the one of ctxs made for no action is
+   held under ctx_meta_key. */
 static const char maker_key = 0;
 static const char id_key = 0;
 static const char given_key = 0;
@@ -775,6 +777,35 @@ static const char action_key = 0;
 static const char ctx_meta_key = 0;
 
 /* The integer of a request id of 16 lowercase hex digits, in *n. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The 8 digits at p, 8 bytes at once (the first the most significant), in
+ *v; 0 when one is not a lowercase hex digit. */
+static int hex8_value(const char *p, uint32_t *v) {
+  const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
+  uint64_t x;
+  memcpy(&x, p, 8);
+  if (x & high) return 0;
+  /* with every byte below 0x80, adding 0x80 - c sets a byte's high bit
+     exactly when the byte is c or more, and carries into no other byte */
+  uint64_t digit = (x + ones * (0x80 - '0')) & ~(x + ones * (0x80 - '9' - 1));
+  uint64_t letter = (x + ones * (0x80 - 'a')) & ~(x + ones * (0x80 - 'f' - 1));
+  if (((digit | letter) & high) != high) return 0;
+  /* each byte its nibble ('a' is 0x61: 1 + 9), then packed, first highest */
+  x = (x & ones * 0x0F) + 9 * ((x >> 6) & ones);
+  x = ((x << 4) | (x >> 8)) & 0x00FF00FF00FF00FFULL;
+  x = ((x << 8) | (x >> 16)) & 0x0000FFFF0000FFFFULL;
+  x = ((x << 16) | (x >> 32)) & 0xFFFFFFFFULL;
+  *v = (uint32_t)x;
+  return 1;
+}
+
+static int id_number(const char *id, lua_Integer *n) {
+  uint32_t hi, lo;
+  if (!hex8_value(id, &hi) || !hex8_value(id + 8, &lo) || id[16] != '\0') return 0;
+  *n = (lua_Integer)((uint64_t)hi << 32 | lo);
+  return 1;
+}
+#else
 static int id_number(const char *id, lua_Integer *n) {
   /* a digit's value + 1, 0 for any other byte */
   static const unsigned char digit[256] = {
@@ -791,17 +822,18 @@ static int id_number(const char *id, lua_Integer *n) {
   *n = (lua_Integer)v;
   return 1;
 }
+#endif
 
 /* ctx.requestId from the integer at id_key, kept in ctx; the integer goes
    (a requestId cleared afterwards stays cleared). */
 static int give_request_id(lua_State *L) {
   if (lua_rawgetp(L, 1, &id_key) != LUA_TNUMBER) return 1;
-  static const char hex[] = "0123456789abcdef";
-  char id[16];
   uint64_t n = (uint64_t)lua_tointeger(L, -1);
-  for (int i = 15; i >= 0; i--, n >>= 4) id[i] = hex[n & 15];
   lua_pushnil(L);
   lua_rawsetp(L, 1, &id_key);
+  static const char hex[] = "0123456789abcdef";
+  char id[16];
+  for (int i = 15; i >= 0; i--, n >>= 4) id[i] = hex[n & 15];
   lua_pushlstring(L, id, sizeof id);
   lua_pushvalue(L, -1);
   lua_setfield(L, 1, "requestId");
@@ -880,9 +912,24 @@ static void need_request(lua_State *L, int idx) {
 }
 
 /* Pushes the metatable of the ctxs made for the action at action (0: for
-   none), made once per state and action, and held by the scheduler. */
+   none), made once per state and action: held by the action itself (its
+   slot for the bridge, no lookup), the one for none by the scheduler. */
 static void push_ctx_meta(lua_State *L, clank_sched_t *s, int action) {
-  const void *key = action ? lua_touserdata(L, action) : &ctx_meta_key;
+  if (action) {
+    if (clank_action_push_held(L, action) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 3);
+    lua_pushcfunction(L, ctx_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ctx_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushvalue(L, action);
+    lua_rawsetp(L, -2, &action_key);
+    lua_pushvalue(L, -1);
+    clank_action_set_held(L, action);
+    return;
+  }
+  const void *key = &ctx_meta_key;
   int *metas = &s->held[CLANK_HELD_CTX_METAS];
   if (*metas == 0) {
     lua_newtable(L);
@@ -899,10 +946,6 @@ static void push_ctx_meta(lua_State *L, clank_sched_t *s, int action) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, ctx_pairs);
   lua_setfield(L, -2, "__pairs");
-  if (action) {
-    lua_pushvalue(L, action);
-    lua_rawsetp(L, -2, &action_key);
-  }
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, key);
   lua_remove(L, -2);
@@ -914,17 +957,17 @@ static void push_ctx_meta(lua_State *L, clank_sched_t *s, int action) {
    action: 0, or the index of the action ctx is for: then ctx is lazy, its
    log, progress, signal (hold_signal) and request id served when read, and
    the context's own `signal` gives way. t: the running task
-   (clank_task_of), whose request id ctx carries; s: the scheduler, or NULL. */
+   (clank_task_of), whose request id ctx carries; s: the scheduler, or NULL.
+   src, req and action are positive indices. */
 static void push_ctx(lua_State *L, int src, int req, clank_task_t *t, int action,
                      clank_sched_t *s) {
-  src = lua_absindex(L, src);
-  req = lua_absindex(L, req);
-  if (action) action = lua_absindex(L, action);
+  int copied = lua_istable(L, src);
   /* room for what is set now and for some of what is served when read
      (the request or its maker, the request id): no rehash on the way (a
      context's fields may take more) */
-  lua_createtable(L, 0, lua_istable(L, src) ? 8 : 4);
+  lua_createtable(L, 0, copied ? 8 : 4);
   lua_Integer id;
+  int maker = lua_type(L, req) == LUA_TUSERDATA;
   if (t && t->request_id[0]) { /* x-request-id (SPEC §13); the context may still override it */
     if (action && id_number(t->request_id, &id)) {
       lua_pushinteger(L, id);
@@ -934,7 +977,6 @@ static void push_ctx(lua_State *L, int src, int req, clank_task_t *t, int action
       lua_setfield(L, -2, "requestId");
     }
   }
-  int copied = lua_istable(L, src);
   if (copied) {
     for (lua_pushnil(L); lua_next(L, src); lua_pop(L, 1)) {
       lua_pushvalue(L, -2);
@@ -952,7 +994,7 @@ static void push_ctx(lua_State *L, int src, int req, clank_task_t *t, int action
     }
   }
   int lazy = action != 0;
-  if (lua_type(L, req) != LUA_TUSERDATA) {
+  if (!maker) {
     lua_pushvalue(L, req);
     lua_setfield(L, -2, "request");
   } else {
@@ -1003,17 +1045,26 @@ static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
    5 input, 6 context value, 7 ctx, 8 the signal's holder (ctx again); 9 the
    task, in a run inline (inline_out_k). */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
+/* In the continuation of an inline run, beside the answer's address: the
+   action's handler was called directly, not its pipeline. */
+#define INLINE_DIRECT 1
 
 static int handle_k(lua_State *L, int status, lua_KContext step);
 static int context_out_k(lua_State *L, int status, lua_KContext out);
 static int ran_out_k(lua_State *L, int status, lua_KContext out);
 static int inline_out_k(lua_State *L, int status, lua_KContext out);
 
+/* A run that answers in out ends: its caller's done, if any, has the last
+   word (clank_bridge_handle_view_task); n: the results of the run. */
+static int view_done(lua_State *L, clank_bridge_answer_t *out, int n) {
+  return out && out->done ? out->done(L, out) : n;
+}
+
 /* Steps 1–7 on v, then the context: the first part of a run. The answer
    goes to out when it is not NULL (the continuations carry it). */
 static int handle_checked(lua_State *L, const clank_bridge_view_t *v, clank_bridge_answer_t *out) {
   answer_t a = {.out = out};
-  if (check_request(L, PHASE_FULL, &a, v)) return 1;
+  if (check_request(L, PHASE_FULL, &a, v)) return view_done(L, out, 1);
   if (out) { /* the request's origin lives as long as the run: the answer's CORS */
     out->cors_origin = a.cors_origin;
     out->cors_len = a.cors_len;
@@ -1093,7 +1144,7 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
     answer_t a = {.out = out};
     answer_origin(L, &a, out);
     push_response(L, &a, 422, "no-store", b->scratch.data, b->scratch.len);
-    return 1;
+    return view_done(L, out, 1);
   }
   clank_sched_t *s = clank_sched_get(L);
   clank_task_t *task = clank_task_on(s, L);
@@ -1102,17 +1153,28 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   push_ctx(L, 6, 2, task, 4, s);
   hold_signal(L, 7, task); /* 8 */
   int inline_run = out && task && task->action_timeout && !task->action_inline;
-  if (inline_run) lua_pushlightuserdata(L, task); /* 9, for the continuation */
-  lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
-  lua_pushvalue(L, 4);
-  lua_pushvalue(L, 5);
-  lua_pushvalue(L, 7);
   if (inline_run) {
+    lua_pushlightuserdata(L, task); /* 9, for the continuation */
     /* in this task: its driver arms the timeout if it waits, and answers
        504 itself at the deadline (clank_bridge_timeout_answer) */
     task->action_ms = b->timeout_ms;
     task->action_late = 0;
     task->action_inline = 1;
+    /* a valid input, no authorize: the pipeline's one step left, its
+       handler, called right here (10 its message handler, 11 the handler) */
+    if (valid == 1 && clank_action_push_handler(L, 4)) {
+      lua_pushvalue(L, 5);
+      lua_pushvalue(L, 7);
+      lua_KContext k = (lua_KContext)out | INLINE_DIRECT;
+      int st = lua_pcallk(L, 2, 1, 10, k, inline_out_k);
+      return inline_out_k(L, st, k);
+    }
+  }
+  lua_pushcfunction(L, valid == 1 ? clank_action_pipeline_validated : clank_action_pipeline);
+  lua_pushvalue(L, 4);
+  lua_pushvalue(L, 5);
+  lua_pushvalue(L, 7);
+  if (inline_run) {
     int st = lua_pcallk(L, 3, 1, 0, (lua_KContext)out, inline_out_k);
     return inline_out_k(L, st, (lua_KContext)out);
   }
@@ -1168,18 +1230,42 @@ static int context_out_k(lua_State *L, int status, lua_KContext out) {
 
 static int ran_out_k(lua_State *L, int status, lua_KContext out) {
   (void)status;
-  return handle_ran(L, (clank_bridge_answer_t *)out);
+  clank_bridge_answer_t *o = (clank_bridge_answer_t *)out;
+  return view_done(L, o, handle_ran(L, o));
+}
+
+/* The handler called directly (INLINE_DIRECT) ended, with [..., 10 its
+   message handler, output or error]: what the pipeline would have ended
+   with is left on top. Returns the pipeline's ok. */
+static int direct_end(lua_State *L, int ok, clank_task_t *task) {
+  if (!ok) {
+    clank_action_handler_failed(L, 4);
+    return 0;
+  }
+  if (!task->action_late || clank_action_output(lua_touserdata(L, 4)) == NULL) return 1;
+  /* no one waits for it: the pipeline checked it, its failure logged */
+  lua_pushcfunction(L, clank_action_check_output);
+  lua_pushvalue(L, 4);
+  lua_pushvalue(L, -3);
+  if (lua_pcall(L, 2, 0, 0) == LUA_OK) return 1;
+  lua_replace(L, -2);
+  return 0;
 }
 
 /* The inline run (handle_context) ended: [..., task, output] or [..., task, error],
    given to handle_ran as a join gives it; dropped when the driver answered
    504 meanwhile (a failure logged as a joined child's is). */
-static int inline_out_k(lua_State *L, int status, lua_KContext out) {
+static int inline_out_k(lua_State *L, int status, lua_KContext k) {
   clank_task_t *task = lua_touserdata(L, 9);
+  lua_KContext out = k & ~(lua_KContext)INLINE_DIRECT;
+  int ok = status == LUA_OK || status == LUA_YIELD;
+  if (k & INLINE_DIRECT) { /* as the pipeline would have raised it: a plain error */
+    ok = direct_end(L, ok, task);
+    if (status == LUA_ERRMEM) status = LUA_ERRRUN;
+  }
   if (task->action_timer) clank_sched_timer_cancel(task->action_timer);
   task->action_timer = NULL;
   task->action_inline = 0;
-  int ok = status == LUA_OK || status == LUA_YIELD;
   if (!ok && (task->exhausted || task->mem_over || status == LUA_ERRMEM)) {
     /* the error the hook raised may have been caught and replaced */
     lua_pop(L, 1);
@@ -1195,8 +1281,12 @@ static int inline_out_k(lua_State *L, int status, lua_KContext out) {
     return 0;
   }
   lua_pushboolean(L, ok);
-  lua_insert(L, -2);
-  return handle_ran(L, (clank_bridge_answer_t *)out);
+  if (k & INLINE_DIRECT) /* in the message handler's place */
+    lua_replace(L, 10);
+  else
+    lua_insert(L, -2);
+  clank_bridge_answer_t *o = (clank_bridge_answer_t *)out;
+  return view_done(L, o, handle_ran(L, o));
 }
 
 void clank_bridge_timeout_answer(clank_bridge_answer_t *out) {
@@ -1271,8 +1361,7 @@ int clank_bridge_handle_view_task(lua_State *L) {
   const clank_bridge_view_t *v = lua_touserdata(L, 4);
   clank_bridge_answer_t *out = lua_touserdata(L, 5);
   out->status = 0;
-  lua_settop(L, 3);
-  check_bridge(L, 1);
+  lua_settop(L, 3); /* 1: the bridge, as its caller (the host) holds it */
   return handle_checked(L, v, out);
 }
 

@@ -54,6 +54,11 @@ typedef struct clank_bridge_answer_s {
   size_t cors_len;
   const char *body;
   size_t len;
+  /* Set by the caller of clank_bridge_handle_view_task, or NULL: called in
+     the run, with the answer given (and, when status is 0, the response
+     table on top), where the run ends, before or after waits; what it
+     returns, the run returns. */
+  int (*done)(lua_State *L, struct clank_bridge_answer_s *out);
 } clank_bridge_answer_t;
 /* [bridge, request or maker, context source, view, answer (light userdata: a
    clank_bridge_view_t, a clank_bridge_answer_t)]: the same as
