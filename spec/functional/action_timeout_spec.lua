@@ -157,6 +157,28 @@ describe("the action timeout in clank-run", function()
     end)
   end
 
+  it("reloads (SIGHUP) while handlers that timed out still wait, and goes on serving", function()
+    local conns = {}
+    for i = 1, 4 do
+      conns[i] = assert(http.connect(s.port))
+      assert(conns[i]:send(post("wait", '{"ms":' .. (600 + i) .. "}")))
+    end
+    for i = 1, 4 do
+      assert_timeout(assert(conns[i]:read_response()), nil)
+      conns[i]:close()
+    end
+    local from = #s:stderr()
+    s:signal("HUP") -- the old generation goes while its handlers still sleep
+    local deadline = socket.gettime() + 3
+    repeat
+      socket.sleep(0.05)
+    until s:stderr():sub(from + 1):find("reload", 1, true) or socket.gettime() > deadline
+    socket.sleep(0.6) -- past the handlers' wake-up
+    local res = assert(http.request(s.port, "POST", "/actions/echo", JSON, '{"text":"after"}'))
+    assert.are.equal('{"ok":true,"output":{"text":"after"}}', res.body)
+    assert.is_nil(s:stderr():sub(from + 1):find("failed later", 1, true), s:stderr():sub(from + 1))
+  end)
+
   it("holds no more memory or registry entries after 200 timed-out requests", function()
     local function batch(n)
       local conns = {}
