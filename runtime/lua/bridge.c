@@ -767,14 +767,11 @@ static int answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
    integer of a made-up one (16 hex digits, as the server makes them), and
    the mark that ctx.signal was given once (cleared by the action afterwards,
    it stays cleared). In the metatable of such ctxs (one per action, held by
-   the action), the key of the action,
-   whose log and progress ctx serves; the one of ctxs made for no action is
-   held under ctx_meta_key. */
+   the action), the key of the action, whose log and progress ctx serves. */
 static const char maker_key = 0;
 static const char id_key = 0;
 static const char given_key = 0;
 static const char action_key = 0;
-static const char ctx_meta_key = 0;
 
 /* The integer of a request id of 16 lowercase hex digits, in *n. */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -911,6 +908,16 @@ static void need_request(lua_State *L, int idx) {
   lua_replace(L, idx);
 }
 
+/* Pushes a new metatable for ctxs: their lazy fields served by ctx_index,
+   listed by ctx_pairs. */
+static void new_ctx_meta(lua_State *L) {
+  lua_createtable(L, 0, 3);
+  lua_pushcfunction(L, ctx_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ctx_pairs);
+  lua_setfield(L, -2, "__pairs");
+}
+
 /* Pushes the metatable of the ctxs made for the action at action (0: for
    none), made once per state and action: held by the action itself (its
    slot for the bridge, no lookup), the one for none by the scheduler. */
@@ -918,37 +925,21 @@ static void push_ctx_meta(lua_State *L, clank_sched_t *s, int action) {
   if (action) {
     if (clank_action_push_held(L, action) == LUA_TTABLE) return;
     lua_pop(L, 1);
-    lua_createtable(L, 0, 3);
-    lua_pushcfunction(L, ctx_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, ctx_pairs);
-    lua_setfield(L, -2, "__pairs");
+    new_ctx_meta(L);
     lua_pushvalue(L, action);
     lua_rawsetp(L, -2, &action_key);
     lua_pushvalue(L, -1);
     clank_action_set_held(L, action);
     return;
   }
-  const void *key = &ctx_meta_key;
-  int *metas = &s->held[CLANK_HELD_CTX_METAS];
-  if (*metas == 0) {
-    lua_newtable(L);
-    *metas = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, *metas);
-  if (lua_rawgetp(L, -1, key) == LUA_TTABLE) {
-    lua_remove(L, -2);
+  int *meta = &s->held[CLANK_HELD_CTX_META];
+  if (*meta != 0) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, *meta);
     return;
   }
-  lua_pop(L, 1);
-  lua_createtable(L, 0, 3);
-  lua_pushcfunction(L, ctx_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, ctx_pairs);
-  lua_setfield(L, -2, "__pairs");
+  new_ctx_meta(L);
   lua_pushvalue(L, -1);
-  lua_rawsetp(L, -3, key);
-  lua_remove(L, -2);
+  *meta = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
 /* Pushes ctx = { <the fields of the context value at src, when a table>...,

@@ -18,9 +18,9 @@ typedef struct clank_wait_s clank_wait_t;
 
 /* The slots of clank_sched_t's held, one per user. */
 enum {
-  CLANK_HELD_CTX_METAS, /* bridge.c: the metatables of the ctxs it makes, by action */
-  CLANK_HELD_ARRAY_MT,  /* values.c: the array metatable */
-  CLANK_HELD_MAKER_MT,  /* lua_request.c: the metatable of the requests kept as bytes */
+  CLANK_HELD_CTX_META, /* bridge.c: the metatable of the ctxs it makes for no action */
+  CLANK_HELD_ARRAY_MT, /* values.c: the array metatable */
+  CLANK_HELD_MAKER_MT, /* lua_request.c: the metatable of the requests kept as bytes */
   CLANK_HELD_COUNT
 };
 

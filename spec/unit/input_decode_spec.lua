@@ -74,6 +74,17 @@ local function post(body, context)
   }, context)
 end
 
+-- What the plain path answers for the decoded value v under schema: status and body.
+local function answer_for(schema, v)
+  local r = schema:safeParse(v)
+  if r.success then
+    return 200, '{"ok":true,"output":' .. json.encode { fp = fingerprint(v) } .. "}"
+  end
+  local e = bridge.errorEnvelope(r.error, {})
+  return 422, '{"error":' .. json.encode { code = e.code, details = e.details, message = e.message }
+    .. ',"ok":false}'
+end
+
 -- What the plain path answers: status and body.
 local function reference(body)
   local v = json.decode(body)
@@ -83,13 +94,7 @@ local function reference(body)
     end
     return 400, answers.failure_body("INVALID_JSON", "Request body is not valid JSON.")
   end
-  local r = Input:safeParse(v)
-  if r.success then
-    return 200, '{"ok":true,"output":' .. json.encode { fp = fingerprint(v) } .. "}"
-  end
-  local e = bridge.errorEnvelope(r.error, {})
-  return 422, '{"error":' .. json.encode { code = e.code, details = e.details, message = e.message }
-    .. ',"ok":false}'
+  return answer_for(Input, v)
 end
 
 local function same_as_reference(body)
@@ -450,14 +455,7 @@ describe("an action's input keys and enum values matched at every length", funct
   end
 
   local function expected(body)
-    local v = assert(json.decode(body))
-    local r = Keys:safeParse(v)
-    if r.success then
-      return 200, '{"ok":true,"output":' .. json.encode { fp = fingerprint(v) } .. "}"
-    end
-    local e = bridge.errorEnvelope(r.error, {})
-    return 422, '{"error":' .. json.encode { code = e.code, details = e.details, message = e.message }
-      .. ',"ok":false}'
+    return answer_for(Keys, assert(json.decode(body)))
   end
 
   local function near(w)
