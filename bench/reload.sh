@@ -67,13 +67,14 @@ esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/clank-reload.XXXXXX")
 mkdir "$tmp/app"
-cp "$root/apps/tasks/app.lua" "$root/apps/tasks/store.lua" "$tmp/app/"
+cp -r "$root/apps/tasks/app.lua" "$root/apps/tasks/store.lua" "$root/apps/tasks/public" "$tmp/app/"
 
-# The template: apps/tasks plus GET /bench-version answering __BENCH_VERSION__.
-route='    ["GET /bench-version"] = function() return { status = 200, body = "__BENCH_VERSION__" } end,'
-awk -v route="$route" '{ print } /^    \["GET \/"\] = index,$/ { print route; n++ }
+# The template: apps/tasks plus GET /bench-version answering __BENCH_VERSION__ (it has no
+# routes of its own: the line goes after its views).
+route='  routes = { ["GET /bench-version"] = function() return { status = 200, body = "__BENCH_VERSION__" } end },'
+awk -v route="$route" '{ print } /^  views = \{ TaskList \},$/ { print route; n++ }
   END { exit n == 1 ? 0 : 1 }' "$root/apps/tasks/app.lua" >"$tmp/template.lua" \
-  || die "apps/tasks/app.lua has changed: no single '[\"GET /\"] = index,' line to add the route after"
+  || die "apps/tasks/app.lua has changed: no single '  views = { TaskList },' line to add the route after"
 sed 's/__BENCH_VERSION__/0/' "$tmp/template.lua" >"$tmp/app/app.lua"
 
 CLANK_TASKS_DB=$tmp/tasks.db "$clank_run" --host 127.0.0.1 --port 0 --log text "$tmp/app/app.lua" \

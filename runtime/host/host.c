@@ -11,6 +11,9 @@
 #include "lua/db.h"
 #include "lua/preempt.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -121,6 +124,7 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
       .app_path = h->opts.app_path,
       .secret = h->secret,
       .on_file = clank_reloader_file,
+      .file_hash = clank_reloader_hash_file,
       .ud = &h->reloader,
       .live_idle_ms = h->opts.limits.live_idle_ms,
       .live_max_idle = h->opts.limits.live_max_idle,
@@ -172,6 +176,14 @@ static int load(clank_host_t *h) {
 }
 
 int clank_host_main(const clank_options_t *o) {
+#ifdef __GLIBC__
+  /* One malloc arena: a reload builds the new state on a thread of its own,
+     whose arena kept its pages after the state moved to the loop (RSS grew
+     by a step over the first reloads). The loop's small allocations come
+     from the Lua allocator's cache, so the shared arena's lock is rarely
+     taken. */
+  mallopt(M_ARENA_MAX, 1);
+#endif
   if (o->workers > 1 && !o->check) return clank_master_main(o);
   return clank_host_serve(o, NULL);
 }
