@@ -315,7 +315,7 @@ static int recording_searcher(lua_State *L) {
   char real[PATH_MAX];
   if (lua_type(L, -1) == LUA_TSTRING && o && o->on_file && realpath(lua_tostring(L, -1), real) &&
       strncmp(real, dir, dlen) == 0 && real[dlen] == '/')
-    o->on_file(o->ud, real);
+    o->on_file(o->ud, real, NULL);
   lua_settop(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_pushvalue(L, 1);
@@ -323,13 +323,22 @@ static int recording_searcher(lua_State *L) {
   return 2;
 }
 
-/* Files the app loads: told at once, or kept while it loads off the loop. */
-static void gen_file(void *ud, const char *path) {
+/* Files the app loads: told at once, or kept while it loads off the loop,
+   each as "path\0", a byte saying whether a hash follows, and the 32 bytes
+   of the hash taken now, before the load reads it. */
+static void gen_file(void *ud, const char *path, const unsigned char *seen) {
   clank_gen_t *g = ud;
-  if (g->private_loop)
+  (void)seen;
+  if (g->private_loop) {
+    unsigned char hash[32] = {0};
+    char has = g->file_hash != NULL;
+    if (has) g->file_hash(path, hash);
     clank_buf_append(&g->kept_files, path, strlen(path) + 1);
-  else if (g->on_file)
-    g->on_file(g->on_file_ud, path);
+    clank_buf_append(&g->kept_files, &has, 1);
+    clank_buf_append(&g->kept_files, (const char *)hash, sizeof hash);
+  } else if (g->on_file) {
+    g->on_file(g->on_file_ud, path, NULL);
+  }
 }
 
 /* Log lines of a load off the loop wait for clank_gen_attach. */
@@ -605,9 +614,10 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   set_paths(L, app_path, app_dir);
   g->on_file = o->on_file;
   g->on_file_ud = o->ud;
+  g->file_hash = o->file_hash;
   if (o->on_file) {
     char real[PATH_MAX];
-    if (realpath(app_path, real)) gen_file(g, real);
+    if (realpath(app_path, real)) gen_file(g, real, NULL);
     record_loads(L, g, o, app_dir);
   }
 
@@ -659,8 +669,12 @@ void clank_gen_tell_kept(const clank_gen_opts_t *o, const clank_buf_t *log,
     o->log(o->log_ud, level, msg, NULL);
     at = (size_t)(msg - log->data) + strlen(msg) + 1;
   }
-  for (size_t at = 0; at < files->len; at += strlen(files->data + at) + 1)
-    if (o->on_file) o->on_file(o->ud, files->data + at);
+  for (size_t at = 0; at < files->len;) { /* records of gen_file's */
+    const char *path = files->data + at;
+    const unsigned char *flag = (const unsigned char *)path + strlen(path) + 1;
+    if (o->on_file) o->on_file(o->ud, path, *flag ? flag + 1 : NULL);
+    at = (size_t)((const char *)flag + 1 + 32 - files->data);
+  }
 }
 
 void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o) {

@@ -38,8 +38,9 @@ typedef struct clank_gen_s {
      and where files go once attached. */
   uv_loop_t *private_loop;
   clank_buf_t kept_log, kept_files;
-  void (*on_file)(void *ud, const char *path);
+  void (*on_file)(void *ud, const char *path, const unsigned char *seen);
   void *on_file_ud;
+  void (*file_hash)(const char *path, unsigned char out[32]);
   char *name;
   int app_ref;
   int context_ref;       /* LUA_NOREF without app.context */
@@ -85,9 +86,13 @@ typedef struct clank_gen_opts_s {
   const unsigned char *secret; /* the per-run MCP session key, the same for every generation */
   int loop_running;            /* loading from inside the loop (a reload): app code may not wait */
   /* Told of every Lua file the app loads from its folder (app.lua included),
-     at load and later, for hot reload to watch. */
-  void (*on_file)(void *ud, const char *path);
+     at load and later, for hot reload to watch: seen is the hash file_hash
+     gave just before the load read the file, or NULL (it is read now). */
+  void (*on_file)(void *ud, const char *path, const unsigned char *seen);
   void *ud;
+  /* Hashes a file's contents; called on the loading thread, so that a file
+     changed while a load off the loop ran is told as the load read it. */
+  void (*file_hash)(const char *path, unsigned char out[32]);
   uint64_t live_idle_ms;          /* view sessions (SPEC §11): idle ones end after this */
   unsigned live_max_idle;         /* and at most this many are kept */
   int worker_index, worker_count; /* --workers (SPEC §13): new view sessions are this one's */

@@ -252,6 +252,9 @@ void clank_host_reload_built(uv_async_t *a) {
   clank_reloader_end(&h->reloader, g != NULL);
   if (g) {
     switch_to(h, g, job->t0);
+  } else if (!clank_reloader_current(&h->reloader)) {
+    /* it may have read a file half written: what is there now loads next */
+    clank_log_msg(&h->log, "info", "a file changed while the app loaded: loading it again");
   } else {
     h->metrics->reloads_failed++;
     clank_inspector_reload(&h->inspector, 0, uv_hrtime() - job->t0, job->err);

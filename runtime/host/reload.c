@@ -16,7 +16,7 @@ struct clank_watched_dir_s {
   clank_watched_dir_t *next;
 };
 
-static void hash_file(const char *path, unsigned char out[32]) {
+void clank_reloader_hash_file(const char *path, unsigned char out[32]) {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
   char buf[16384];
@@ -42,7 +42,7 @@ static void hash_files(clank_reloader_t *r, unsigned char out[32], int fresh) {
   EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
   for (int i = 0; i < r->nfiles; i++) {
     unsigned char h[32];
-    if (fresh) hash_file(r->files[i], h);
+    if (fresh) clank_reloader_hash_file(r->files[i], h);
     EVP_DigestUpdate(ctx, r->files[i], strlen(r->files[i]) + 1);
     EVP_DigestUpdate(ctx, fresh ? h : r->seen[i], 32);
   }
@@ -129,7 +129,7 @@ void clank_reloader_init(clank_reloader_t *r, uv_loop_t *loop, clank_log_t *log,
   if (watching && force && strcmp(force, "1") == 0) start_polling(r, "CLANK_FORCE_POLL=1");
 }
 
-void clank_reloader_file(void *ud, const char *path) {
+void clank_reloader_file(void *ud, const char *path, const unsigned char *seen) {
   clank_reloader_t *r = ud;
   for (int i = 0; i < r->nfiles; i++)
     if (strcmp(r->files[i], path) == 0) return;
@@ -138,14 +138,18 @@ void clank_reloader_file(void *ud, const char *path) {
     char **files = realloc(r->files, sizeof *files * (size_t)cap);
     if (files == NULL) return;
     r->files = files;
-    unsigned char(*seen)[32] = realloc(r->seen, sizeof *seen * (size_t)cap);
-    if (seen == NULL) return;
-    r->seen = seen;
+    unsigned char(*hashes)[32] = realloc(r->seen, sizeof *hashes * (size_t)cap);
+    if (hashes == NULL) return;
+    r->seen = hashes;
     r->capfiles = cap;
   }
-  /* the contents as the generation loading it reads them, give or take a few
-     microseconds: a write during a load then still differs afterwards */
-  hash_file(path, r->seen[r->nfiles]);
+  /* the contents as the generation loading it read them (hashed just before,
+     on its thread, or now when it loads on the loop): a write during a load
+     then still differs afterwards */
+  if (seen)
+    memcpy(r->seen[r->nfiles], seen, sizeof r->seen[0]);
+  else
+    clank_reloader_hash_file(path, r->seen[r->nfiles]);
   r->files[r->nfiles++] = strdup(path);
   if (!r->watching || r->polling) return;
   char dir[4096];
@@ -167,7 +171,7 @@ void clank_reloader_begin(clank_reloader_t *r) {
 
 void clank_reloader_end(clank_reloader_t *r, int loaded) {
   for (int i = 0; i < r->nbefore; i++) {
-    if (!loaded) clank_reloader_file(r, r->before[i]);
+    if (!loaded) clank_reloader_file(r, r->before[i], NULL);
     free(r->before[i]);
   }
   free(r->before);
@@ -182,6 +186,12 @@ void clank_reloader_loaded(clank_reloader_t *r) {
   hash_files(r, r->hash, 0);
   /* changed while it loaded? look again once the dust settles */
   if (r->watching) uv_timer_start(&r->debounce, debounced, DEBOUNCE_MS, 0);
+}
+
+int clank_reloader_current(clank_reloader_t *r) {
+  unsigned char now[32];
+  hash_files(r, now, 1);
+  return memcmp(now, r->hash, sizeof now) == 0;
 }
 
 void clank_reloader_close(clank_reloader_t *r) {

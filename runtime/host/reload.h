@@ -32,14 +32,21 @@ typedef struct clank_reloader_s {
 
 void clank_reloader_init(clank_reloader_t *r, uv_loop_t *loop, clank_log_t *log, int watching,
                          void (*reload)(void *ud), void *ud);
-/* clank_gen_opts_t.on_file: a file the app loaded. */
-void clank_reloader_file(void *r, const char *path);
+/* clank_gen_opts_t.on_file: a file the app loaded, and the hash of the
+   contents it read (NULL: read now). */
+void clank_reloader_file(void *r, const char *path, const unsigned char *seen);
+/* clank_gen_opts_t.file_hash: the SHA-256 of a file's contents (of a marker
+   when it is missing). Thread-safe. */
+void clank_reloader_hash_file(const char *path, unsigned char out[32]);
 /* Around a reload: the new generation's files become the watched set when it
    loads; when it fails, both sets stay watched (fixing either reloads). */
 void clank_reloader_begin(clank_reloader_t *r);
 void clank_reloader_end(clank_reloader_t *r, int loaded);
 /* After a load (good or bad): the contents now count as seen. */
 void clank_reloader_loaded(clank_reloader_t *r);
+/* After clank_reloader_loaded: 1 when the files still hold what the load
+   read, 0 when one changed since (the debounce then reloads them). */
+int clank_reloader_current(clank_reloader_t *r);
 /* Closes its handles (their memory is freed in their close callbacks). */
 void clank_reloader_close(clank_reloader_t *r);
 

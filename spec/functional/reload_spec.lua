@@ -363,6 +363,23 @@ describe("clank-run hot reload", function()
       assert.are.equal(0, s:stop())
     end)
 
+    it("loads a change written in the last moments of a load, after the load read the file", function()
+      local s, _, app, text = start()
+      local slow = replace(text, "local LOAD_MS = 0", "local LOAD_MS = 400")
+      local t0 = http.now()
+      write_by_rename(app, with_version(slow, "v2"))
+      -- v2's load reads app.lua ~50 ms after the write (the debounce) and ends ~400 ms later;
+      -- v3 lands within the debounce of its end, so only the contents v2 read tell it apart
+      socket.sleep(math.max(0, t0 + 0.43 - http.now()))
+      local t1 = http.now()
+      write_by_rename(app, with_version(slow, "v3"))
+      expect_served(s, "/version", "v3", t1, 1.5 * SLACK)
+      socket.sleep(QUIET)
+      assert.are.equal("v3", get_body(s.port, "/version"))
+      assert.are.same({}, failures(s), s:stderr())
+      assert.are.equal(0, s:stop())
+    end)
+
     it("does not reload for writes that leave the contents equal, nor for unrelated files", function()
       local s, dir, app, text = start()
       write_in_place(app, text) -- same bytes, new mtime
