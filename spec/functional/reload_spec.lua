@@ -380,6 +380,26 @@ describe("clank-run hot reload", function()
       assert.are.equal(0, s:stop())
     end)
 
+    it("does not report a load that failed on a file changed under it, and loads the change", function()
+      local s, _, app, text = start()
+      local loop = "while (os.clock() - started) * 1000 < LOAD_MS do end"
+      local broken = replace(replace(text, "local LOAD_MS = 0", "local LOAD_MS = 400"), loop,
+        loop .. ' error("broken on purpose")')
+      local t0 = http.now()
+      write_by_rename(app, with_version(broken, "v2"))
+      -- as above: the fix lands after v2's load read the file, within the debounce of its end
+      socket.sleep(math.max(0, t0 + 0.43 - http.now()))
+      local t1 = http.now()
+      write_by_rename(app, with_version(text, "v3"))
+      expect_served(s, "/version", "v3", t1, 1.5 * SLACK)
+      socket.sleep(QUIET)
+      assert.are.equal("v3", get_body(s.port, "/version"))
+      assert.are.same({}, failures(s), s:stderr())
+      assert.truthy(s:stderr():find("a file changed while the app loaded: loading it again", 1, true),
+        s:stderr())
+      assert.are.equal(0, s:stop())
+    end)
+
     it("does not reload for writes that leave the contents equal, nor for unrelated files", function()
       local s, dir, app, text = start()
       write_in_place(app, text) -- same bytes, new mtime
