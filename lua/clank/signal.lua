@@ -52,6 +52,16 @@ local EMPTY = {}
 
 -- Per-module state (never globals).
 local observer = false -- the computed or effect being run: it tracks reads
+
+-- observer is this Lua state's, not a task's: code run while it is set must
+-- not be preempted or wait, or another task would track into it meanwhile.
+-- clank.core's pcallAtomic is pcall with no yield across it (plain pcall
+-- where clank.core is not loaded).
+local atomic_pcall = pcall
+do
+  local ok, core = pcall(require, "clank.core")
+  if ok and type(core) == "table" and core.pcallAtomic then atomic_pcall = core.pcallAtomic end
+end
 local batch_depth = 0
 local queue, queue_n, spare = {}, 0, {} -- effects to run when the batch ends
 local global_version = 0 -- bumped by every change of any signal
@@ -132,7 +142,7 @@ local function run_tracked(node, fn)
   local prev = observer
   node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
   observer = node
-  local ok, v = pcall(fn)
+  local ok, v = atomic_pcall(fn)
   observer = prev
   local seen, subs = node._ns, node._subs
   if subs then
@@ -213,7 +223,7 @@ end
 local function run_cleanup(fn)
   local prev = observer
   observer = false
-  local ok, err = pcall(fn)
+  local ok, err = atomic_pcall(fn)
   observer = prev
   if not ok then error(err, 0) end
 end
@@ -333,7 +343,7 @@ local computed_methods = {
   peek = function(c)
     local prev = observer
     observer = false
-    local ok, err = pcall(refresh, c)
+    local ok, err = atomic_pcall(refresh, c)
     observer = prev
     if not ok then error(err, 0) end
     if c._err then error(unwrap(c._v), 0) end
@@ -412,7 +422,7 @@ function M.untracked(fn, ...)
   local prev = observer
   if not prev then return fn(...) end
   observer = false
-  local r = pack(pcall(fn, ...))
+  local r = pack(atomic_pcall(fn, ...))
   observer = prev
   if not r[1] then error(r[2], 0) end
   return unpack(r, 2, r.n)

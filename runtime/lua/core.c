@@ -176,7 +176,20 @@ static int core_db_registry(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg core_funcs[] = {{"sleep", core_sleep},
+/* pcall(fn, ...) with no yield across it: the watchdog does not preempt fn
+   (it still stops it at the CPU limit), and a wait inside fails. For Lua
+   code that sets state of the Lua state around a call (signal.lua's
+   observer), which another task must not see. */
+static int core_pcall_atomic(lua_State *L) {
+  luaL_checkany(L, 1);
+  int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  lua_pushboolean(L, st == LUA_OK);
+  lua_insert(L, 1);
+  return lua_gettop(L);
+}
+
+static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
+                                      {"sleep", core_sleep},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
                                       {"sha256", core_sha256},
