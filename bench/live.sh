@@ -25,7 +25,9 @@ trap 'stop; rm -f "$log"' EXIT
 start() { # start LIMITS
   local out
   out=$(mktemp)
-  CLANK_TEST_LIMITS="$1" taskset -c 0 "$clank_run" --quiet --no-watch --port 0 bench/live/app.lua >"$out" 2>>"$log" &
+  # 10,000 sessions of the 100-row list keep ~4.5 GB of Lua memory: over the 512 MiB default
+  CLANK_TEST_LIMITS="$1" taskset -c 0 "$clank_run" --quiet --no-watch --port 0 --memory-limit 8192 \
+    bench/live/app.lua >"$out" 2>>"$log" &
   pid=$!
   for _ in $(seq 100); do grep -q serving "$out" && break; sleep 0.05; done
   base=$(sed -n 's/.* at \(http:[^ ]*\)$/\1/p' "$out")
