@@ -73,12 +73,22 @@ static exchange_t *exchange_get(clank_gen_t *g) {
   return x;
 }
 
-static void exchange_free(exchange_t *x) {
-  lua_resetthread(x->task.co); /* a failed handler's pending to-be-closed variables close now */
+/* x and its coroutine's references go; the coroutine goes with the state. */
+static void exchange_release(exchange_t *x) {
   clank_task_unbind(x->task.co);
   luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->co_ref);
   luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.hold_slot);
   free(x);
+}
+
+static void exchange_free(exchange_t *x) {
+  lua_resetthread(x->task.co); /* a failed handler's pending to-be-closed variables close now */
+  exchange_release(x);
+}
+
+/* Whether x's coroutine may serve again after it ended with st. */
+static int reusable(const exchange_t *x, int st) {
+  return st == LUA_OK && !x->task.exhausted && !x->task.mem_over;
 }
 
 /* A coroutine that failed keeps its broken stack: it is not reused. */
@@ -131,10 +141,7 @@ void clank_dispatch_forget(clank_gen_t *g) {
     exchange_t *x = g->late;
     g->late = x->next;
     clank_sched_cancel(&x->task);
-    clank_task_unbind(x->task.co);
-    luaL_unref(g->L, LUA_REGISTRYINDEX, x->co_ref);
-    luaL_unref(g->L, LUA_REGISTRYINDEX, x->task.hold_slot);
-    free(x);
+    exchange_release(x);
   }
   while (g->spare) {
     exchange_t *x = g->spare;
@@ -710,8 +717,6 @@ static int route_entry(lua_State *co) {
   return route_step(co, LUA_OK, step_ctx(x, 0));
 }
 
-/* The bridge's coroutine: [bridge, request, context fn or nil] → handle(),
-   whose context runs only when an action does, then the answer. */
 /* The bridge's answer given as C values: no response table. Returns -1,
    the answer cancelled, when its CORS origin is not a valid header value. */
 static int put_answer(clank_conn_t *c, const clank_bridge_answer_t *a) {
@@ -755,10 +760,11 @@ static int bridge_done(lua_State *co, clank_bridge_answer_t *a) {
   return bridge_answer(co, x);
 }
 
+/* A request the bridge reads as a table (clank_bridge_handle_task): its
+   action runs in a joined child, never inline, so it is never late. */
 static int bridge_step(lua_State *co, int status, lua_KContext k) {
   (void)status;
   exchange_t *x = step_exchange(k);
-  if (x->late) return 0;      /* answered 504 at the action timeout */
   if ((k & STEP_MASK) == 0) { /* called where it lies, its arguments above it */
     x->answer.status = 0;
     lua_callk(co, lua_gettop(co) - 1, 1, step_ctx(x, 1), bridge_step);
@@ -922,7 +928,7 @@ static void late_end(exchange_t *x, int st) {
   }
   drop_signal(x);
   x->late = 0;
-  exchange_put(x, st == LUA_OK && !x->task.exhausted && !x->task.mem_over);
+  exchange_put(x, reusable(x, st));
 }
 
 /* A coroutine's error, with the traceback of where it was raised. */
@@ -1004,7 +1010,7 @@ static int run(exchange_t *x, int nargs) {
       clank_conn_close(c);
     }
   }
-  finish(x, st == LUA_OK && !x->task.exhausted && !x->task.mem_over);
+  finish(x, reusable(x, st));
   return 0;
 }
 

@@ -774,35 +774,6 @@ static const char given_key = 0;
 static const char action_key = 0;
 
 /* The integer of a request id of 16 lowercase hex digits, in *n. */
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* The 8 digits at p, 8 bytes at once (the first the most significant), in
- *v; 0 when one is not a lowercase hex digit. */
-static int hex8_value(const char *p, uint32_t *v) {
-  const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
-  uint64_t x;
-  memcpy(&x, p, 8);
-  if (x & high) return 0;
-  /* with every byte below 0x80, adding 0x80 - c sets a byte's high bit
-     exactly when the byte is c or more, and carries into no other byte */
-  uint64_t digit = (x + ones * (0x80 - '0')) & ~(x + ones * (0x80 - '9' - 1));
-  uint64_t letter = (x + ones * (0x80 - 'a')) & ~(x + ones * (0x80 - 'f' - 1));
-  if (((digit | letter) & high) != high) return 0;
-  /* each byte its nibble ('a' is 0x61: 1 + 9), then packed, first highest */
-  x = (x & ones * 0x0F) + 9 * ((x >> 6) & ones);
-  x = ((x << 4) | (x >> 8)) & 0x00FF00FF00FF00FFULL;
-  x = ((x << 8) | (x >> 16)) & 0x0000FFFF0000FFFFULL;
-  x = ((x << 16) | (x >> 32)) & 0xFFFFFFFFULL;
-  *v = (uint32_t)x;
-  return 1;
-}
-
-static int id_number(const char *id, lua_Integer *n) {
-  uint32_t hi, lo;
-  if (!hex8_value(id, &hi) || !hex8_value(id + 8, &lo) || id[16] != '\0') return 0;
-  *n = (lua_Integer)((uint64_t)hi << 32 | lo);
-  return 1;
-}
-#else
 static int id_number(const char *id, lua_Integer *n) {
   /* a digit's value + 1, 0 for any other byte */
   static const unsigned char digit[256] = {
@@ -819,7 +790,6 @@ static int id_number(const char *id, lua_Integer *n) {
   *n = (lua_Integer)v;
   return 1;
 }
-#endif
 
 /* ctx.requestId from the integer at id_key, kept in ctx; the integer goes
    (a requestId cleared afterwards stays cleared). */
@@ -1173,10 +1143,11 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   return clank_sched_join_in(L, task, 3, b->timeout_ms, handle_k, STEP_RAN);
 }
 
-/* The run ended: [..., true, output] or [..., false, error] or [..., nil, "timeout"]. */
 /* The answer at the action timeout (SPEC §5 step 8), encoded as send_failure would. */
 static const char timeout_body[] =
     "{\"error\":{\"code\":\"TIMEOUT\",\"message\":\"The action timed out.\"},\"ok\":false}";
+
+/* The run ended: [..., true, output] or [..., false, error] or [..., nil, "timeout"]. */
 
 static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
   bridge_t *b = lua_touserdata(L, 1);
@@ -1257,13 +1228,8 @@ static int inline_out_k(lua_State *L, int status, lua_KContext k) {
   if (task->action_timer) clank_sched_timer_cancel(task->action_timer);
   task->action_timer = NULL;
   task->action_inline = 0;
-  if (!ok && (task->exhausted || task->mem_over || status == LUA_ERRMEM)) {
-    /* the error the hook raised may have been caught and replaced */
-    lua_pop(L, 1);
-    if (status == LUA_ERRMEM) task->mem_over = 1;
-    task->exhausted = 1;
-    clank_task_push_exhausted(L, task);
-  }
+  if (!ok) /* an error, or one made of a good end (direct_end): the budget's when over it */
+    clank_task_budget_error(L, task, status == LUA_OK || status == LUA_YIELD ? LUA_ERRRUN : status);
   if (task->action_late) {
     task->action_late = 0;
     if (!ok)

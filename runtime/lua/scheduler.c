@@ -252,6 +252,18 @@ static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
 
 /* ---- preemption (preempt.h) ---- */
 
+int clank_task_budget_error(lua_State *L, clank_task_t *t, int status) {
+  if (status == LUA_OK || status == LUA_YIELD) return status;
+  if (!t->exhausted && !t->mem_over && status != LUA_ERRMEM) return status;
+  /* The error the hook raised may have been caught and replaced: the
+     answer is the budget's. */
+  lua_pop(L, 1);
+  if (status == LUA_ERRMEM) t->mem_over = 1;
+  t->exhausted = 1;
+  clank_task_push_exhausted(L, t);
+  return LUA_ERRRUN;
+}
+
 int clank_task_push_exhausted(lua_State *L, clank_task_t *t) {
   if (!t->exhausted && !t->mem_over) return 0;
   if (t->stopped) {
@@ -391,16 +403,7 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
     *nres = 1;
     return LUA_ERRRUN;
   }
-  if (st != LUA_OK && (t->exhausted || t->mem_over || st == LUA_ERRMEM)) {
-    /* The error the hook raised may have been caught and replaced: the
-       answer is the budget's. */
-    lua_pop(t->co, 1);
-    if (st == LUA_ERRMEM) t->mem_over = 1;
-    t->exhausted = 1;
-    clank_task_push_exhausted(t->co, t);
-    st = LUA_ERRRUN;
-  }
-  return st;
+  return clank_task_budget_error(t->co, t, st);
 }
 
 static int resume_task(clank_task_t *t, int nargs, int *nres) {

@@ -120,6 +120,10 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres);
 /* The over-budget error (RESOURCE_LIMIT, 503) when t ran out of CPU or
    memory, pushed on L; 0 when t is within its budget. */
 int clank_task_push_exhausted(lua_State *L, clank_task_t *t);
+/* A run of t ended with status, its error on top of L: when t went over its
+   budget (or ran out of memory), the error is replaced by the budget's and
+   LUA_ERRRUN returned; else status, the stack as it was. */
+int clank_task_budget_error(lua_State *L, clank_task_t *t, int status);
 
 /* The task waiting for t, when t is a joined child (clank_sched_join: an
    action run for a request), else NULL. */
