@@ -117,6 +117,14 @@ static void file_end(clank_conn_t *c);
 static int file_reading(const clank_conn_t *c);
 static void shut_down(clank_conn_t *c);
 
+static void unqueue_flush(clank_conn_t *c) {
+  clank_conn_t **at = &c->server->flush_first;
+  while (*at != c) at = &(*at)->flush_next;
+  *at = c->flush_next;
+  c->flush_next = NULL;
+  c->flush_queued = 0;
+}
+
 void clank_conn_close(clank_conn_t *c) {
   if (c->closing) return;
   c->closing = 1;
@@ -124,6 +132,7 @@ void clank_conn_close(clank_conn_t *c) {
   s->nconns--;
   if (s->handler->on_close) s->handler->on_close(c);
   if (c->file && !file_reading(c)) file_end(c); /* a read in flight ends it when it returns */
+  if (c->flush_queued) unqueue_flush(c);
   uv_close((uv_handle_t *)&c->tcp, handle_closed);
   uv_close((uv_handle_t *)&c->timer, handle_closed);
   /* uv_close stopped the socket's I/O: nothing reads the lent bytes again */
@@ -392,6 +401,41 @@ void clank_conn_flush(clank_conn_t *c) {
     clank_conn_close(c);
   else if (c->lingering && !c->shut)
     shut_down(c);
+}
+
+static void flush_deferred_hook(uv_handle_t *h) { clank_server_flush_deferred(h->data); }
+static void flush_after_poll(uv_check_t *h) { flush_deferred_hook((uv_handle_t *)h); }
+static void flush_before_poll(uv_prepare_t *h) { flush_deferred_hook((uv_handle_t *)h); }
+
+void clank_conn_flush_later(clank_conn_t *c) {
+  clank_server_t *s = c->server;
+  /* the host's teardown may have closed every handle, the server's too */
+  if (!s->flush_open || uv_is_closing((uv_handle_t *)&s->flush_check) || c->close_after ||
+      c->lingering) {
+    clank_conn_flush(c);
+    return;
+  }
+  if (c->flush_queued) return;
+  if (s->flush_first == NULL) {
+    uv_check_start(&s->flush_check, flush_after_poll);
+    uv_prepare_start(&s->flush_prepare, flush_before_poll);
+  }
+  c->flush_queued = 1;
+  c->flush_next = s->flush_first;
+  s->flush_first = c;
+}
+
+void clank_server_flush_deferred(clank_server_t *s) {
+  while (s->flush_first) {
+    clank_conn_t *c = s->flush_first;
+    s->flush_first = c->flush_next;
+    c->flush_next = NULL;
+    c->flush_queued = 0;
+    clank_conn_flush(c);
+    update_reading(c); /* reading stopped while the output was over its mark */
+  }
+  uv_check_stop(&s->flush_check);
+  uv_prepare_stop(&s->flush_prepare);
 }
 
 void clank_conn_detach(clank_conn_t *c) {
@@ -801,7 +845,7 @@ static void process(clank_conn_t *c) {
     clank_request_trim(&c->req);
     arm(c, c->server->limits.idle_ms);
   }
-  clank_conn_flush(c);
+  clank_conn_flush_later(c);
   update_reading(c);
 }
 

@@ -131,6 +131,10 @@ void clank_server_init(clank_server_t *s, uv_loop_t *loop) {
   clank_server_init_parser_settings(&s->settings);
   s->read_buf = malloc(CLANK_READ_CHUNK);
   uv_random(NULL, NULL, &s->id_prefix, sizeof s->id_prefix, 0, NULL);
+  uv_check_init(loop, &s->flush_check);
+  uv_prepare_init(loop, &s->flush_prepare);
+  s->flush_check.data = s->flush_prepare.data = s;
+  s->flush_open = 1;
 }
 
 int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, int port,
@@ -193,6 +197,14 @@ void clank_server_stop(clank_server_t *s) {
   }
   if (s->reserve_fd >= 0) close(s->reserve_fd);
   s->reserve_fd = -1;
+  if (s->flush_open) { /* the answers still to come are written as they come */
+    clank_server_flush_deferred(s);
+    s->flush_open = 0;
+    if (!uv_is_closing((uv_handle_t *)&s->flush_check)) {
+      uv_close((uv_handle_t *)&s->flush_check, NULL);
+      uv_close((uv_handle_t *)&s->flush_prepare, NULL);
+    }
+  }
   for (clank_conn_t *c = s->conns, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;

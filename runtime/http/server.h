@@ -141,7 +141,9 @@ struct clank_conn_s {
   unsigned want_writable : 1;     /* a producer waits for on_writable */
   unsigned close_on_shut : 1;     /* lingering with nothing more to read: close at our FIN */
   unsigned detaching : 1;         /* clank_conn_detach: leaves once nothing is owed */
+  unsigned flush_queued : 1;      /* on the server's flush list (clank_conn_flush_later) */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
+  clank_conn_t *flush_next;       /* the next on that list */
 };
 
 struct clank_server_s {
@@ -169,6 +171,14 @@ struct clank_server_s {
   uint64_t date_sec;
   uint64_t id_prefix, id_next; /* request ids made up: a random prefix and a count */
   int stopping;
+  /* Connections whose answers wait for the loop iteration's reads to end:
+     written together, so that one wake-up of a client serves several. Flushed
+     after the poll's callbacks, and before the next poll for anything queued
+     after those. */
+  clank_conn_t *flush_first;
+  uv_check_t flush_check;
+  uv_prepare_t flush_prepare;
+  int flush_open;                       /* the two handles are open and may be started */
   void (*on_drained)(clank_server_t *); /* stopping, and the last connection is gone */
   /* Every answer as it is logged (status, ns since the request's first
      byte); the user's counters. NULL: none. */
@@ -196,6 +206,12 @@ void clank_conn_accept(clank_server_t *s, int fd);
    socketpair): it takes sock on success; 0 or a libuv error. */
 int clank_conn_open(clank_server_t *s, uv_os_sock_t sock);
 void clank_conn_close(clank_conn_t *c);
+/* Writes what c owes once the loop iteration's reads are done; at once when
+   the connection is ending or the server no longer defers (stopping). */
+void clank_conn_flush_later(clank_conn_t *c);
+/* Writes what every deferred connection owes (the server's loop hooks, and
+   its stop). */
+void clank_server_flush_deferred(clank_server_t *s);
 /* From on_head: the connection leaves this server at this request boundary
    (another process serves it from here). Once earlier answers are written,
    the handler's on_detach gets it; return CLANK_HTTP_ANSWERED. */

@@ -56,11 +56,26 @@ void clank_buf_free(clank_buf_t *b) {
 }
 
 int clank_buf_append_uint(clank_buf_t *b, uint64_t v) {
-  char d[24];
-  int i = sizeof d;
-  do {
-    d[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  return clank_buf_append(b, d + i, sizeof d - (size_t)i);
+  static const char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233"
+      "34353637383940414243444546474849505152535455565758596061626364656667"
+      "6869707172737475767778798081828384858687888990919293949596979899";
+  size_t n = 1;
+  for (uint64_t t = v; t >= 10; t /= 10) n++;
+  if (b->cap - b->len < n && clank_buf_reserve(b, n) != 0) return -1;
+  char *p = b->data + b->len + n; /* written backwards, two digits a step */
+  b->len += n;
+  while (v >= 100) {
+    const char *d = pairs + 2 * (v % 100);
+    v /= 100;
+    *--p = d[1];
+    *--p = d[0];
+  }
+  if (v >= 10) {
+    *--p = pairs[2 * v + 1];
+    *--p = pairs[2 * v];
+  } else {
+    *--p = (char)('0' + v);
+  }
+  return 0;
 }

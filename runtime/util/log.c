@@ -61,12 +61,24 @@ static void append_ms(clank_buf_t *b, uint64_t ns) {
 
 /* Text lines stay one line: control characters become escapes. JSON strings
    need the same escapes plus quotes and backslashes. */
+#define ESCAPE_TEXT 1                   /* escaped in text and in JSON: control characters */
+#define ESCAPE_JSON 2                   /* escaped in JSON strings only: '"' and '\\' */
+#define ESCAPE_8 3, 3, 3, 3, 3, 3, 3, 3 /* eight control characters */
+static const unsigned char escape_class[256] = {
+    ESCAPE_8,
+    ESCAPE_8,
+    ESCAPE_8,
+    ESCAPE_8, /* 0x00 to 0x1f */
+    [0x7f] = ESCAPE_TEXT | ESCAPE_JSON,
+    ['"'] = ESCAPE_JSON,
+    ['\\'] = ESCAPE_JSON,
+};
+
 static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
   static const char hex[] = "0123456789abcdef";
-  size_t plain = 0;
-  while (plain < n && (unsigned char)s[plain] >= 0x20 && s[plain] != 0x7f && s[plain] != '"' &&
-         s[plain] != '\\')
-    plain++;
+  unsigned stop = json ? ESCAPE_TEXT | ESCAPE_JSON : ESCAPE_TEXT;
+  size_t plain = 0; /* one table read a byte: most lines have nothing to escape */
+  while (plain < n && !(escape_class[(unsigned char)s[plain]] & stop)) plain++;
   clank_buf_append(b, s, plain);
   for (size_t i = plain; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
