@@ -433,18 +433,26 @@ describe("clank-run hot reload", function()
     end)
 
     it("coalesces 50 writes within 200 ms into at most 2 reloads and serves the last one", function()
-      local s, _, app, text = start()
-      local t0 = http.now()
-      for i = 1, 50 do
-        local at = t0 + (i - 1) * 0.004 -- the 50th write starts at 196 ms
-        local wait = at - http.now()
-        if wait > 0 then
-          socket.sleep(wait)
+      -- The burst is this test's own doing: on a loaded machine (the suite runs two specs at
+      -- once) it may not fit in 250 ms, and then it proves nothing; it is tried again.
+      local s, app, text, t0, last
+      for attempt = 1, 3 do
+        local _
+        s, _, app, text = start()
+        t0 = http.now()
+        for i = 1, 50 do
+          local at = t0 + (i - 1) * 0.004 -- the 50th write starts at 196 ms
+          local wait = at - http.now()
+          if wait > 0 then
+            socket.sleep(wait)
+          end
+          write_in_place(app, with_version(text, "burst" .. i))
         end
-        write_in_place(app, with_version(text, "burst" .. i))
+        last = http.now()
+        if last - t0 < 0.25 or attempt == 3 then break end
+        assert.are.equal(0, s:stop())
       end
-      local last = http.now()
-      assert.is_true(last - t0 < 0.25, ("the 50 writes took %.3f s"):format(last - t0))
+      assert.is_true(last - t0 < 0.25, ("the 50 writes took %.3f s, three times"):format(last - t0))
       expect_served(s, "/version", "burst50", last, RELOAD_WITHIN)
       socket.sleep(QUIET)
       local n = #reloads(s)
