@@ -772,7 +772,15 @@ static int bridge_step(lua_State *co, int status, lua_KContext k) {
   return bridge_answer(co, x);
 }
 
-/* [bridge, request or maker, context fn or nil, view, answer, exchange]:
+/* The bridge's answer->push_request: the request's maker, made only when
+   Lua may read the request (before the run's first wait: the request is
+   as it was read). */
+static void push_bridge_request(lua_State *co, clank_bridge_answer_t *a) {
+  exchange_t *x = (exchange_t *)(void *)((char *)a - offsetof(exchange_t, answer));
+  clank_request_push_maker(co, &x->conn->req);
+}
+
+/* [bridge, request or maker or nil, context fn or nil, view, answer, exchange]:
    clank_bridge_handle_view_task, right here, its answer written by its
    done; or [clank_bridge_handle_task, bridge, request, context fn or nil,
    exchange]. */
@@ -781,9 +789,11 @@ static int bridge_entry(lua_State *co) {
   lua_pop(co, 1);
   if (lua_gettop(co) == 5) {
     x->answer.done = bridge_done;
+    x->answer.push_request = push_bridge_request;
     return clank_bridge_handle_view_task(co);
   }
   x->answer.done = NULL;
+  x->answer.push_request = NULL;
   return bridge_step(co, LUA_OK, step_ctx(x, 0));
 }
 
@@ -1077,7 +1087,7 @@ static int on_message(clank_conn_t *c) {
     takes_x = 1;
   }
   if (bridge)
-    clank_request_push_maker(co, &c->req); /* the table only if Lua asks for it */
+    lua_pushnil(co); /* its maker only if Lua may read it, its table only if Lua does */
   else
     push_request_in(co, c, g, names);
   if (route->path) { /* an app route: request.params */

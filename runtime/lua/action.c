@@ -24,6 +24,7 @@ struct clank_action_s {
   const clank_schema_node_t *output; /* NULL without an output schema */
   int side, confirmation;
   int has_authorize;
+  int takes_ctx; /* its handler has a second parameter, or takes any number */
 };
 
 int clank_has_metatable(lua_State *L, int idx, const char *mt) {
@@ -239,6 +240,10 @@ static int l_define_action(lua_State *L) {
     return luaL_error(L, "clank.defineAction: 'handler' must be a function");
   lua_pushvalue(L, -1);
   lua_setiuservalue(L, 2, UV_HANDLER);
+  lua_Debug ar;
+  lua_pushvalue(L, -1);
+  lua_getinfo(L, ">u", &ar); /* a C function is a vararg one */
+  a->takes_ctx = ar.isvararg || ar.nparams >= 2;
   lua_setfield(L, 3, "handler");
 
   /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation } */
@@ -475,13 +480,16 @@ void clank_action_handler_failed(lua_State *L, int action) {
   lua_settop(L, error);
 }
 
-int clank_action_push_handler(lua_State *L, int action) {
+int clank_action_direct(lua_State *L, int action) {
   const clank_action_t *a = lua_touserdata(L, action);
   if (a->has_authorize) return 0;
+  return a->takes_ctx ? CLANK_DIRECT_CTX : CLANK_DIRECT_INPUT;
+}
+
+void clank_action_push_handler(lua_State *L, int action) {
   action = lua_absindex(L, action);
   lua_pushcfunction(L, clank_traceback_handler);
   lua_getiuservalue(L, action, UV_HANDLER);
-  return 1;
 }
 
 int clank_action_push_held(lua_State *L, int action) {

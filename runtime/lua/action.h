@@ -34,12 +34,15 @@ int clank_action_pipeline(lua_State *L);
    authorize on, without the output's check, which the caller makes: clank_schema_encode
    (json.h) validates as it writes, and where it stops, clank_action_check_output. */
 int clank_action_pipeline_validated(lua_State *L);
-/* The pipeline's handler step, for the bridge's inline run of an input it
-   validated (as clank_action_pipeline_validated, without its frame): when
-   the action at action (an action) has no authorize, pushes the pipeline's
-   message handler and the action's handler, and returns 1; else returns 0
-   and pushes nothing (the pipeline runs it). */
-int clank_action_push_handler(lua_State *L, int action);
+/* Whether the bridge's inline run of an input it validated may call the
+   handler of the action at action itself (as clank_action_pipeline_validated,
+   without its frame): 0 when it has an authorize (the pipeline runs it);
+   CLANK_DIRECT_CTX for handler(input, ctx); CLANK_DIRECT_INPUT when the
+   handler has one parameter or none, so that it can never see a ctx. */
+enum { CLANK_DIRECT_CTX = 1, CLANK_DIRECT_INPUT };
+int clank_action_direct(lua_State *L, int action);
+/* Pushes the pipeline's message handler and the action's handler. */
+void clank_action_push_handler(lua_State *L, int action);
 /* With the error of such a handler on top: replaced as the pipeline replaces
    it (a ValidationError is logged and becomes ACTION_FAILED 500). */
 void clank_action_handler_failed(lua_State *L, int action);

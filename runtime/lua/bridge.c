@@ -155,7 +155,7 @@ static void push_response(lua_State *L, const answer_t *a, int status, const cha
                           const char *body, size_t len) {
   if (a->out) {
     *a->out = (clank_bridge_answer_t){status, cache, a->cors_origin, a->cors_len,
-                                      body,   len,   a->out->done};
+                                      body,   len,   a->out->done,   a->out->push_request};
     lua_pushnil(L);
     return;
   }
@@ -878,6 +878,15 @@ static void need_request(lua_State *L, int idx) {
   lua_replace(L, idx);
 }
 
+/* The request argument at 2 as its maker at least, when its caller gives
+   it only on demand (nil there, and out->push_request). */
+static void need_maker(lua_State *L, clank_bridge_answer_t *out) {
+  if (out && out->push_request && lua_isnil(L, 2)) {
+    out->push_request(L, out);
+    lua_replace(L, 2);
+  }
+}
+
 /* Pushes a new metatable for ctxs: their lazy fields served by ctx_index,
    listed by ctx_pairs. */
 static void new_ctx_meta(lua_State *L) {
@@ -1002,9 +1011,10 @@ static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
   }
 }
 
-/* Stack during a run: 1 bridge, 2 request, 3 context source, 4 action,
-   5 input, 6 context value, 7 ctx, 8 the signal's holder (ctx again); 9 the
-   task, in a run inline (inline_out_k). */
+/* Stack during a run: 1 bridge, 2 request (its maker, or nil until Lua may
+   read it: need_maker), 3 context source, 4 action, 5 input, 6 context value,
+   7 ctx (or a bare holder: CLANK_DIRECT_INPUT), 8 the signal's holder (7
+   again); 9 the task, in a run inline (inline_out_k). */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
 /* In the continuation of an inline run, beside the answer's address: the
    action's handler was called directly, not its pipeline. */
@@ -1031,6 +1041,7 @@ static int handle_checked(lua_State *L, const clank_bridge_view_t *v, clank_brid
     out->cors_len = a.cors_len;
   }
   if (lua_isfunction(L, 3)) {
+    need_maker(L, out);
     need_request(L, 2);
     lua_pushvalue(L, 3);
     lua_pushvalue(L, 2);
@@ -1109,11 +1120,21 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   }
   clank_sched_t *s = clank_sched_get(L);
   clank_task_t *task = clank_task_on(s, L);
-  /* 7: ctx = { <context fields>..., request, log, progress, signal }, the
-     last three (and a made-up requestId) served when read */
-  push_ctx(L, 6, 2, task, 4, s);
-  hold_signal(L, 7, task); /* 8 */
   int inline_run = out && task && task->action_timeout && !task->action_inline;
+  /* a valid input, no authorize: the pipeline's one step left, its handler,
+     is called right here */
+  int direct = inline_run && valid == 1 ? clank_action_direct(L, 4) : 0;
+  if (direct == CLANK_DIRECT_INPUT) {
+    /* 7: a handler that can never see a ctx gets none (nor the request, nor
+       its id); this table is only the holder of its task's signal */
+    lua_createtable(L, 0, 0);
+  } else {
+    /* 7: ctx = { <context fields>..., request, log, progress, signal }, the
+       last three (and a made-up requestId) served when read */
+    need_maker(L, out);
+    push_ctx(L, 6, 2, task, 4, s);
+  }
+  hold_signal(L, 7, task); /* 8 */
   if (inline_run) {
     lua_pushlightuserdata(L, task); /* 9, for the continuation */
     /* in this task: its driver arms the timeout if it waits, and answers
@@ -1121,13 +1142,12 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
     task->action_ms = b->timeout_ms;
     task->action_late = 0;
     task->action_inline = 1;
-    /* a valid input, no authorize: the pipeline's one step left, its
-       handler, called right here (10 its message handler, 11 the handler) */
-    if (valid == 1 && clank_action_push_handler(L, 4)) {
+    if (direct) {
+      clank_action_push_handler(L, 4); /* 10 its message handler, 11 the handler */
       lua_pushvalue(L, 5);
-      lua_pushvalue(L, 7);
+      if (direct == CLANK_DIRECT_CTX) lua_pushvalue(L, 7);
       lua_KContext k = (lua_KContext)out | INLINE_DIRECT;
-      int st = lua_pcallk(L, 2, 1, 10, k, inline_out_k);
+      int st = lua_pcallk(L, direct == CLANK_DIRECT_CTX ? 2 : 1, 1, 10, k, inline_out_k);
       return inline_out_k(L, st, k);
     }
   }

@@ -59,15 +59,19 @@ typedef struct clank_bridge_answer_s {
      table on top), where the run ends, before or after waits; what it
      returns, the run returns. */
   int (*done)(lua_State *L, struct clank_bridge_answer_s *out);
+  /* Set by the caller, or NULL: pushes the request's maker when the request
+     argument is nil, called only when Lua may read the request (ctx.request,
+     a context function), always before the run's first wait. */
+  void (*push_request)(lua_State *L, struct clank_bridge_answer_s *out);
 } clank_bridge_answer_t;
-/* [bridge, request or maker, context source, view, answer (light userdata: a
-   clank_bridge_view_t, a clank_bridge_answer_t)]: the same as
+/* [bridge, request or maker or nil, context source, view, answer (light
+   userdata: a clank_bridge_view_t, a clank_bridge_answer_t)]: the same as
    clank_bridge_handle_task, the checks read from the view (with the body),
    which need live only until the first wait; the answer given in *answer
    (which must live until the run ends), or, for the rare answers with more
    headers, as a response table. A maker is a callable giving the request
    table: called only when Lua needs the table (ctx.request, a context
-   function). */
+   function); nil: answer->push_request gives the maker when Lua may. */
 int clank_bridge_handle_view_task(lua_State *L);
 /* Fills out with the action timeout's 504 answer (SPEC §5 step 8), its
    CORS kept: what handle gives when an action it runs inline times out,

@@ -158,6 +158,47 @@ describe("an action's ctx.signal", function()
       output(post(s.port, "ctx.keys", "{}")))
   end)
 
+  describe("of a handler that can never see a ctx (none is made for it)", function()
+    it("is the one its waits take, aborted with reason timeout at the action timeout", function()
+      local res = post(s.port, "bare.early", '{"ms":600,"tag":"bare.early"}')
+      assert.are.equal(504, res.status)
+      assert.are.equal("heard=timeout", seen(s.port, "bare.early", "heard=none"))
+    end)
+
+    it("taken first after a wait within its time is not aborted, and has the action's deadline", function()
+      assert.are.same({ state = "aborted=false reason=nil bounded=true" },
+        output(post(s.port, "bare.late", '{"ms":10,"tag":"bare.quick"}')))
+    end)
+
+    it("taken first after the action timeout is born aborted with reason timeout", function()
+      local res = post(s.port, "bare.late", '{"ms":500,"tag":"bare.after"}')
+      assert.are.equal(504, res.status)
+      assert.are.equal("aborted=true reason=timeout bounded=true", seen(s.port, "bare.after", "none"))
+    end)
+
+    it("taken first after the client went away is aborted with reason disconnected", function()
+      local conn = assert(http.connect(s.port))
+      assert(conn:send(http.build("POST", "/actions/bare.late",
+        { ["Content-Type"] = "application/json" }, '{"ms":150,"tag":"bare.gone"}')))
+      http.sleep(0.03)
+      conn:close()
+      assert.are.equal("aborted=true reason=disconnected bounded=true", seen(s.port, "bare.gone", "none"))
+    end)
+
+    it("with no parameter at all answers as any action, its output checked", function()
+      local res = post(s.port, "bare.none", '{"n":1}')
+      assert.are.equal(200, res.status, res.body)
+      assert.are.equal('{"ok":true,"output":{"ok":true}}', res.body)
+      assert.are.equal(422, post(s.port, "bare.none", '{"n":"one"}').status)
+    end)
+  end)
+
+  it("is given, with the request and its id, to a handler that takes any number of arguments", function()
+    local res = assert(http.request(s.port, "POST", "/actions/ctx.vararg",
+      { { "Content-Type", "application/json" }, { "X-Request-Id", "va.1" } }, '{"n":7}'))
+    assert.are.same({ count = 2, n = 7, method = "POST", id = "va.1" }, output(res))
+  end)
+
   it("called over MCP is the run's signal, kept, the one the waits take", function()
     local answer = mcp_call(s.port, "signal_now", {})
     assert.are.same({ state = "aborted=false reason=nil", kept = true, same = true, bounded = true },
