@@ -572,7 +572,7 @@ static size_t body_max(const clank_conn_t *c) { return c->body_max ? c->body_max
 static int on_message_begin(llhttp_t *p) {
   clank_conn_t *c = conn_of(p);
   clank_request_reset(&c->req);
-  c->req.started_ns = uv_hrtime();
+  c->req.started_ns = c->read_ns;
   c->answered = 0;
   c->undrainable = 0;
   c->body_limit = 0;
@@ -911,6 +911,9 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
     if (!c->lingering) c->upgrade->on_data(c, buf->base, (size_t)nread);
     return;
   }
+  /* when the oldest byte still unparsed arrived: the start of the requests
+     parsed from it (one clock read for all the requests of a read) */
+  if (shared || c->in.len == 0) c->read_ns = uv_hrtime();
   if (shared)
     c->in = (clank_buf_t){.data = buf->base, .len = (size_t)nread, .cap = READ_CHUNK};
   else
@@ -1059,6 +1062,7 @@ clank_conn_t *clank_conn_adopt(clank_server_t *s, uv_stream_t *ipc, const char *
     return NULL;
   }
   if (len) clank_buf_append(&c->in, bytes, len);
+  c->read_ns = uv_hrtime(); /* read by the process that handed it over, a moment ago */
   conn_start(c);
   if (c->in.len) process(c);
   return c;

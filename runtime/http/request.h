@@ -26,7 +26,7 @@ typedef struct clank_request_s {
   clank_buf_t body;
   int method; /* llhttp_method_t */
   int http_major, http_minor;
-  uint64_t started_ns; /* uv_hrtime at the first byte */
+  uint64_t started_ns; /* uv_hrtime when its first byte was read (its read's) */
   char id[65];         /* x-request-id: the client's (1-64 of A-Za-z0-9._-) or one made up */
   uint8_t id_len;      /* 0 until the answer's head is written */
 } clank_request_t;

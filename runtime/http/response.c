@@ -148,8 +148,12 @@ void clank_conn_begin(clank_conn_t *c, int status) {
   clank_buf_appends(out, clank_server_date(c->server));
   clank_buf_appends(out, "\r\nx-content-type-options: nosniff\r\nx-request-id: ");
   clank_conn_request_id(c);
-  clank_buf_append(out, r->id, r->id_len);
-  clank_buf_append(out, "\r\n", 2);
+  if (clank_buf_reserve(out, sizeof r->id + 2) == 0) {
+    /* the whole array, a fixed size (a `rep movs` otherwise: clank_conn_request_id) */
+    memcpy(out->data + out->len, r->id, sizeof r->id);
+    memcpy(out->data + out->len + r->id_len, "\r\n", 2);
+    out->len += r->id_len + 2u;
+  }
   if (!keep_alive)
     clank_buf_appends(out, "connection: close\r\n");
   else if (r->http_major == 1 && r->http_minor == 0)

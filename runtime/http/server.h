@@ -109,6 +109,7 @@ struct clank_conn_s {
   size_t wslice;                     /* bytes of the write in flight (a slice) */
   size_t woff;                       /* how much of wbuf was written */
   uint64_t write_by;                 /* loop time the write in flight must end by; 0: none */
+  uint64_t read_ns;                  /* uv_hrtime when the oldest unparsed input was read */
   uv_write_t wreq;
   uv_shutdown_t shutdown;
   clank_request_t req;
