@@ -671,7 +671,8 @@ static void write_stream_head(lua_State *co, exchange_t *x, int idx, int names) 
 static lua_KContext step_ctx(exchange_t *x, int step) { return (lua_KContext)x | step; }
 static exchange_t *step_exchange(lua_KContext ctx) { return (exchange_t *)(ctx & ~STEP_MASK); }
 
-/* The coroutine's body: [handler, request, context fn or nil] →
+/* The coroutine's body: [handler, request (nil for a handler that takes no
+   parameter), context fn or nil] →
    ctx = context(request); response = handler(request, ctx); write it.
    Every step is a continuation, so each may wait. */
 static int route_step(lua_State *co, int status, lua_KContext k) {
@@ -683,6 +684,8 @@ static int route_step(lua_State *co, int status, lua_KContext k) {
         lua_pushvalue(co, 3);
         lua_pushvalue(co, 2);
         lua_callk(co, 1, 1, step_ctx(x, 1), route_step);
+      } else if (lua_isnil(co, 2)) {
+        lua_pushnil(co); /* a handler without parameters: no request, no ctx */
       } else {
         lua_newtable(co);
       }
@@ -1066,8 +1069,12 @@ static int on_message(clank_conn_t *c) {
   }
   if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
   st->bridge_passed = NULL;
+  /* an app route whose handler takes no parameter, with no context function
+     to give it to either: nothing can read the request */
+  int unread =
+      route->path && !route->takes_request && g->context_ref == LUA_NOREF && st->lua_request == 0;
   /* for the request and its params, removed before the run */
-  int names = bridge ? 0 : push_names(co, g);
+  int names = bridge || unread ? 0 : push_names(co, g);
   int takes_x = route == &g->bridge_route; /* the entries that take the exchange */
   if (route == &g->bridge_route) {
     lua_pushcfunction(co, bridge_entry);
@@ -1088,11 +1095,11 @@ static int on_message(clank_conn_t *c) {
     lua_rawgeti(co, LUA_REGISTRYINDEX, route->handler_ref);
     takes_x = 1;
   }
-  if (bridge)
-    lua_pushnil(co); /* its maker only if Lua may read it, its table only if Lua does */
+  if (bridge || unread)
+    lua_pushnil(co); /* the bridge's maker only if Lua may read it, its table only if Lua does */
   else
     push_request_in(co, c, g, names);
-  if (route->path) { /* an app route: request.params */
+  if (route->path && !unread) { /* an app route: request.params */
     clank_target_t t;
     clank_request_target(&c->req, &t);
     clank_route_set_params(co, names, route, t.path, t.path_len);

@@ -147,6 +147,10 @@ static void read_routes(clank_gen_t *g, lua_State *L) {
       luaL_error(L, "route '%s' is not a valid pattern", key);
     r->body_limit = body_limit;
     r->cross_site = cross_site;
+    lua_Debug ar;
+    lua_pushvalue(L, -1);
+    lua_getinfo(L, ">u", &ar); /* a C function is a vararg one */
+    r->takes_request = ar.isvararg || ar.nparams >= 1;
     lua_pushvalue(L, -1);
     r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }

@@ -27,6 +27,7 @@ typedef struct clank_route_s {
   int nsegs;
   size_t body_limit; /* bodyLimit (SPEC §15); 0: the 1 MiB of §13 */
   int cross_site;    /* crossSite = true: no CSRF check on an unsafe method */
+  int takes_request; /* its handler has a parameter, or takes any number */
 } clank_route_t;
 
 typedef struct clank_gen_s {

@@ -86,6 +86,12 @@ describe("clank-run routes", function()
       end
     end)
 
+    it("gives the request and ctx to a handler that takes any number of arguments", function()
+      local res = assert(http.get(s.port, "/varargs"))
+      assert.are.equal(200, res.status)
+      assert.are.equal("n=2 method=GET path=/varargs ctx=table", res.body)
+    end)
+
     it("lower-cases header names and joins repeated headers with \", \"", function()
       local r = inspect("GET", "/inspect", {
         { "X-Mixed-Case", "Value Kept" },
