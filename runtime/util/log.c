@@ -74,11 +74,29 @@ static const unsigned char escape_class[256] = {
     ['\\'] = ESCAPE_JSON,
 };
 
+/* Bytes before the first that needs an escape: 8 at a time while none of
+   them is a control character (or, in JSON, '"' or '\\'), then one table
+   read a byte. A byte of 0x80 or more may stop a block it need not stop
+   (the block is then read byte by byte): never the other way round. */
+static size_t plain_run(const char *s, size_t n, int json) {
+  const uint64_t ones = 0x0101010101010101ULL, high = ones * 0x80;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    memcpy(&x, s + i, 8);
+    uint64_t del = x ^ (ones * 0x7f), quote = x ^ (ones * '"'), back = x ^ (ones * '\\');
+    uint64_t stop = (x - ones * 0x20) | (del - ones);
+    if (json) stop |= (quote - ones) | (back - ones);
+    if (stop & high) break;
+  }
+  unsigned mask = json ? ESCAPE_TEXT | ESCAPE_JSON : ESCAPE_TEXT;
+  while (i < n && !(escape_class[(unsigned char)s[i]] & mask)) i++;
+  return i;
+}
+
 static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
   static const char hex[] = "0123456789abcdef";
-  unsigned stop = json ? ESCAPE_TEXT | ESCAPE_JSON : ESCAPE_TEXT;
-  size_t plain = 0; /* one table read a byte: most lines have nothing to escape */
-  while (plain < n && !(escape_class[(unsigned char)s[plain]] & stop)) plain++;
+  size_t plain = plain_run(s, n, json); /* most lines have nothing to escape */
   clank_buf_append(b, s, plain);
   for (size_t i = plain; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -283,7 +301,13 @@ void clank_log_access(clank_log_t *log, const char *method, const char *target, 
     append_escaped(b, target, target_len, json);
   }
   clank_buf_appends(b, json ? "\",\"status\":" : " ");
-  clank_buf_append_uint(b, (uint64_t)status);
+  if (status >= 100 && status <= 999) { /* three digits, as the status line has them */
+    char d[3] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                 (char)('0' + status % 10)};
+    clank_buf_append(b, d, 3);
+  } else {
+    clank_buf_append_uint(b, (uint64_t)status);
+  }
   clank_buf_appends(b, json ? ",\"bytes\":" : " ");
   clank_buf_append_uint(b, bytes);
   clank_buf_appends(b, json ? ",\"ms\":" : "B ");

@@ -103,3 +103,48 @@ describe("access log", function()
     end)
   end
 end)
+
+-- Log lines are one line each (SPEC §13): control characters become \n, \r, \t or \u00XX in
+-- both formats; JSON also escapes quotes and backslashes; anything else (UTF-8 too) is kept.
+-- Each special byte is printed alone after a plain run of 0 to 17 bytes, so that it falls at
+-- every place of an 8-byte block (the fixture's GET /print-escapes).
+describe("log line escapes", function()
+  local escapes = { -- special, as text writes it, as JSON writes it
+    { "\x01", "\\u0001", "\\u0001" },
+    { "\x1f", "\\u001f", "\\u001f" },
+    { "\x7f", "\\u007f", "\\u007f" },
+    { '"', '"', '\\"' },
+    { "\\", "\\", "\\\\" },
+    { "\n", "\\n", "\\n" },
+    { "\r", "\\r", "\\r" },
+    { "\t", "\\t", "\\t" },
+    { "\u{e9}", "\u{e9}", "\u{e9}" },
+  }
+  for _, format in ipairs({ "text", "json" }) do
+    it(format .. ": each special byte escaped, wherever it falls in the line", function()
+      local s = server.start(server.fixture("basic"), { args = { "--log", format } })
+      assert.are.equal(200, assert(http.get(s.port, "/print-escapes")).status)
+      local want = #escapes * 18
+      local lines = files.eventually(5, function()
+        local found = {}
+        for l in s:stderr():gmatch("[^\n]+") do
+          local n, k = l:match("esc (%d+) (%d+): ")
+          if n then found[#found + 1] = { tonumber(n), tonumber(k), l } end
+        end
+        return #found == want and found or nil
+      end)
+      assert.are.equal(0, s:stop())
+      assert.truthy(lines, "expected " .. want .. " lines: " .. s:stderr())
+      for _, f in ipairs(lines) do
+        local n, k, line = f[1], f[2], f[3]
+        local e = escapes[n]
+        local head = "esc " .. n .. " " .. k .. ": " .. string.rep("p", k)
+        local body = head .. (format == "text" and e[2] or e[3]) .. "tail"
+        assert.truthy(line:find(body, 1, true), "expected\n" .. body .. "\nin\n" .. line)
+        if format == "json" then
+          assert.are.equal(head .. e[1] .. "tail", json.decode(line).msg)
+        end
+      end
+    end)
+  end
+end)
