@@ -869,6 +869,7 @@ static void drop_signal(exchange_t *x) {
     luaL_unref(x->gen->L, LUA_REGISTRYINDEX, x->task.signal_ref);
   }
   x->task.signal_ref = 0;
+  x->task.holder_deferred = 0; /* nothing took it: never made */
 }
 
 /* x's request is over for the generation: a retired one may go now. */

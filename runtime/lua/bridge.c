@@ -1124,17 +1124,24 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   /* a valid input, no authorize: the pipeline's one step left, its handler,
      is called right here */
   int direct = inline_run && valid == 1 ? clank_action_direct(L, 4) : 0;
-  if (direct == CLANK_DIRECT_INPUT) {
-    /* 7: a handler that can never see a ctx gets none (nor the request, nor
-       its id); this table is only the holder of its task's signal */
-    lua_createtable(L, 0, 0);
+  if (direct == CLANK_DIRECT_INPUT && task->wants_signal && task->signal_ref == 0 &&
+      task->hold_slot) {
+    /* 7, 8: a handler that can never see a ctx gets none (nor the request,
+       nor its id), and its signal's holder is made only if something may
+       take the signal (clank_task_hold_signal) */
+    task->holder_deferred = 1;
+    lua_pushnil(L);
+    lua_pushnil(L);
+  } else if (direct == CLANK_DIRECT_INPUT) {
+    lua_createtable(L, 0, 0); /* 7: the holder alone */
+    hold_signal(L, 7, task);  /* 8 */
   } else {
     /* 7: ctx = { <context fields>..., request, log, progress, signal }, the
        last three (and a made-up requestId) served when read */
     need_maker(L, out);
     push_ctx(L, 6, 2, task, 4, s);
+    hold_signal(L, 7, task); /* 8 */
   }
-  hold_signal(L, 7, task); /* 8 */
   if (inline_run) {
     lua_pushlightuserdata(L, task); /* 9, for the continuation */
     /* in this task: its driver arms the timeout if it waits, and answers

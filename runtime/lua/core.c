@@ -125,6 +125,7 @@ static int core_array(lua_State *L) {
    ctx.signal, which an action's task inherits), or nil. For clank.db. */
 static int core_current_signal(lua_State *L) {
   clank_task_t *t = clank_task_of(L);
+  if (t) clank_task_hold_signal(t); /* an action's handler without ctx: its holder now */
   if (t && t->signal_ref == 0 && t->wants_signal) {
     /* A route's first wait: the request's signal is made now; its driver
        aborts it when the client goes away. It has no deadline. */

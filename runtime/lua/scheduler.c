@@ -353,6 +353,15 @@ static void action_fired(clank_wait_t *w) {
   t->action_timeout(t);
 }
 
+void clank_task_hold_signal(clank_task_t *t) {
+  if (!t->holder_deferred) return;
+  t->holder_deferred = 0;
+  lua_State *L = main_thread_of(t->co);
+  lua_createtable(L, 0, 0);
+  lua_rawseti(L, LUA_REGISTRYINDEX, t->hold_slot);
+  t->signal_ref = t->hold_slot;
+}
+
 /* An inline action waits: its timeout counts from its first wait, as a
    joined child's does from the child's. */
 static void action_yielded(clank_task_t *t) {
@@ -387,6 +396,7 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
   run_pause(s, t, now);
   s->running = outer;
   if (outer) run_start(s, outer, now);
+  if (st == LUA_YIELD) clank_task_hold_signal(t); /* it may be aborted from now on */
   if (st == LUA_YIELD && t->preempted && *nres == 0) {
     ready_push(s, t);
     if (t->action_inline) action_yielded(t);
@@ -627,6 +637,7 @@ int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms
   j->owned.task.cpu_ns = j->cpu_start = parent->cpu_ns;
   j->owned.task.signal_lazy = parent->signal_lazy;
   memcpy(j->owned.task.request_id, parent->request_id, sizeof parent->request_id);
+  clank_task_hold_signal(parent);
   if (parent->signal_ref > 0 && !parent->signal_borrowed) {
     /* the child (an action's handler) sees the request's signal, through
        the parent's ref while the parent waits for it */

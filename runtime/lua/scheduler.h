@@ -52,6 +52,11 @@ struct clank_task_s {
      waits for it, so the ref lives as long as the child needs it (a child
      the parent stops waiting for takes a ref of its own then). */
   unsigned signal_borrowed : 1;
+  /* Its signal's holder (abort.h) is not made yet: nothing could take it
+     so far (a handler that gets no ctx). clank_task_hold_signal makes it in
+     hold_slot before anything can: the task's first yield (aborts come only
+     while it waits), currentSignal, a join. */
+  unsigned holder_deferred : 1;
   unsigned queued : 1;
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
@@ -124,6 +129,9 @@ int clank_task_push_exhausted(lua_State *L, clank_task_t *t);
    budget (or ran out of memory), the error is replaced by the budget's and
    LUA_ERRRUN returned; else status, the stack as it was. */
 int clank_task_budget_error(lua_State *L, clank_task_t *t, int status);
+/* Makes the signal holder t deferred (holder_deferred), as the bridge would
+   have: an empty table in t's hold_slot, named by signal_ref. */
+void clank_task_hold_signal(clank_task_t *t);
 
 /* The task waiting for t, when t is a joined child (clank_sched_join: an
    action run for a request), else NULL. */
