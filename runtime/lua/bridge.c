@@ -1013,8 +1013,9 @@ static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
 
 /* Stack during a run: 1 bridge, 2 request (its maker, or nil until Lua may
    read it: need_maker), 3 context source, 4 action, 5 input, 6 context value,
-   7 ctx (or a bare holder: CLANK_DIRECT_INPUT), 8 the signal's holder (7
-   again); 9 the task, in a run inline (inline_out_k). */
+   7 ctx, 8 the signal's holder (7 again); for a handler without ctx
+   (CLANK_DIRECT_INPUT), both nil while its holder is deferred, else the
+   holder alone; 9 the task, in a run inline (inline_out_k). */
 enum { STEP_CHECK, STEP_CONTEXT, STEP_RAN };
 /* In the continuation of an inline run, beside the answer's address: the
    action's handler was called directly, not its pipeline. */
