@@ -79,6 +79,8 @@ static void parse_test_limits(clank_limits_t *l, const char *spec) {
       l->ping_ms = (uint64_t)v;
     else if (!strcmp(item, "silence_ms"))
       l->silence_ms = (uint64_t)v;
+    else if (!strcmp(item, "memory_check_ms"))
+      l->memory_check_ms = (uint64_t)v;
     else if (!strcmp(item, "preempt")) /* bench/preempt.sh's baseline: 0 turns it off */
       l->preempt = (int)v;
   }
@@ -104,6 +106,7 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
                  .live_max_idle = 1000,
                  .ping_ms = 30000,
                  .silence_ms = 60000,
+                 .memory_check_ms = 2000,
                  .preempt = 1},
   };
   long v;

@@ -192,6 +192,31 @@ static void answer_failure(clank_conn_t *c, int status, const char *code, const 
                     body, (size_t)n);
 }
 
+/* A request whose handler was stopped (over its budget: 503) or failed
+   outside any envelope of its own (500), answered in its path's format:
+   every answer on an agent path keeps its JSON envelope (SPEC §13). */
+static void answer_stopped(clank_conn_t *c, int status, const char *code, const char *message) {
+  clank_target_t t;
+  clank_request_target(&c->req, &t);
+  const char *extra = status == 503 ? "retry-after: 1\r\n" : "";
+  char type[96], body[256];
+  snprintf(type, sizeof type, "content-type: application/json\r\ncache-control: no-store\r\n%s",
+           extra);
+  int n;
+  if (span_is(t.path, t.path_len, "/__clank/mcp"))
+    n = snprintf(body, sizeof body,
+                 "{\"error\":{\"code\":-32603,\"message\":\"%s\"},\"id\":null,\"jsonrpc\":\"2.0\"}",
+                 message);
+  else if (bridge_path(t.path, t.path_len) || span_starts(t.path, t.path_len, "/__clank/"))
+    n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
+                 code, message);
+  else {
+    snprintf(type, sizeof type, "content-type: text/plain; charset=utf-8\r\n%s", extra);
+    n = snprintf(body, sizeof body, "%s", message);
+  }
+  clank_conn_answer(c, status, type, body, (size_t)n);
+}
+
 /* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */
 static void answer_rpc_forbidden(clank_conn_t *c) {
   static const char body[] =
@@ -305,7 +330,7 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
     clank_log_msg(&((clank_host_t *)c->server->data)->log, "error", "the bridge failed: %s",
                   clank_error_text(L, -1));
     lua_pop(L, 1);
-    clank_conn_text(c, 500, "Internal server error.");
+    answer_stopped(c, 500, "INTERNAL_ERROR", "Internal server error.");
   } else {
     answered = lua_toboolean(L, -1);
   }
@@ -741,7 +766,7 @@ static int put_answer(clank_conn_t *c, const clank_bridge_answer_t *a) {
 
 /* The same, written by the driver outside the request's coroutine. */
 static void put_answer_outside(clank_conn_t *c, const clank_bridge_answer_t *a) {
-  if (put_answer(c, a) != 0) clank_conn_text(c, 500, "Internal server error.");
+  if (put_answer(c, a) != 0) answer_stopped(c, 500, "INTERNAL_ERROR", "Internal server error.");
 }
 
 /* The bridge's answer written: given as C values, or the response table on top. */
@@ -983,7 +1008,7 @@ static void action_failed(exchange_t *x, lua_State *co) {
   if (ok)
     put_answer_outside(c, &x->answer);
   else
-    clank_conn_text(c, 500, "Internal server error.");
+    answer_stopped(c, 500, "INTERNAL_ERROR", "Internal server error.");
 }
 
 /* Resumes the coroutine; returns 1 while it waits. */
@@ -1016,9 +1041,9 @@ static int run(exchange_t *x, int nargs) {
     }
     if (!x->abandoned && !c->closing && !c->answered) {
       if (exhausted)
-        clank_conn_text(c, 503, lua_tostring(co, -1));
+        answer_stopped(c, 503, "RESOURCE_LIMIT", lua_tostring(co, -1));
       else
-        clank_conn_text(c, 500, "Internal server error.");
+        answer_stopped(c, 500, "INTERNAL_ERROR", "Internal server error.");
     } else if (x->streaming && !x->stream_closed && !c->closing) {
       x->stream_closed = 1; /* no last chunk: the client must not take it for whole */
       clank_conn_close(c);

@@ -144,16 +144,39 @@ void clank_host_close_retired(clank_host_t *h) {
 
 static void fresh_load(uv_timer_t *t) { clank_host_reload(t->data); }
 
+static int over_nine_tenths(const clank_alloc_t *a) { return a->used > a->cap / 10 * 9; }
+
 void clank_host_memory_check(clank_host_t *h, clank_gen_t *g) {
+  if (g != h->gen || h->torn_down) {
+    g->alloc.pressure = 0;
+    return;
+  }
+  /* A flood of refused requests must not become a full collection each:
+     the tick checks again (pressure stays set) once the interval passed. */
+  if (uv_now(&h->loop) - h->memory_checked_at < h->opts.limits.memory_check_ms) return;
   g->alloc.pressure = 0;
-  if (g != h->gen || h->torn_down) return;
   lua_gc(g->L, LUA_GCCOLLECT);
-  if (g->alloc.used / 10 * 10 <= g->alloc.cap / 10 * 9) return;
+  h->memory_checked_at = uv_now(&h->loop);
+  if (!over_nine_tenths(&g->alloc)) {
+    if (h->memory_degraded)
+      clank_log_msg(&h->log, "info", "the app's Lua memory is back to %zu of its %zu MiB",
+                    g->alloc.used >> 20, g->alloc.cap >> 20);
+    h->memory_degraded = 0;
+    return;
+  }
+  h->memory_degraded = 1;
   clank_log_msg(&h->log, "warn",
                 "the app's Lua memory stays at %zu of its %zu MiB after a full collection: "
                 "loading the app afresh",
                 g->alloc.used >> 20, g->alloc.cap >> 20);
   uv_timer_start(&h->fresh_load, fresh_load, 0, 0);
+}
+
+void clank_host_memory_tick(clank_host_t *h) {
+  clank_gen_t *g = h->gen;
+  if (g == NULL || g->alloc.cap == 0 || h->torn_down) return;
+  if (!g->alloc.pressure && !h->memory_degraded && !over_nine_tenths(&g->alloc)) return;
+  clank_host_memory_check(h, g);
 }
 
 /* ---- reloading ---- */
@@ -221,6 +244,11 @@ static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
   free_contract(&after);
 
   h->gen = g; /* new requests go to the new generation from here on */
+  if (h->memory_degraded && !over_nine_tenths(&g->alloc)) {
+    h->memory_degraded = 0; /* the fresh state is what it was loaded for */
+    clank_log_msg(&h->log, "info", "the app's Lua memory is back to %zu of its %zu MiB",
+                  g->alloc.used >> 20, g->alloc.cap >> 20);
+  }
   if (h->opts.watch) clank_static_watch(h, g);
   h->live_generations++;
   clank_live_move(h, old, g); /* before retiring: its sessions' handlers may still finish there */

@@ -26,6 +26,11 @@ typedef struct clank_host_s {
   clank_gen_t *retired; /* replaced generations finishing their requests */
   uv_timer_t reap;
   uv_timer_t fresh_load; /* replaces a generation whose memory stays near its cap */
+  /* The current generation's Lua memory stayed over 90 % of its cap after a
+     full collection, so requests are refused for memory: health says
+     degraded until a check finds it below again (SPEC §13). */
+  int memory_degraded;
+  uint64_t memory_checked_at; /* loop time of the last full collection a check made */
   unsigned live_generations;
   struct clank_live_s *lives;            /* open live channels (SPEC §11) */
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
@@ -56,6 +61,11 @@ void clank_host_close_retired(clank_host_t *h);
 /* A request of g's was refused memory: g is loaded afresh when a full
    collection leaves it over 90 % of its cap (SPEC §13). */
 void clank_host_memory_check(clank_host_t *h, clank_gen_t *g);
+/* About once a second: the current generation is checked as above when it
+   was refused memory, is marked degraded, or holds over 90 % of its cap (a
+   heap that stopped allocating is never collected otherwise); at most one
+   full collection every limits.memory_check_ms (2 s). */
+void clank_host_memory_tick(clank_host_t *h);
 
 /* The options every generation of h loads with (a reload adds its own). */
 clank_gen_opts_t clank_host_gen_opts(clank_host_t *h);

@@ -14,6 +14,7 @@
 #include "host/lua_request.h"
 #include "lua/json.h"
 #include "lua/protect.h"
+#include "lua/scheduler.h"
 
 #define SOCKET_MT "clank.LiveSocket"
 #define MAX_MESSAGE (1024 * 1024) /* a larger message closes with 1009 */
@@ -38,6 +39,12 @@ struct clank_live_s {
   uint64_t heard;  /* loop time of the peer's last frame */
   uint64_t jitter; /* the state of ping_interval's sequence */
   int inspector;   /* a session of the inspector (SPEC §16), not of the app's views */
+  /* Backpressure: the session's queue is full (its receive said so), so the
+     socket is not read and the frames of the last read wait in held until
+     socket:resume(); resume_pending: they are fed from the connection's timer,
+     outside whatever Lua called resume. */
+  int paused, resume_pending;
+  clank_buf_t held;
   clank_live_t *prev, *next;
 };
 
@@ -166,9 +173,29 @@ static int socket_close(lua_State *L) {
   return 0;
 }
 
+/* Reads on after a pause; frames held back are fed first, from the loop. */
+static void unpause(clank_live_t *live) {
+  if (!live->paused) return;
+  live->paused = 0;
+  if (live->held.len == 0) {
+    clank_conn_hold_input(live->conn, 0);
+  } else {
+    live->resume_pending = 1;
+    clank_conn_deadline(live->conn, 1);
+  }
+}
+
+/* socket:resume(): the session's queue has room again, read on. */
+static int socket_resume(lua_State *L) {
+  clank_live_t *live = socket_live(L);
+  if (live) unpause(live);
+  return 0;
+}
+
 static const luaL_Reg socket_methods[] = {
     {"send", socket_send},
     {"close", socket_close},
+    {"resume", socket_resume},
     {NULL, NULL},
 };
 
@@ -207,16 +234,22 @@ static int push_owner(clank_live_t *live, clank_gen_t *g) {
   return 1;
 }
 
+/* [fn, args...] → fn(args...) in a task of its own, so that what it
+   allocates is charged to it and refused past the cap like a request's. */
+static int in_task(lua_State *L) { return clank_sched_call(L, lua_gettop(L) - 1); }
+
 /* live:<method>(id, ..., socket) on the generation's live object, protected;
    the arguments between the id and the socket are on top of the stack
-   (nargs of them). The socket tells a replaced connection from its successor. */
-static void call_live(clank_live_t *live, const char *method, int nargs) {
+   (nargs of them). The socket tells a replaced connection from its successor.
+   charged: run in a task (a client's input). Returns what it returned, as a
+   boolean, or -1 when it failed. */
+static int call_live(clank_live_t *live, const char *method, int nargs, int charged) {
   clank_gen_t *g = live->gen;
   lua_State *L = g->L;
   int base = lua_gettop(L) - nargs;
   if (!push_owner(live, g)) {
     lua_settop(L, base);
-    return;
+    return 0;
   }
   lua_getfield(L, -1, method);
   lua_insert(L, base + 1);
@@ -224,11 +257,19 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
   lua_pushstring(L, live->id);
   lua_insert(L, base + 3);
   lua_rawgeti(L, LUA_REGISTRYINDEX, live->socket_ref);
-  if (clank_pcall(L, nargs + 3, 0) != LUA_OK) {
+  if (charged) {
+    lua_pushcfunction(L, in_task);
+    lua_insert(L, base + 1);
+  }
+  if (clank_pcall(L, nargs + 3 + charged, 1) != LUA_OK) {
     clank_log_msg(&live->host->log, "error", "live: %s failed: %s", method,
                   clank_error_text(L, -1));
     lua_pop(L, 1);
+    return -1;
   }
+  int result = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return result;
 }
 
 /* ---- frames ---- */
@@ -236,7 +277,7 @@ static void call_live(clank_live_t *live, const char *method, int nargs) {
 static ssize_t ws_recv(wslay_event_context_ptr ws, uint8_t *buf, size_t len, int flags, void *ud) {
   (void)flags;
   clank_live_t *live = ud;
-  if (live->in_len == 0 || live->dead) {
+  if (live->in_len == 0 || live->dead || live->paused) {
     wslay_event_set_error(ws, WSLAY_ERR_WOULDBLOCK);
     return -1;
   }
@@ -263,7 +304,14 @@ static void ws_message(wslay_event_context_ptr ws, const struct wslay_event_on_m
   live->heard = uv_now(live->conn->server->loop);
   if (arg->opcode == WSLAY_TEXT_FRAME) {
     lua_pushlstring(live->gen->L, (const char *)arg->msg, arg->msg_length);
-    call_live(live, "receive", 1);
+    int pause = call_live(live, "receive", 1, 1);
+    if (pause < 0) { /* nothing is lost unsaid: the client reconnects */
+      static const char why[] = "internal error";
+      wslay_event_queue_close(ws, 1011, (const uint8_t *)why, sizeof why - 1);
+    } else if (pause && !live->dead) {
+      live->paused = 1;
+      clank_conn_hold_input(live->conn, 1);
+    }
   } else if (arg->opcode == WSLAY_BINARY_FRAME) {
     static const char why[] = "binary messages are not accepted";
     wslay_event_queue_close(ws, 1003, (const uint8_t *)why, sizeof why - 1);
@@ -299,8 +347,14 @@ static void pump(clank_live_t *live) {
 
 static clank_live_t *live_of(clank_conn_t *c) { return ((clank_conn_state_t *)c->data)->live; }
 
-static void on_data(clank_conn_t *c, const char *data, size_t len) {
-  clank_live_t *live = live_of(c);
+/* Feeds bytes from the peer to wslay; returns 0 when live was freed or its
+   connection is ending. What a pause left unread is kept in held. */
+static int feed(clank_live_t *live, const char *data, size_t len) {
+  clank_conn_t *c = live->conn;
+  if (live->paused) {
+    clank_buf_append(&live->held, data, len);
+    return 1;
+  }
   live->in = data;
   live->in_len = len;
   live->feeding = 1;
@@ -308,13 +362,33 @@ static void on_data(clank_conn_t *c, const char *data, size_t len) {
   live->feeding = 0;
   if (live->dead) { /* closed under wslay (by Lua, or a write that failed) */
     free_live(live);
-    return;
+    return 0;
   }
-  if (c->closing) return;
+  if (c->closing) return 0;
   if (rc != 0) {
     clank_conn_linger(c, LINGER_MS);
-    return;
+    return 0;
   }
+  if (live->in_len > 0) clank_buf_append(&live->held, live->in, live->in_len);
+  live->in_len = 0;
+  return 1;
+}
+
+static void on_data(clank_conn_t *c, const char *data, size_t len) {
+  clank_live_t *live = live_of(c);
+  if (feed(live, data, len)) pump(live);
+}
+
+/* After socket:resume(): the frames held back are fed first, then the socket
+   is read again, unless they filled the queue once more. */
+static void feed_held(clank_live_t *live) {
+  live->resume_pending = 0;
+  clank_buf_t held = live->held;
+  live->held = (clank_buf_t){0};
+  int alive = feed(live, held.data, held.len);
+  clank_buf_free(&held);
+  if (!alive) return;
+  if (!live->paused) clank_conn_hold_input(live->conn, 0);
   pump(live);
 }
 
@@ -332,6 +406,12 @@ static void on_timeout(clank_conn_t *c) {
   clank_live_t *live = live_of(c);
   const clank_limits_t *limits = &live->host->opts.limits;
   uint64_t now = uv_now(c->server->loop);
+  if (live->resume_pending) {
+    clank_conn_deadline(c, ping_interval(live, limits->ping_ms));
+    feed_held(live);
+    return;
+  }
+  if (live->paused) live->heard = now; /* we are the ones not reading */
   if (now - live->heard >= limits->silence_ms) {
     clank_conn_close(c);
     return;
@@ -374,7 +454,7 @@ static void hand_over(clank_live_t *live, const char *method, int request_idx) {
   push_socket(L, live);
   live->socket_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, request_idx);
-  call_live(live, method, 1);
+  call_live(live, method, 1, 0);
 }
 
 /* [buf, value] → the value's canonical JSON appended to buf (which the
@@ -458,7 +538,7 @@ void clank_live_accept(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const c
 
 void clank_live_closed(clank_live_t *live) {
   clank_host_t *h = live->host;
-  call_live(live, "disconnect", 0);
+  call_live(live, "disconnect", 0, 0);
   let_go(live);
   if (live->prev)
     live->prev->next = live->next;
@@ -476,14 +556,16 @@ static void free_live(clank_live_t *live) {
   wslay_event_context_free(live->ws);
   free(live->id);
   free(live->request);
+  clank_buf_free(&live->held);
   free(live);
 }
 
 void clank_live_move(clank_host_t *h, clank_gen_t *from, clank_gen_t *to) {
   for (clank_live_t *live = h->lives; live; live = live->next) {
     if (live->gen != from || live->conn->closing) continue;
-    call_live(live, "disconnect", 0);
+    call_live(live, "disconnect", 0, 0);
     let_go(live);
+    unpause(live); /* the queue that was full stays with the old generation */
     hold(live, to);
     lua_State *L = to->L;
     size_t n = live->request ? strlen(live->request) : 0;

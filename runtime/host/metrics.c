@@ -145,12 +145,25 @@ void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref) {
 
 /* ---- the answers ---- */
 
-static void health(clank_conn_t *c, clank_metrics_t *m) {
-  char body[128];
-  int n = snprintf(body, sizeof body, "{\"generation\":%llu,\"status\":\"ok\",\"uptime\":%llu}",
-                   (unsigned long long)m->generation,
-                   (unsigned long long)((uv_hrtime() - m->started_ns) / 1000000000ull));
-  clank_conn_answer(c, 200, "content-type: application/json\r\ncache-control: no-store\r\n", body,
+/* ok; or, while this process refuses requests for memory (SPEC §13), 503
+   degraded with the reason, so a balancer's health check takes it out. */
+static void health(clank_conn_t *c, clank_host_t *h) {
+  clank_metrics_t *m = h->metrics;
+  unsigned long long generation = m->generation,
+                     uptime = (uv_hrtime() - m->started_ns) / 1000000000ull;
+  char body[256];
+  int n;
+  if (h->memory_degraded && h->gen)
+    n = snprintf(body, sizeof body,
+                 "{\"generation\":%llu,\"reason\":\"The app's Lua memory stays over 90 %% of "
+                 "its %zu MiB cap: requests are refused until it is loaded afresh.\","
+                 "\"status\":\"degraded\",\"uptime\":%llu}",
+                 generation, h->gen->alloc.cap >> 20, uptime);
+  else
+    n = snprintf(body, sizeof body, "{\"generation\":%llu,\"status\":\"ok\",\"uptime\":%llu}",
+                 generation, uptime);
+  clank_conn_answer(c, h->memory_degraded ? 503 : 200,
+                    "content-type: application/json\r\ncache-control: no-store\r\n", body,
                     (size_t)n);
 }
 
@@ -282,7 +295,7 @@ int clank_metrics_serve(clank_conn_t *c, clank_host_t *h, const char *path, size
     return 1;
   }
   if (which == 1)
-    health(c, h->metrics);
+    health(c, h);
   else
     metrics(c, h, h->metrics);
   return 1;

@@ -930,14 +930,20 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
 
 static void update_reading(clank_conn_t *c) {
   if (c->closing) return;
-  int want = !c->eof && (c->lingering || (!c->stop_parsing && c->in.len < PIPELINE_BUFFER &&
-                                          clank_conn_pending(c) < OUTPUT_HIGH));
+  int want = !c->eof &&
+             (c->lingering || (!c->stop_parsing && !c->input_held && c->in.len < PIPELINE_BUFFER &&
+                               clank_conn_pending(c) < OUTPUT_HIGH));
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_input, read_input) == 0) c->reading = 1;
   } else if (!want && c->reading) {
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->reading = 0;
   }
+}
+
+void clank_conn_hold_input(clank_conn_t *c, int hold) {
+  c->input_held = hold != 0;
+  update_reading(c);
 }
 
 void clank_conn_resume(clank_conn_t *c) {

@@ -143,6 +143,7 @@ struct clank_conn_s {
   unsigned close_on_shut : 1;     /* lingering with nothing more to read: close at our FIN */
   unsigned detaching : 1;         /* clank_conn_detach: leaves once nothing is owed */
   unsigned flush_queued : 1;      /* on the server's flush list (clank_conn_flush_later) */
+  unsigned input_held : 1;        /* clank_conn_hold_input: an upgraded protocol is behind */
   struct clank_file_body_s *file; /* a file being sent as the answer's body */
   clank_conn_t *flush_next;       /* the next on that list */
 };
@@ -295,6 +296,9 @@ void clank_conn_write(clank_conn_t *c, const char *data, size_t len);
    closes or ms pass; then it closes. A close frame thus reaches a peer that
    is still sending (closing at once would reset the connection). */
 void clank_conn_linger(clank_conn_t *c, uint64_t ms);
+/* Backpressure for an upgraded protocol whose consumer is behind: hold 1
+   stops reading the socket (the peer's sends wait in TCP), 0 reads again. */
+void clank_conn_hold_input(clank_conn_t *c, int hold);
 /* Calls on_timeout after ms (0: no deadline). */
 void clank_conn_deadline(clank_conn_t *c, uint64_t ms);
 

@@ -46,7 +46,16 @@ static __attribute__((noinline)) int admit_over(clank_alloc_t *a, clank_task_t *
     return 0;
   }
   /* The reserve: the runtime's own work and the refused task's way out. */
-  return a->used + grow <= a->cap + reserve_of(a->cap);
+  if (a->used + grow <= a->cap + reserve_of(a->cap)) return 1;
+  /* The heap is full, whoever filled it: the task is refused as over its
+     share (a 503, not an error its own code could catch and mistake for
+     its own), and the owner checks the generation. */
+  if (!t->mem_over) {
+    t->mem_over = 1;
+    if (a->sched->watchdog) clank_watchdog_poke(a->sched->watchdog, t->co);
+  }
+  a->pressure = 1;
+  return 0;
 }
 
 /* 1 when the growth may happen, 0 when the running task is refused. */
@@ -119,6 +128,23 @@ void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   return resize(a, ptr, osize, nsize);
+}
+
+#define TIGHT_COLLECT_MS 2000
+
+static int over_tight(const clank_alloc_t *a) { return a->used > a->cap / 10 * 8; }
+
+int clank_alloc_tight(lua_State *L) {
+  void *ud;
+  if (lua_getallocf(L, &ud) != clank_alloc) return 0;
+  clank_alloc_t *a = ud;
+  if (a->cap == 0 || !over_tight(a)) return 0;
+  uint64_t now = a->sched ? uv_now(a->sched->loop) + 1 : 1; /* never 0: "not yet" */
+  if (a->tight_collected_at == 0 || now - a->tight_collected_at >= TIGHT_COLLECT_MS) {
+    a->tight_collected_at = now;
+    lua_gc(L, LUA_GCCOLLECT); /* what it holds may be garbage */
+  }
+  return over_tight(a);
 }
 
 void clank_alloc_drain(clank_alloc_t *a) {

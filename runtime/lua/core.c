@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/alloc.h"
 #include "lua/db.h"
 #include "lua/modules.h"
 #include "lua/scheduler.h"
@@ -53,6 +54,24 @@ static int core_spawn(lua_State *L) {
   lua_settop(L, 1);
   clank_sched_spawn(L);
   return 0;
+}
+
+/* clank.core.spawnThen(fn, done): clank.spawn(fn), and done() once fn's task
+   ended, whether it returned, failed or was stopped over its budget (a
+   queue whose runner was stopped goes on). */
+static int core_spawn_then(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_settop(L, 2);
+  clank_sched_spawn_then(L);
+  return 0;
+}
+
+/* clank.core.memoryTight() → true when no new live session should be
+   mounted: the generation holds over 80 % of its memory cap (alloc.h). */
+static int core_memory_tight(lua_State *L) {
+  lua_pushboolean(L, clank_alloc_tight(L));
+  return 1;
 }
 
 /* clank.core.sha256(data) → 32 raw bytes */
@@ -193,6 +212,8 @@ static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
                                       {"sleep", core_sleep},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
+                                      {"spawnThen", core_spawn_then},
+                                      {"memoryTight", core_memory_tight},
                                       {"sha256", core_sha256},
                                       {"hmacSHA256", core_hmac_sha256},
                                       {"randomBytes", core_random_bytes},

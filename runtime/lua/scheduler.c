@@ -472,6 +472,9 @@ typedef struct owned_s {
   clank_task_t task;
   int co_ref;
   int spawned; /* by clank.spawn (a reload drops it), not a joined child */
+  /* clank_sched_spawn_then: the function told once the task ended, however
+     it ended (0: none); released unsaid when the task is dropped */
+  int done_ref;
   struct owned_s *prev, *next;
 } owned_t;
 
@@ -525,6 +528,8 @@ static void owned_release(owned_t *o) {
 /* reusable: its coroutine ended (returned, or failed and was reset). */
 static void owned_free(owned_t *o, int reusable) {
   clank_sched_t *s = o->task.sched;
+  if (o->done_ref > 0) luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->done_ref);
+  o->done_ref = 0;
   if (o->task.signal_ref > 0 && !o->task.signal_borrowed)
     luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->task.signal_ref);
   o->task.signal_ref = 0;
@@ -693,6 +698,13 @@ int clank_task_awaited(clank_task_t *t) {
   return t->action_inline && !t->action_late;
 }
 
+/* The done function of a task that ended runs as a task of its own, from the
+   loop: a chain of tasks each starting the next from its done never nests. */
+static void done_fire(clank_wait_t *w) {
+  lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->ref);
+  clank_sched_spawn(w->L);
+}
+
 static void spawned_resume(clank_task_t *t, int nargs) {
   int nres;
   int st = resume_task(t, nargs, &nres);
@@ -702,7 +714,14 @@ static void spawned_resume(clank_task_t *t, int nargs) {
     lua_resetthread(t->co);
   }
   lua_settop(t->co, 0);
-  owned_free((owned_t *)t, !t->exhausted);
+  owned_t *o = (owned_t *)t;
+  if (o->done_ref > 0) {
+    lua_State *m = main_thread(t->co);
+    lua_rawgeti(m, LUA_REGISTRYINDEX, o->done_ref);
+    clank_sched_timer(m, 0, done_fire, lua_gettop(m));
+    lua_pop(m, 1);
+  }
+  owned_free(o, !t->exhausted);
 }
 
 /* Only its address matters: the registry key of the deferred spawns' list. */
@@ -740,6 +759,18 @@ void clank_sched_spawn(lua_State *L) {
   }
   owned_t *o = owned_new(L, clank_sched_get(L), spawned_resume);
   o->spawned = 1;
+  lua_pushcfunction(L, protected_body);
+  lua_insert(L, -2);
+  lua_xmove(L, o->task.co, 2);
+  spawned_resume(&o->task, 1);
+}
+
+void clank_sched_spawn_then(lua_State *L) {
+  clank_sched_t *s = clank_sched_get(L);
+  if (s->defer_spawn) luaL_error(L, "clank.spawn: cannot watch a task while the app loads");
+  owned_t *o = owned_new(L, s, spawned_resume);
+  o->spawned = 1;
+  o->done_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, protected_body);
   lua_insert(L, -2);
   lua_xmove(L, o->task.co, 2);

@@ -188,6 +188,11 @@ int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms
 /* clank.spawn: runs the function at top in a task of its own (or, while
    defer_spawn is set, keeps it for clank_sched_run_deferred). */
 void clank_sched_spawn(lua_State *L);
+/* The same for [fn, done] at top: done runs, as a task of its own from the
+   loop, once fn's task ended in any way (returned, failed, or was stopped
+   over its budget), never when a reload or a closing generation dropped it.
+   Raises while the app loads off the loop. */
+void clank_sched_spawn_then(lua_State *L);
 /* Starts the spawns kept while defer_spawn was set, in order. */
 void clank_sched_run_deferred(lua_State *L);
 

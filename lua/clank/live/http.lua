@@ -79,6 +79,12 @@ local function fail(status, code, message, details)
 end
 
 local function not_found() return fail(404, "NOT_FOUND", "Session not found.") end
+-- Past 80 % of the memory cap no new session is mounted (SPEC §13): try again later.
+local function full()
+  local response = fail(503, "RESOURCE_LIMIT", "The server is at its memory limit: try again later.")
+  response.headers["retry-after"] = "1"
+  return response
+end
 
 local function header(request, name)
   local v = request.headers and request.headers[name]
@@ -137,6 +143,7 @@ local function create(live, request, name)
   repeat
     id = token.sign(live.secret, name, data, live:principal(request), live.clock())
   until not worker or token.owner(id, worker.count) == worker.index
+  if core.memoryTight() then return full() end
   local s = live:mount(id, view, data, request)
   if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
   return answer(201, { id = id, nodes = nodes(s) })
@@ -205,6 +212,8 @@ local function operate(live, request, s, kind)
     return fail(504, "TIMEOUT", "The action timed out.")
   end
   if not ok then
+    local stopped = require("clank.live").STOPPED
+    if result == stopped then return fail(503, stopped.code, stopped.message) end
     log("error", "live view " .. s.name .. ": surface " .. kind .. " failed: " .. describe(result))
     return fail(500, "HANDLER_FAILED", "The event handler failed.")
   end
@@ -226,6 +235,7 @@ function M.handle(live, request)
   if not id or not kind then return fail(404, "NOT_FOUND", "Endpoint not found.") end
   local s, why = live:open(id, request)
   if why == "failed" then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
+  if why == "full" then return full() end
   if not s then return not_found() end
   live:setIdleIfIdle(s)
   if kind == "inspect" then return answer(200, { nodes = nodes(s) }) end

@@ -6,13 +6,16 @@
 --   live:page(request)                → response         (in a task: load may wait)
 --   live:http(request)                → response         (in a task; /__clank/views|sessions)
 --   live:connect(id, request, socket)                    (plain call: the work is spawned)
---   live:receive(id, text, socket?)                      (plain call)
+--   live:receive(id, text, socket?)   → pause            (in a task: charged for the input;
+--                                                         true: stop reading the socket until
+--                                                         socket:resume())
 --   live:disconnect(id, socket?)                         (plain call)
 --   live:adopt(id, request, socket)                      (plain call: a hot reload)
 --   live:tick(nowMs)                                     (plain call, about once a second)
 --   live:sessions()                   → count
 --
--- socket: socket:send(text) → true | false, socket:close(code, reason). A session ID is a
+-- socket: socket:send(text) → true | false, socket:close(code, reason), socket:resume() (reads
+-- again after receive asked for a pause; optional). A session ID is a
 -- signed token (clank.live.token); a view session (signals, runners, element tree) is mounted
 -- from it on its first live connection or surface call and ends when idle too long.
 local core = require "clank.core"
@@ -32,9 +35,17 @@ local remove, running = table.remove, coroutine.running
 local is_element = element.isElement
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
+-- A session's input is bounded: past MAX_QUEUE events or MAX_QUEUE_BYTES of them waiting for
+-- their handler, its socket is no longer read until the queue is down to half of both
+-- (backpressure: the client's sends wait in TCP, nothing is dropped). An event's value and
+-- values together hold at most MAX_VALUE_BYTES (an element's own maxlength, in characters,
+-- counts too): a larger one is dropped before any handler runs, answered with an error and the
+-- current html.
+local MAX_QUEUE, MAX_QUEUE_BYTES, MAX_VALUE_BYTES = 64, 1024 * 1024, 64 * 1024
 local HANDLERS = { click = "onClick", input = "onInput", change = "onChange", submit = "onSubmit" }
 
 local M = {}
+M.limits = { queue = MAX_QUEUE, queueBytes = MAX_QUEUE_BYTES, valueBytes = MAX_VALUE_BYTES }
 
 local keep_tree
 
@@ -249,7 +260,7 @@ function Live:endSession(s)
     s.conn.open = false
     pcall(s.conn.socket.close, s.conn.socket, 4404, "unknown session")
   end
-  s.queue = {}
+  s.queue, s.queueBytes = {}, 0
 end
 
 -- Mounts a session for (view, props) under id (in a task: load may wait). The session is
@@ -275,7 +286,7 @@ end
 
 function Live:mount(id, view, props, request)
   local s = { id = id, view = view, name = view.viewManifest.name, props = props, queue = {},
-    ready = false, idle = false }
+    queueBytes = 0, ready = false, idle = false }
   self.sessionsById[id] = s
   self.count = self.count + 1
   self:setIdle(s)
@@ -319,6 +330,9 @@ function Live:open(id, request)
     if not view then return nil, "unknown" end
     local props = props_mod.validate(view, claims.props)
     if not props then return nil, "unknown" end
+    -- Connected sessions count against the memory cap: past 80 % of it no new one is mounted
+    -- (a page still renders; its live connection is refused with 1013 and tries again later).
+    if core.memoryTight() then return nil, "full" end
     return self:mount(id, view, props, request)
   end
   wait_for(function() return s.ready or s.ended end)
@@ -328,12 +342,14 @@ end
 
 function Live:sessions() return self.count end
 
+-- Idle sessions end idleMs after they became idle; one whose handler is still running waits
+-- for it, at most the action timeout and 5 s more.
 function Live:tick(now)
   self.nowMs = now
   local s = self.idleHead
   while s and now - s.idleSince > self.idleMs do
     local following = s.idleNext
-    if not s.busy then self:endSession(s) end
+    if not s.busy or now - s.busySince > self.actionTimeout + 5000 then self:endSession(s) end
     s = following
   end
 end
@@ -358,13 +374,19 @@ local function open_connection(self, id, request, socket, mount, ready)
   local conn = { id = id, request = request, socket = socket, open = true }
   self.conns[socket] = conn
   core.spawn(function()
-    local ok, s = pcall(mount)
+    local ok, s, why = pcall(mount)
     if not ok then log("error", "live session: " .. describe_error(s)) end
     if not conn.open then return end
     if not ok or not s then
       conn.open = false
       self.conns[socket] = nil
-      socket:close(ok and 4404 or 1011, ok and "unknown session" or "internal error")
+      if not ok then
+        socket:close(1011, "internal error")
+      elseif why == "full" then
+        socket:close(1013, "try again later")
+      else
+        socket:close(4404, "unknown session")
+      end
       return
     end
     self:attach(s, conn)
@@ -410,6 +432,13 @@ function Live:disconnect(id, socket)
   conn.open = false
   self.conns[conn.socket] = nil
   local s = conn.session
+  if s then -- its events that still wait would be dropped unanswered: they go now
+    local q, kept = s.queue, {}
+    for _, job in ipairs(q) do
+      if job.conn == conn then s.queueBytes = s.queueBytes - job.bytes else kept[#kept + 1] = job end
+    end
+    if #kept < #q then s.queue = kept end
+  end
   if s and s.conn == conn then
     s.conn = nil
     self:setIdle(s)
@@ -421,13 +450,25 @@ end
 local EVENT_KEYS = { t = true, seq = true, v = true, key = true, type = true, value = true,
   checked = true, values = true, confirmed = true }
 
+-- false when v is not a list of strings, else the bytes it holds.
 local function string_list(v)
   if not json.isArray(v) then return false end
-  for _, x in ipairs(v) do if type(x) ~= "string" then return false end end
-  return true
+  local n = 0
+  for _, x in ipairs(v) do
+    if type(x) ~= "string" then return false end
+    n = n + #x
+  end
+  return n
 end
 
--- The event message, or nil when its shape is wrong.
+-- The bytes an event's value or one of its values holds (a string or a list of strings).
+local function value_bytes(v)
+  if v == nil then return 0 end
+  if type(v) == "string" then return #v end
+  return string_list(v)
+end
+
+-- The event message and the bytes its value and values hold, or nil when its shape is wrong.
 local function check_event(m)
   if type(m) ~= "table" or json.isArray(m) or m.t ~= "event" then return nil end
   for k in pairs(m) do if not EVENT_KEYS[k] then return nil end end
@@ -436,16 +477,19 @@ local function check_event(m)
     or m.key:find("%.$") or not HANDLERS[m.type] then
     return nil
   end
-  if m.value ~= nil and type(m.value) ~= "string" and not string_list(m.value) then return nil end
+  local bytes = value_bytes(m.value)
+  if not bytes then return nil end
   if m.checked ~= nil and type(m.checked) ~= "boolean" then return nil end
   if m.confirmed ~= nil and type(m.confirmed) ~= "boolean" then return nil end
   if m.values ~= nil then
     if type(m.values) ~= "table" or json.isArray(m.values) then return nil end
     for k, v in pairs(m.values) do
-      if type(k) ~= "string" or (type(v) ~= "string" and not string_list(v)) then return nil end
+      local n = type(k) == "string" and value_bytes(v)
+      if not n then return nil end
+      bytes = bytes + #k + n
     end
   end
-  return m
+  return m, bytes
 end
 
 -- The element at a positional key ("0.2.1": element children, counted from the view's top).
@@ -468,24 +512,28 @@ local function find_key(tree, key)
 end
 M.findKey = find_key
 
+-- A message from a live connection (in a task of its own, so that what decoding it allocates
+-- is charged like a request's) → true when the connection should not be read until
+-- socket:resume(): its session's queue is full.
 function Live:receive(id, text, socket)
   local s = self.sessionsById[id]
   local conn
   if socket ~= nil then conn = self.conns[socket] else conn = s and s.conn end
-  if not conn or not conn.open then return end
+  if not conn or not conn.open then return false end
   local m = json.decode(text)
   if m == nil then
     conn.open = false
     pcall(conn.socket.close, conn.socket, 1007, "invalid JSON")
-    return
+    return false
   end
-  m = check_event(m)
+  local bytes
+  m, bytes = check_event(m)
   if not m then
     conn.open = false
     pcall(conn.socket.close, conn.socket, 1002, "unexpected message")
-    return
+    return false
   end
-  if not s or conn.session ~= s or s.conn ~= conn then return end -- not attached (yet)
+  if not s or conn.session ~= s or s.conn ~= conn then return false end -- not attached (yet)
   -- Judged when it arrives: an event from the DOM of the current version has its element
   -- found now, in the tree that DOM shows, so events queued behind a handler that changes the
   -- view still reach what the person clicked. Any other is stale.
@@ -502,34 +550,80 @@ function Live:receive(id, text, socket)
       local e = q[i].event
       if not e or e.type ~= "input" then break end
       if e.key == m.key then
+        s.queueBytes = s.queueBytes - q[i].bytes
         remove(q, i)
         break
       end
     end
   end
-  q[#q + 1] = { event = m, conn = conn, stale = tree == nil, el = el }
+  local too_large = bytes > MAX_VALUE_BYTES
+  if not too_large and el and m.value ~= nil then
+    local max = tonumber(el.props.maxlength)
+    too_large = max ~= nil and type(m.value) == "string" and (utf8.len(m.value) or math.huge) > max
+  end
+  q[#q + 1] = { event = m, conn = conn, stale = tree == nil, el = el, tooLarge = too_large,
+    bytes = #text }
+  s.queueBytes = s.queueBytes + #text
   self:drain(s)
+  if #s.queue >= MAX_QUEUE or s.queueBytes >= MAX_QUEUE_BYTES then
+    conn.paused = true
+    return true
+  end
+  return false
 end
 
--- Runs the queued jobs one at a time, in order, in a task of its own.
+-- A job leaves the queue: a connection paused for a full queue is read again once it is half
+-- empty.
+local function dequeued(s, job)
+  s.queueBytes = s.queueBytes - (job.bytes or 0)
+  local conn = s.conn
+  if conn and conn.paused and #s.queue <= MAX_QUEUE // 2 and s.queueBytes <= MAX_QUEUE_BYTES // 2 then
+    conn.paused = false
+    if conn.open and conn.socket.resume then pcall(conn.socket.resume, conn.socket) end
+  end
+end
+
+-- What a surface call whose job was stopped over its budget answers (live.http: a 503).
+local STOPPED = { code = "RESOURCE_LIMIT", message = "The request used too much CPU or memory." }
+M.STOPPED = STOPPED
+
+-- Runs the queued jobs one at a time, in order, each in a task of its own: each live event is a
+-- request with its own CPU and memory budget (SPEC §11, §13). Jobs that end without waiting
+-- are followed at once; one that waits, or whose task was stopped over its budget, is followed
+-- by its task's done function, so the queue never stalls behind it.
 function Live:drain(s)
-  if s.draining or not s.ready or s.ended or #s.queue == 0 then return end
+  if s.draining or not s.ready or s.ended then return end
   s.draining = true
-  core.spawn(function()
-    while not s.ended and #s.queue > 0 do
-      local job = remove(s.queue, 1)
-      s.busy = true
+  while not s.ended and #s.queue > 0 do
+    local job = remove(s.queue, 1)
+    dequeued(s, job)
+    s.busy, s.busySince = true, self.nowMs
+    core.spawnThen(function()
       if job.event then
         local ok, err = pcall(self.event, self, s, job)
         if not ok then log("error", "live event: " .. describe_error(err)) end
       else
         job.result = table.pack(pcall(job.fn))
+      end
+      job.done = true
+    end, function()
+      if job.followed then return end
+      if not job.done then
+        if job.event then
+          send(job.conn, { t = "error", message = "Something went wrong. Please try again." })
+        else
+          job.result = table.pack(false, STOPPED)
+        end
         job.done = true
       end
-      s.busy = false
-    end
-    s.draining = false
-  end)
+      s.busy, s.draining = false, false
+      self:drain(s)
+    end)
+    if not job.done then return end -- it waits: its done function goes on
+    job.followed = true
+    s.busy = false
+  end
+  s.draining = false
 end
 
 local function target_of(el)
@@ -546,6 +640,12 @@ function Live:event(s, job)
   if not conn.open or s.conn ~= conn then return end
   if job.stale then
     self:sendHtml(s, m.seq) -- stale: dropped, answered with the current html
+    return
+  end
+  if job.tooLarge then
+    log("warn", "live view " .. s.name .. ": an event's value over its limit was dropped")
+    send(conn, { t = "error", message = "The input is too large." })
+    self:sendHtml(s, m.seq)
     return
   end
   local el = job.el
