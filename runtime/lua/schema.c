@@ -253,7 +253,6 @@ static void unref(lua_State *L, int *ref) {
 
 static int schema_gc(lua_State *L) {
   clank_schema_node_t *n = lua_touserdata(L, 1);
-  unref(L, &n->find_ref);
   unref(L, &n->msg_min.ref);
   unref(L, &n->msg_max.ref);
   unref(L, &n->msg_other.ref);

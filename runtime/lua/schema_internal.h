@@ -2,8 +2,9 @@
    functions each part exports to the others.
 
    A schema is compiled once, by its builder, into one clank_schema_node_t that
-   lives inside the clank.Schema userdata (so nothing is malloc'ed and nothing
-   needs freeing). Strings the node points at (keys, enum values, description,
+   lives inside the clank.Schema userdata, a string's pattern compiled into
+   the userdata's extra bytes (so nothing is malloc'ed and nothing needs
+   freeing). Strings the node points at (keys, enum values, description,
    ...) and child schemas are kept alive by the userdata's uservalue, a plain
    list; Lua never moves strings or userdata, so the pointers stay valid. The
    messages a node can report are made by its builder too, held by registry
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "lua/schema.h"
+#include "lua/schema_match.h"
 #include "util/buf.h"
 
 /* Validation is mostly calls into the Lua API: with GCC, the hot ones are
@@ -111,7 +113,7 @@ struct clank_schema_node_s {
   clank_schema_str_t description, format;
   clank_schema_str_t pattern; /* the Lua pattern as given */
   clank_schema_str_t regex;   /* its ECMA-262 translation */
-  int find_ref;               /* registry ref: pattern without captures, for string.find */
+  const clank_match_t *match; /* the pattern compiled, in the node's extra bytes */
   int lit_type; /* literal: LUA_TSTRING, LUA_TNUMBER, LUA_TBOOLEAN, CLANK_SK_LITNULL */
   int lit_bool;
   clank_schema_num_t lit_num;
@@ -189,10 +191,9 @@ ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, 
 void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);
 
 /* schema_pattern.c: translate checks the Lua pattern p and adds its ECMA-262
-   translation to b; returns NULL, or why the pattern cannot be used. strip
-   adds p without its captures (same matches, no strings made) to b. */
+   translation to b; returns NULL, or why the pattern cannot be used.
+   schema_match.c matches it. */
 const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffer *b);
-void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b);
 
 /* schema_validate.c: code points in s, or -1 when s is not valid UTF-8. */
 ptrdiff_t clank_schema_utf8_len(const char *s, size_t len);

@@ -379,15 +379,7 @@ NOINLINE static int check_string(vctx_t *c, const clank_schema_node_t *n, int id
   if (cp < 0) return fail(c, &m_utf8, NULL, idx);
   if (n->has_min && cp < n->min.i) return fail(c, &n->msg_min, NULL, idx);
   if (n->has_max && cp > n->max.i) return fail(c, &n->msg_max, NULL, idx);
-  if (n->pattern.s) {
-    lua_pushvalue(L, c->find);
-    lua_pushvalue(L, idx);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, n->find_ref);
-    lua_call(L, 2, 1);
-    int found = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (!found) return fail(c, &n->msg_other, NULL, idx);
-  }
+  if (n->match && !clank_match_find(n->match, s, len)) return fail(c, &n->msg_other, NULL, idx);
   return 1;
 }
 
