@@ -167,8 +167,8 @@ void clank_schema_open_builders(lua_State *L);
 
 /* schema_validate.c. The caller leaves at least 16 free stack slots, as
    Lua guarantees a C function (LUA_MINSTACK); more are reserved when the
-   schema needs them. find is the index of string.find, amt that of the JSON
-   array metatable (CLANK_ARRAY_MT) and k that of the constants; positive or
+   schema needs them. amt is the index of the JSON array metatable
+   (CLANK_ARRAY_MT) and k that of the constants; positive or
    pseudo-indices (a method's upvalues) as they are, negative ones made
    absolute. check answers whether the value at idx is valid without
    allocating; collect answers the same in one walk that also pushes the list
@@ -177,11 +177,10 @@ void clank_schema_open_builders(lua_State *L);
    appends the error object of the 422 answer to out (see
    clank_schema_validate_json), returning 0, or -1 when out could not grow or
    a text is not valid UTF-8 (out as it was). */
-int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
-int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt,
-                         int k);
-int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int find,
-                              int amt, clank_buf_t *out);
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int amt);
+int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int amt, int k);
+int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int amt,
+                              clank_buf_t *out);
 /* Pushes the list of constants. */
 void clank_schema_push_constants(lua_State *L);
 /* Index of property key in an object node, or -1. */
