@@ -19,6 +19,7 @@ static const char *class_body(int c) {
     case 'u': return "A-Z";
     case 'w': return "0-9A-Za-z";
     case 'x': return "0-9A-Fa-f";
+    case 'z': return "\\x00"; /* deprecated in Lua 5.4, still NUL */
     default: return NULL;
   }
 }
