@@ -16,23 +16,21 @@ int clank_schema_keycmp(const char *a, size_t la, const char *b, size_t lb) {
 }
 
 /* Registry slots found by address (lua_rawgetp) rather than by name, which
-   hashes and compares the name on every call: string.find as the module
-   found it when it was opened, the constants of validation, and the
-   metatables (also registered under their names, for luaL_checkudata and
+   hashes and compares the name on every call: the constants of
+   validation, and the metatables (also registered under their names, for luaL_checkudata and
    the other modules). Only the addresses matter; nothing is written. */
-static const char reg_find = 0, reg_constants = 0, reg_schema_mt = 0, reg_error_mt = 0;
+static const char reg_constants = 0, reg_schema_mt = 0, reg_error_mt = 0;
 
 const clank_schema_node_t *clank_schema_tonode(lua_State *L, int idx) {
   const clank_schema_node_t *n = clank_schema_node(L, idx);
   return n ? n : luaL_checkudata(L, idx, CLANK_SCHEMA_MT); /* raises the usual error */
 }
 
-/* Pushes string.find, the JSON array metatable and the constants; returns
-   the index of the first. */
+/* Pushes the JSON array metatable and the constants; returns the index of
+   the first. */
 static int push_context(lua_State *L) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_find);
-  int base = lua_gettop(L);
   clank_push_array_mt(L);
+  int base = lua_gettop(L);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_constants);
   return base;
 }
@@ -40,15 +38,15 @@ static int push_context(lua_State *L) {
 /* One walk each: collecting costs about what checking does on what is valid. */
 int clank_schema_validate(lua_State *L, const clank_schema_node_t *n, int idx) {
   idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 4 + 16, "clank.schema"); /* the context, the list, what a walk wants free */
+  luaL_checkstack(L, 3 + 16, "clank.schema"); /* the context, the list, what a walk wants free */
   int base = push_context(L);
-  if (clank_schema_collect(L, n, idx, base, base + 1, base + 2)) {
+  if (clank_schema_collect(L, n, idx, base, base + 1)) {
     lua_settop(L, base - 1);
     return 1;
   }
   lua_createtable(L, 0, 1);
-  lua_rawgeti(L, base + 2, CLANK_SK_K_ISSUES);
-  lua_pushvalue(L, base + 3); /* the list */
+  lua_rawgeti(L, base + 1, CLANK_SK_K_ISSUES);
+  lua_pushvalue(L, base + 2); /* the list */
   lua_rawset(L, -3);
   lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_error_mt);
   lua_setmetatable(L, -2);
@@ -60,9 +58,9 @@ int clank_schema_validate(lua_State *L, const clank_schema_node_t *n, int idx) {
 int clank_schema_validate_json(lua_State *L, const clank_schema_node_t *n, int idx,
                                clank_buf_t *out) {
   idx = lua_absindex(L, idx);
-  luaL_checkstack(L, 3 + 16, "clank.schema");
+  luaL_checkstack(L, 2 + 16, "clank.schema");
   int base = push_context(L);
-  int r = clank_schema_collect_json(L, n, idx, base, base + 1, out);
+  int r = clank_schema_collect_json(L, n, idx, base, out);
   lua_settop(L, base - 1);
   return r;
 }
@@ -148,22 +146,21 @@ static int is_validation_error(lua_State *L, int idx) {
 }
 
 /* Upvalues of the methods. */
-#define UP_FIND lua_upvalueindex(1)
-#define UP_SCHEMA_MT lua_upvalueindex(2)
-#define UP_ARRAY_MT lua_upvalueindex(3)
-#define UP_ERROR_MT lua_upvalueindex(4)
-#define UP_K lua_upvalueindex(5)
-#define UP_SUCCESS lua_upvalueindex(6) /* the keys of results and errors */
-#define UP_DATA lua_upvalueindex(7)
-#define UP_ERROR lua_upvalueindex(8)
-#define UP_ISSUES lua_upvalueindex(9)
-#define NUPVALUES 9
+#define UP_SCHEMA_MT lua_upvalueindex(1)
+#define UP_ARRAY_MT lua_upvalueindex(2)
+#define UP_ERROR_MT lua_upvalueindex(3)
+#define UP_K lua_upvalueindex(4)
+#define UP_SUCCESS lua_upvalueindex(5) /* the keys of results and errors */
+#define UP_DATA lua_upvalueindex(6)
+#define UP_ERROR lua_upvalueindex(7)
+#define UP_ISSUES lua_upvalueindex(8)
+#define NUPVALUES 8
 
 /* Pushes a ValidationError for the (invalid) value at idx. */
 static void push_error(lua_State *L, const clank_schema_node_t *n, int idx) {
   lua_createtable(L, 0, 1);
   lua_pushvalue(L, UP_ISSUES);
-  clank_schema_collect(L, n, idx, UP_FIND, UP_ARRAY_MT, UP_K);
+  clank_schema_collect(L, n, idx, UP_ARRAY_MT, UP_K);
   lua_rawset(L, -3);
   lua_pushvalue(L, UP_ERROR_MT);
   lua_setmetatable(L, -2);
@@ -186,7 +183,7 @@ static const clank_schema_node_t *self_node(lua_State *L) {
 
 static int schema_parse(lua_State *L) {
   const clank_schema_node_t *n = self_node(L);
-  if (clank_schema_check(L, n, 2, UP_FIND, UP_ARRAY_MT)) {
+  if (clank_schema_check(L, n, 2, UP_ARRAY_MT)) {
     lua_pushvalue(L, 2);
     return 1;
   }
@@ -197,7 +194,7 @@ static int schema_parse(lua_State *L) {
 /* One walk: the list of issues (stack slot 4) is made at the first issue. */
 static int schema_safe_parse(lua_State *L) {
   const clank_schema_node_t *n = self_node(L);
-  int ok = clank_schema_collect(L, n, 2, UP_FIND, UP_ARRAY_MT, UP_K);
+  int ok = clank_schema_collect(L, n, 2, UP_ARRAY_MT, UP_K);
   lua_createtable(L, 0, 2);
   lua_pushvalue(L, UP_SUCCESS);
   lua_pushboolean(L, ok);
@@ -221,7 +218,8 @@ static int schema_safe_parse(lua_State *L) {
 /* For specs and bench/schema.lua only, kept out of the module: the
    metatable's __json422(schema, value) → true when valid, else the bytes
    clank_schema_validate_json writes (nil and a message when it fails). The
-   buffer would leak if the walk raised (string.find): not on their inputs. */
+   buffer would leak if the walk raised (no stack, no memory): not on their
+   inputs. */
 static int schema_json422(lua_State *L) {
   const clank_schema_node_t *n = clank_schema_tonode(L, 1);
   clank_buf_t out = {0};
@@ -253,7 +251,6 @@ static void unref(lua_State *L, int *ref) {
 
 static int schema_gc(lua_State *L) {
   clank_schema_node_t *n = lua_touserdata(L, 1);
-  unref(L, &n->find_ref);
   unref(L, &n->msg_min.ref);
   unref(L, &n->msg_max.ref);
   unref(L, &n->msg_other.ref);
@@ -298,14 +295,8 @@ int luaopen_clank_schema(lua_State *L) {
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_schema_mt);
   lua_createtable(L, 0, 3); /* metatable.__index = methods */
-  lua_getglobal(L, "string");
-  if (!lua_istable(L, -1) || lua_getfield(L, -1, "find") != LUA_TFUNCTION)
-    return luaL_error(L, "clank.schema: needs string.find (open the string library first)");
-  lua_remove(L, -2);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_find);
-  lua_pushvalue(L, -3);   /* the clank.Schema metatable */
-  clank_push_array_mt(L); /* created if need be */
+  lua_pushvalue(L, -2);     /* the clank.Schema metatable */
+  clank_push_array_mt(L);   /* created if need be */
   luaL_newmetatable(L, CLANK_SCHEMA_ERROR_MT);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_error_mt);
@@ -317,7 +308,7 @@ int luaopen_clank_schema(lua_State *L) {
   lua_rawgeti(L, k, CLANK_SK_K_DATA);
   lua_rawgeti(L, k, CLANK_SK_K_ERROR);
   lua_rawgeti(L, k, CLANK_SK_K_ISSUES);
-  /* upvalues: find, Schema mt, array mt, error mt, constants, 4 keys */
+  /* upvalues: Schema mt, array mt, error mt, constants, 4 keys */
   luaL_setfuncs(L, schema_methods, NUPVALUES);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, schema_json422);

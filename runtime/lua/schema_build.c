@@ -156,7 +156,7 @@ static clank_schema_node_t *new_node(lua_State *L, const clank_schema_node_t *t,
   clank_schema_node_t *n = lua_newuserdatauv(L, sizeof *n + extra, 1);
   *n = *t;
   /* refs are set only once __gc can release them */
-  n->find_ref = n->msg_min.ref = n->msg_max.ref = n->msg_other.ref = n->expected.ref = LUA_NOREF;
+  n->msg_min.ref = n->msg_max.ref = n->msg_other.ref = n->expected.ref = LUA_NOREF;
   n->strs_ref = LUA_NOREF;
   luaL_setmetatable(L, CLANK_SCHEMA_MT);
   lua_pushvalue(L, uv);
@@ -274,6 +274,7 @@ static int b_string(lua_State *L) {
   opt_string(L, b, 1, "format", uv, &t.format);
   opt_string(L, b, 1, "description", uv, &t.description);
   opt_string(L, b, 1, "pattern", uv, &t.pattern);
+  size_t match_size = 0;
   if (t.pattern.s) {
     luaL_Buffer rb;
     luaL_buffinit(L, &rb);
@@ -281,16 +282,13 @@ static int b_string(lua_State *L) {
     if (why) berror(L, "%s: option 'pattern' cannot be expressed in JSON Schema: %s", b, why);
     luaL_pushresult(&rb);
     keep_string(L, uv, &t.regex);
-    t.slots = 3; /* string.find, the value, the pattern */
+    why = clank_match_size(t.pattern.s, t.pattern.len, &match_size);
+    if (why) berror(L, "%s: option 'pattern' is too complex: %s", b, why);
   }
-  clank_schema_node_t *n = new_node(L, &t, uv, 0);
+  clank_schema_node_t *n = new_node(L, &t, uv, match_size);
   bound_msgs(L, n, "Must contain at least %s characters.", "Must contain at most %s characters.");
-  if (t.pattern.s) { /* for string.find: captures only cost allocations */
-    luaL_Buffer mb;
-    luaL_buffinit(L, &mb);
-    clank_schema_strip_captures(t.pattern.s, t.pattern.len, &mb);
-    luaL_pushresult(&mb);
-    n->find_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (t.pattern.s) { /* matched in linear time, by the node itself */
+    n->match = clank_match_compile(t.pattern.s, t.pattern.len, node_extra(n));
     other_msg(L, n, "Must match ", &n->pattern);
   }
   return 1;

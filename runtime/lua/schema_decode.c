@@ -5,8 +5,9 @@
    iteration order is the same), and checks the schema's constraints with
    what it has already scanned: a key is matched against the properties by
    its bytes, a string's length in code points is counted while its bytes
-   are checked, an enum value is compared by bytes, required properties are
-   a bitmask; object keys and enum values that match are pushed from
+   are checked, a pattern is matched by the schema's compiled matcher (as
+   the validator matches it), an enum value is compared by bytes, required
+   properties are a bitmask; object keys and enum values that match are pushed from
    strings the schema holds (no hashing of their bytes). A constraint that
    fails does not stop the walk: the value is only no longer known valid,
    and the caller validates it as before. What the walk does not read
@@ -313,7 +314,8 @@ static int value(sd_t *d, const clank_schema_node_t *n, int sdepth) {
       if ((r = string(d, &s, &len, &cp)) < 0) return -1;
       if (r) lua_pushlstring(d->L, s, len);
       if ((n->has_min && (lua_Integer)cp < n->min.i) ||
-          (n->has_max && (lua_Integer)cp > n->max.i) || n->pattern.s)
+          (n->has_max && (lua_Integer)cp > n->max.i) ||
+          (n->match && !clank_match_find(n->match, s, len)))
         d->valid = 0;
       return 0;
     case CLANK_SK_ENUM:

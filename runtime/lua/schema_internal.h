@@ -2,8 +2,9 @@
    functions each part exports to the others.
 
    A schema is compiled once, by its builder, into one clank_schema_node_t that
-   lives inside the clank.Schema userdata (so nothing is malloc'ed and nothing
-   needs freeing). Strings the node points at (keys, enum values, description,
+   lives inside the clank.Schema userdata, a string's pattern compiled into
+   the userdata's extra bytes (so nothing is malloc'ed and nothing needs
+   freeing). Strings the node points at (keys, enum values, description,
    ...) and child schemas are kept alive by the userdata's uservalue, a plain
    list; Lua never moves strings or userdata, so the pointers stay valid. The
    messages a node can report are made by its builder too, held by registry
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "lua/schema.h"
+#include "lua/schema_match.h"
 #include "util/buf.h"
 
 /* Validation is mostly calls into the Lua API: with GCC, the hot ones are
@@ -111,7 +113,7 @@ struct clank_schema_node_s {
   clank_schema_str_t description, format;
   clank_schema_str_t pattern; /* the Lua pattern as given */
   clank_schema_str_t regex;   /* its ECMA-262 translation */
-  int find_ref;               /* registry ref: pattern without captures, for string.find */
+  const clank_match_t *match; /* the pattern compiled, in the node's extra bytes */
   int lit_type; /* literal: LUA_TSTRING, LUA_TNUMBER, LUA_TBOOLEAN, CLANK_SK_LITNULL */
   int lit_bool;
   clank_schema_num_t lit_num;
@@ -165,8 +167,8 @@ void clank_schema_open_builders(lua_State *L);
 
 /* schema_validate.c. The caller leaves at least 16 free stack slots, as
    Lua guarantees a C function (LUA_MINSTACK); more are reserved when the
-   schema needs them. find is the index of string.find, amt that of the JSON
-   array metatable (CLANK_ARRAY_MT) and k that of the constants; positive or
+   schema needs them. amt is the index of the JSON array metatable
+   (CLANK_ARRAY_MT) and k that of the constants; positive or
    pseudo-indices (a method's upvalues) as they are, negative ones made
    absolute. check answers whether the value at idx is valid without
    allocating; collect answers the same in one walk that also pushes the list
@@ -175,11 +177,10 @@ void clank_schema_open_builders(lua_State *L);
    appends the error object of the 422 answer to out (see
    clank_schema_validate_json), returning 0, or -1 when out could not grow or
    a text is not valid UTF-8 (out as it was). */
-int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt);
-int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt,
-                         int k);
-int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int find,
-                              int amt, clank_buf_t *out);
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int amt);
+int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int amt, int k);
+int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int amt,
+                              clank_buf_t *out);
 /* Pushes the list of constants. */
 void clank_schema_push_constants(lua_State *L);
 /* Index of property key in an object node, or -1. */
@@ -189,10 +190,9 @@ ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, 
 void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);
 
 /* schema_pattern.c: translate checks the Lua pattern p and adds its ECMA-262
-   translation to b; returns NULL, or why the pattern cannot be used. strip
-   adds p without its captures (same matches, no strings made) to b. */
+   translation to b; returns NULL, or why the pattern cannot be used.
+   schema_match.c matches it. */
 const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffer *b);
-void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b);
 
 /* schema_validate.c: code points in s, or -1 when s is not valid UTF-8. */
 ptrdiff_t clank_schema_utf8_len(const char *s, size_t len);

@@ -19,6 +19,7 @@ static const char *class_body(int c) {
     case 'u': return "A-Z";
     case 'w': return "0-9A-Za-z";
     case 'x': return "0-9A-Fa-f";
+    case 'z': return "\\x00"; /* deprecated in Lua 5.4, still NUL */
     default: return NULL;
   }
 }
@@ -228,36 +229,4 @@ const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffe
   }
   if (open) return "unfinished capture";
   return NULL;
-}
-
-/* Captures only decide what string.find returns, not whether it matches;
-   without them a match allocates nothing. Characters that the parentheses
-   kept literal stay literal: a quantifier right after one, `^` not at the
-   start, `$` not at the end. */
-void clank_schema_strip_captures(const char *p, size_t len, luaL_Buffer *b) {
-  size_t i = 0;
-  int after_paren = 0;
-  while (i < len) {
-    char c = p[i];
-    if (c == '(' || c == ')') {
-      after_paren = 1;
-      i++;
-      continue;
-    }
-    if (c == '%' && i + 1 < len) {
-      luaL_addlstring(b, p + i, 2);
-      i += 2;
-    } else if (c == '[' && set_end(p, len, i)) {
-      size_t e = set_end(p, len, i);
-      luaL_addlstring(b, p + i, e + 1 - i);
-      i = e + 1;
-    } else {
-      if ((after_paren && c != '\0' && strchr("*+-?", c)) || (c == '^' && i > 0) ||
-          (c == '$' && i + 1 < len))
-        luaL_addchar(b, '%');
-      luaL_addchar(b, c);
-      i++;
-    }
-    after_paren = 0;
-  }
 }

@@ -3,7 +3,7 @@
    One walker serves two modes. Checking (ctx.issues == 0) stops at the first
    problem and allocates nothing: object keys are matched while iterating the
    table (interned short strings by address, longer ones by bytes), and only
-   values that already exist are pushed (table slots, metatables, patterns).
+   values that already exist are pushed (table slots, metatables).
    Collecting runs only after a failed check and builds the issue tables in
    the contract's order. */
 #include <math.h>
@@ -38,7 +38,6 @@ typedef struct jissue_s {
 
 typedef struct vctx_s {
   lua_State *L;
-  int find;         /* stack index of string.find */
   int amt;          /* index of the JSON array metatable */
   const void *amtp; /* the same, compared by address: cheaper than lua_rawequal */
   int k;            /* index of the constants */
@@ -379,15 +378,7 @@ NOINLINE static int check_string(vctx_t *c, const clank_schema_node_t *n, int id
   if (cp < 0) return fail(c, &m_utf8, NULL, idx);
   if (n->has_min && cp < n->min.i) return fail(c, &n->msg_min, NULL, idx);
   if (n->has_max && cp > n->max.i) return fail(c, &n->msg_max, NULL, idx);
-  if (n->pattern.s) {
-    lua_pushvalue(L, c->find);
-    lua_pushvalue(L, idx);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, n->find_ref);
-    lua_call(L, 2, 1);
-    int found = !lua_isnil(L, -1);
-    lua_pop(L, 1);
-    if (!found) return fail(c, &n->msg_other, NULL, idx);
-  }
+  if (n->match && !clank_match_find(n->match, s, len)) return fail(c, &n->msg_other, NULL, idx);
   return 1;
 }
 
@@ -805,10 +796,9 @@ static int absidx(lua_State *L, int idx) {
   return idx > 0 || idx <= LUA_REGISTRYINDEX ? idx : lua_absindex(L, idx);
 }
 
-int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt) {
+int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int amt) {
   vctx_t c;
   c.L = L;
-  c.find = absidx(L, find);
   c.amt = absidx(L, amt);
   c.amtp = lua_topointer(L, c.amt);
   c.mode = M_CHECK;
@@ -820,11 +810,9 @@ int clank_schema_check(lua_State *L, const clank_schema_node_t *n, int idx, int 
   return validate(&c, n, idx, t == LUA_TNONE ? LUA_TNIL : t, 0);
 }
 
-int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int find, int amt,
-                         int k) {
+int clank_schema_collect(lua_State *L, const clank_schema_node_t *n, int idx, int amt, int k) {
   vctx_t c;
   c.L = L;
-  c.find = absidx(L, find);
   c.amt = absidx(L, amt);
   c.amtp = lua_topointer(L, c.amt);
   c.k = absidx(L, k);
@@ -884,13 +872,12 @@ static void json_message(vctx_t *c) {
   }
 }
 
-int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int find,
-                              int amt, clank_buf_t *out) {
+int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int idx, int amt,
+                              clank_buf_t *out) {
   vctx_t c;
   jissue_t jissues[CLANK_SCHEMA_MAX_ISSUES];
   size_t start = out->len;
   c.L = L;
-  c.find = absidx(L, find);
   c.amt = absidx(L, amt);
   c.amtp = lua_topointer(L, c.amt);
   c.k = 0;

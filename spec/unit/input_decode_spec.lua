@@ -36,8 +36,8 @@ local function fingerprint(v)
   return tostring(v)
 end
 
--- Every constraint the one pass checks, and parts it leaves to the validator (literal,
--- union, pattern, unknown).
+-- Every constraint the one pass checks (a pattern too, with the validator's matcher), and
+-- parts it leaves to the validator (literal, union, unknown).
 local Input = s.object {
   title = s.string { min = 1, max = 5 },
   kind = s.optional(s.enum { "a", "bb", "\u{e9}t\u{e9}" }),
@@ -220,7 +220,7 @@ describe("an action's input decoded and checked in one pass", function()
     invalid('[]', '[]', "value", "Expected an object.", "object")
   end)
 
-  it("leaves literals, unions and patterns to the validator", function()
+  it("leaves literals and unions to the validator, and matches patterns as it does", function()
     ok('{"title":"t","n":null,"lit":"x","u":"ab","pat":"12"}',
       fingerprint(json.decode('{"title":"t","n":null,"lit":"x","u":"ab","pat":"12"}')))
     invalid('{"title":"t","n":null,"lit":"y"}', '["lit"]', "lit", 'Expected \\"x\\".', '\\"x\\"')

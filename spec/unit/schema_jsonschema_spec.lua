@@ -94,6 +94,7 @@ describe("clank.schema pattern translation", function()
     { "%D", "[^0-9]" },
     { "%A%L%U%W%X%P%C", "[^A-Za-z][^a-z][^A-Z][^0-9A-Za-z][^0-9A-Fa-f][^!-\\/:-@\\[-`{-~][^\\x00-\\x1F\\x7F]" },
     { "%S+", "[^\\t-\\r ]+" },
+    { "%z%Z[%z][a%Z]", "[\\x00][^\\x00][\\x00](?:[a]|[^\\x00])" },
     { "a-", "a*?" },
     { "a*b+c?", "a*b+c?" },
     { "%.", "\\." },
@@ -137,6 +138,7 @@ describe("clank.schema pattern translation", function()
     { "^a-b", "aaab", true }, { "^.$", "\n", true }, { "^%p+$", "!?", true }, { "^%S+$", "a b", false },
     { "^()a(b)$", "ab", true }, { "^[]]$", "]", true }, { "^[z-ab]$", "b", true }, { "^[z-ab]$", "m", false },
     { "^[a-%d]$", "d", true }, { "^[a-%d]$", "b", false },
+    { "^%z$", "\0", true }, { "^%z$", "z", false }, { "^%Z$", "z", true }, { "^%Z$", "\0", false },
     -- what parentheses keep literal stays literal once captures are dropped
     { "^(a)*$", "a*", true }, { "^(a)*$", "aa", false }, { "a()-", "a-", true }, { "a()-", "b", false },
     { "(^a)", "x^a", true }, { "(^a)", "ab", false }, { "(a$)b", "a$b", true },
@@ -187,7 +189,7 @@ describe("clank.schema pattern translation against a real ECMA-262 engine", func
     math.randomseed(20261130)
     local atoms = { "a", "b", "%d", "%a", "%s", "%p", "%w", "%x", "%u", "%l", "%c", "%D", "%A", "%S", "%W", ".",
       "%.", "%%", "%-", "[ab]", "[^ab]", "[%d_]", "[^%s]", "[a-c]", "[x%D]", "[^x%D]", "[%a%d]", "[]]", "[^]a]", "[a-]",
-      "[%]]", "[z-ab]", "-", "*", "?", "+", "{", "}", "|", "/", "\\", "^", "$", "\t", "1" }
+      "[%]]", "[z-ab]", "%z", "%Z", "-", "*", "?", "+", "{", "}", "|", "/", "\\", "^", "$", "\t", "1" }
     local quants = { "", "", "", "*", "+", "?", "-" }
     local chars = { "a", "b", "c", "x", "z", "1", "5", "_", " ", "\t", "\n", ".", "%", "-", "]", "^", "$", "*", "?",
       "{", "|", "/", "\\", "A", "Z", "!", "~" }
