@@ -162,16 +162,24 @@ static int span_starts(const char *p, size_t n, const char *s) {
   return n >= k && memcmp(p, s, k) == 0;
 }
 
-/* DNS rebinding defence (SPEC §13): on a loopback listener the Host must name
-   a loopback address, or a host of allowedOrigins. */
-static int host_allowed(const clank_gen_t *g, const clank_request_t *r, const clank_target_t *t) {
+/* DNS rebinding defence (SPEC §13), on every listener: the Host must be a
+   loopback name, the listener's own address, --inspector's host or a host
+   of allowedOrigins; --allow-any-host leaves it to a proxy in front. */
+static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank_conn_t *c,
+                        const clank_target_t *t) {
   const char *v;
   size_t n, name_len;
-  int named = clank_request_host(r, t, &v, &n, &name_len);
+  if (h->opts.allow_any_host) return 1;
+  int named = clank_request_host(&c->req, t, &v, &n, &name_len);
   if (named == 0) return 1; /* HTTP/1.0 */
+  if (named < 0) return 0;
+  if (clank_host_is_loopback(v, name_len)) return 1;
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
-  return named > 0 && clank_host_is_loopback(v, name_len);
+  const char *inspector = h->opts.inspector_host;
+  if (inspector && strlen(inspector) == name_len && strncasecmp(inspector, v, name_len) == 0)
+    return 1;
+  return clank_host_names_address(v, name_len, c->server->addr);
 }
 
 static int bridge_path(const char *p, size_t n) {
@@ -449,13 +457,15 @@ static int on_head(clank_conn_t *c) {
   size_t path_len = t.path_len;
   int mcp = span_is(path, path_len, "/__clank/mcp");
   if (clank_inspector_path(path, path_len)) return inspector_head(c, h, g, path, path_len);
-  if (c->server->loopback && !host_allowed(g, r, &t)) {
+  if (!host_allowed(h, g, c, &t)) {
     if (mcp)
       answer_rpc_forbidden(c);
     else if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
-      clank_conn_text(c, 403, "Host not allowed.");
+      clank_conn_text(c, 403,
+                      "Host not allowed. Add its origin to allowedOrigins, or start with "
+                      "--allow-any-host behind a proxy that checks it.");
     return CLANK_HTTP_ANSWERED;
   }
   if (h->worker) { /* a session another worker owns goes there (SPEC §13) */

@@ -157,7 +157,7 @@ struct clank_server_s {
   int out_of_fds;                /* accept failed for want of one, and none was accepted since */
   uint64_t shed, shed_logged_at; /* connections shed since the last log line, and when */
   int listening;
-  int loopback;  /* bound to a loopback address */
+  unsigned char addr[16]; /* the address bound, an IPv4 one as ::ffff:a.b.c.d */
   int reuseport; /* set before listening: SO_REUSEPORT, so sibling workers share the port */
   clank_http_limits_t limits;
   const clank_http_handler_t *handler;

@@ -1,0 +1,100 @@
+-- Findings of a security review of the HTTP surface, each pinned down over the wire, with the
+-- expected answers taken from SPEC and the RFCs. Every address used is a loopback one.
+local server = require "helpers.server"
+local http = require "helpers.http"
+local json = require "clank.json"
+
+local app = server.fixture("hardening")
+
+local HINT = "Host not allowed. Add its origin to allowedOrigins, "
+  .. "or start with --allow-any-host behind a proxy that checks it."
+
+local function get(port, path, host, headers)
+  local h = { Host = host }
+  for k, v in pairs(headers or {}) do h[k] = v end
+  return assert(http.request(port, "GET", path, h))
+end
+
+local function post(port, path, body, headers)
+  local h = { ["Content-Type"] = "application/json" }
+  for k, v in pairs(headers or {}) do h[k] = v end
+  return assert(http.request(port, "POST", path, h, body))
+end
+
+local function assert_refused_json(res)
+  assert.are.equal(403, res.status, res.body)
+  assert.are.same({ ok = false, error = { code = "ORIGIN_MISMATCH",
+    message = "Cross-origin agent request rejected." } }, json.decode(res.body))
+end
+
+-- The Host a request names is answered 403 everywhere, in each path family's own envelope.
+local function assert_host_refused(port, host)
+  local res = get(port, "/hello", host)
+  assert.are.equal(403, res.status, host)
+  assert.are.equal(HINT, res.body)
+  assert_refused_json(post(port, "/actions/echo", '{"text":"x"}', { Host = host }))
+  assert_refused_json(get(port, "/manifest", host))
+  assert_refused_json(get(port, "/__clank/sessions/abc/surface", host))
+  res = post(port, "/__clank/mcp", '{"jsonrpc":"2.0","id":1,"method":"ping"}', { Host = host })
+  assert.are.equal(403, res.status)
+  assert.are.same({ jsonrpc = "2.0", id = json.null,
+    error = { code = -32600, message = "Cross-origin agent request rejected." } }, json.decode(res.body))
+  assert.are.equal(403, get(port, "/assets/ten.txt", host).status)
+  assert.are.equal(403, get(port, "/", host).status)
+end
+
+describe("the Host rule on a listener that is not a loopback one (SPEC §13)", function()
+  after_each(server.kill_all)
+
+  it("refuses a foreign Host on --host 0.0.0.0, with a hint of where to allow it", function()
+    local s = server.start(app, { args = { "--host", "0.0.0.0" } })
+    for _, host in ipairs({ "evil.example", "evil.example:" .. s.port, "192.0.2.7:" .. s.port,
+      "allowed.test:9000", "allowed.test", "[::2]:" .. s.port, "192.0.2.2" }) do
+      assert_host_refused(s.port, host)
+    end
+    -- loopback names with any port, the host:port allowedOrigins lists, and the address the
+    -- listener has (a browser sent to the start-up line's http://0.0.0.0:PORT/ names it)
+    for _, host in ipairs({ "localhost", "LocalHost:1", "127.0.0.1:" .. s.port, "127.9.9.9",
+      "[::1]:" .. s.port, "allowed.test:8000", "ALLOWED.test:8000", "0.0.0.0:" .. s.port }) do
+      assert.are.equal(200, get(s.port, "/hello", host).status, host)
+    end
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("lets a Host naming the listener's own address through, in any spelling of it", function()
+    -- a concrete address that is no loopback name, yet reached over loopback
+    local s = server.start(app, { args = { "--host", "::ffff:127.0.0.1" } })
+    for _, host in ipairs({ "[::ffff:127.0.0.1]:" .. s.port, "[::FFFF:7f00:1]", "localhost" }) do
+      assert.are.equal(200, get(s.port, "/hello", host).status, host)
+    end
+    assert_host_refused(s.port, "[::ffff:127.0.0.2]:" .. s.port)
+    assert_host_refused(s.port, "evil.example")
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("answers any Host with --allow-any-host", function()
+    local s = server.start(app, { args = { "--host", "0.0.0.0", "--allow-any-host" } })
+    assert.are.equal("hi", get(s.port, "/hello", "app.example").body)
+    assert.are.equal(200, post(s.port, "/actions/echo", '{"text":"x"}', { Host = "app.example" }).status)
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("refuses a foreign Host on every worker of --workers 2", function()
+    local s = server.start(app, { args = { "--host", "0.0.0.0", "--workers", "2" } })
+    for _ = 1, 8 do -- new connections, spread over the workers by the kernel
+      assert.are.equal(403, get(s.port, "/hello", "evil.example").status)
+      assert.are.equal(200, get(s.port, "/hello", "localhost:" .. s.port).status)
+    end
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("lets the Host --inspector names load the inspector's script", function()
+    local s = server.start(app, { args = { "--inspector", "inspect.test" } })
+    local page = get(s.port, "/__clank/inspector", "inspect.test")
+    assert.are.equal(200, page.status)
+    local script = assert(page.body:match('<script src="(/__clank/client%.[^"]+%.js)"'))
+    assert.are.equal(200, get(s.port, script, "inspect.test:" .. s.port).status)
+    assert.are.equal(403, get(s.port, script, "other.test").status)
+    assert.are.equal(0, s:stop())
+  end)
+end)
