@@ -684,7 +684,16 @@ static int on_headers_complete(llhttp_t *p) {
     }
   }
   if (nhost > 1 || (http11 && nhost == 0)) return refuse(c, 400, "Bad request.");
-  if (host && !host_syntax_ok(clank_header_value(r, host), host->value_len))
+  clank_target_t t;
+  clank_request_target(r, &t);
+  if (host && t.authority) {
+    /* RFC 9112 §3.2.2: the authority of an absolute-form target replaces
+       Host, for whoever reads the Host header after this (origin checks) */
+    r->headers[host - r->headers].value_off = (uint32_t)(t.authority - r->head.data);
+    r->headers[host - r->headers].value_len = (uint32_t)t.authority_len;
+  }
+  if ((host && !host_syntax_ok(clank_header_value(r, host), host->value_len)) ||
+      (t.authority && !host_syntax_ok(t.authority, t.authority_len)))
     return refuse(c, 400, "Bad request.");
   if (te) {
     if (!http11) return refuse(c, 400, "Bad request.");

@@ -98,3 +98,42 @@ describe("the Host rule on a listener that is not a loopback one (SPEC §13)", f
     assert.are.equal(0, s:stop())
   end)
 end)
+
+describe("an absolute-form target (RFC 9112 §3.2.2)", function()
+  local s = server.for_describe(app)
+
+  local function raw(method, target, headers, body)
+    local res = assert(http.raw(s.port, http.build(method, target, headers, body)))
+    return res
+  end
+
+  it("is the request's Host for the origin checks too, whatever the Host header says", function()
+    local target = "http://localhost:" .. s.port .. "/actions/echo"
+    local function with(t)
+      local h = { ["Content-Type"] = "application/json" }
+      for k, v in pairs(t) do h[k] = v end
+      return h
+    end
+    assert_refused_json(raw("POST", target, with { Host = "evil.example", Origin = "http://evil.example" },
+      '{"text":"x"}'))
+    local res = raw("POST", target, with { Host = "evil.example", Origin = "http://localhost:" .. s.port },
+      '{"text":"x"}')
+    assert.are.equal(200, res.status, res.body)
+    assert.are.equal('{"ok":true,"output":{"text":"x"}}', res.body)
+    res = raw("POST", "http://localhost:" .. s.port .. "/note",
+      { Host = "evil.example", Origin = "http://evil.example" }, "x")
+    assert.are.equal(403, res.status)
+    assert.are.equal("Cross-site request refused.", res.body)
+  end)
+
+  it("gives the handler the authority as request.headers.host", function()
+    local res = raw("GET", "http://LOCALHOST:" .. s.port .. "/host", { Host = "evil.example" })
+    assert.are.equal(200, res.status)
+    assert.are.equal("LOCALHOST:" .. s.port, res.body)
+  end)
+
+  it("answers an authority that is not a valid Host with 400", function()
+    local res = raw("GET", "http://user@localhost/hello", { Host = "localhost" })
+    assert.are.equal(400, res.status)
+  end)
+end)
