@@ -2,6 +2,7 @@
 -- expected answers taken from SPEC and the RFCs. Every address used is a loopback one.
 local server = require "helpers.server"
 local http = require "helpers.http"
+local ws = require "helpers.websocket"
 local json = require "clank.json"
 
 local app = server.fixture("hardening")
@@ -135,5 +136,54 @@ describe("an absolute-form target (RFC 9112 §3.2.2)", function()
   it("answers an authority that is not a valid Host with 400", function()
     local res = raw("GET", "http://user@localhost/hello", { Host = "localhost" })
     assert.are.equal(400, res.status)
+  end)
+end)
+
+-- base64url as the server writes it (RFC 4648 §5, no padding).
+local ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+describe("a view-session token (SPEC §11)", function()
+  local s = server.for_describe(app)
+
+  -- A token whose last character carries unused low bits (its length is not a multiple of 4).
+  local function token_with_spare_bits()
+    for n = 0, 2 do
+      local res = get(s.port, "/views/page?pad=" .. string.rep("x", n), "127.0.0.1")
+      assert.are.equal(200, res.status)
+      local id = assert(res.body:match('data%-clank%-session="([^"]+)"'))
+      if #id % 4 ~= 0 then return id end
+    end
+    error("no token of another length")
+  end
+
+  -- The same bytes spelled otherwise: the last character with a spare bit set.
+  local function respelled(id)
+    local last = ALPHABET:find(id:sub(-1), 1, true) - 1
+    assert.are.equal(0, last % (#id % 4 == 2 and 16 or 4)) -- the server leaves them zero
+    return id:sub(1, -2) .. ALPHABET:sub(last + 2, last + 2)
+  end
+
+  it("is unknown on the HTTP surface when spelled otherwise than issued", function()
+    local id = token_with_spare_bits()
+    assert.are.equal(200, get(s.port, "/__clank/sessions/" .. id .. "/surface", "127.0.0.1").status)
+    for _, other in ipairs({ respelled(id), id .. "=", id .. "==", id:gsub("-", "+"):gsub("_", "/") }) do
+      if other ~= id then
+        local res = get(s.port, "/__clank/sessions/" .. other .. "/surface", "127.0.0.1")
+        assert.are.equal(404, res.status, other)
+        assert.are.same({ ok = false, error = { code = "NOT_FOUND", message = "Session not found." } },
+          json.decode(res.body))
+      end
+    end
+  end)
+
+  it("closes the live channel with 4404 when spelled otherwise than issued", function()
+    local id = token_with_spare_bits()
+    local origin = { Host = "127.0.0.1:" .. s.port, Origin = "http://127.0.0.1:" .. s.port }
+    local first = assert(ws.connect(s.port, "/__clank/sessions/" .. id .. "/live", origin))
+    assert.are.equal("html", assert(first:next_json()).t)
+    local second = assert(ws.connect(s.port, "/__clank/sessions/" .. respelled(id) .. "/live", origin))
+    assert.are.equal(4404, second:close_code(5))
+    second:close()
+    first:close()
   end)
 end)
