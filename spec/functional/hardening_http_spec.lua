@@ -187,3 +187,40 @@ describe("a view-session token (SPEC §11)", function()
     first:close()
   end)
 end)
+
+describe("a byte range on a static file (RFC 9110 §14.1.2)", function()
+  local s = server.for_describe(app)
+
+  local function ranged(spec)
+    return get(s.port, "/assets/ten.txt", "127.0.0.1", { Range = spec })
+  end
+
+  it("clamps a last-pos past the file's end, however many digits it has", function()
+    for _, spec in ipairs({ "bytes=0-18446744073709551615", "bytes=0-18446744073709551616",
+      "bytes=3-99999999999999999999999999", "bytes=0-10" }) do
+      local res = ranged(spec)
+      local from = tonumber(spec:match("=(%d+)"))
+      assert.are.equal(206, res.status, spec)
+      assert.are.equal("bytes " .. from .. "-9/10", res.headers["content-range"], spec)
+      assert.are.equal(("0123456789"):sub(from + 1), res.body, spec)
+    end
+  end)
+
+  it("answers a first-pos past the file's end with 416, however many digits it has", function()
+    for _, spec in ipairs({ "bytes=10-", "bytes=18446744073709551615-", "bytes=18446744073709551616-",
+      "bytes=99999999999999999999999999-99999999999999999999999999" }) do
+      local res = ranged(spec)
+      assert.are.equal(416, res.status, spec)
+      assert.are.equal("bytes */10", res.headers["content-range"], spec)
+    end
+  end)
+
+  it("sends the whole file as 206 for a suffix longer than it, however many digits it has", function()
+    for _, spec in ipairs({ "bytes=-11", "bytes=-18446744073709551615", "bytes=-99999999999999999999999999" }) do
+      local res = ranged(spec)
+      assert.are.equal(206, res.status, spec)
+      assert.are.equal("bytes 0-9/10", res.headers["content-range"], spec)
+      assert.are.equal("0123456789", res.body, spec)
+    end
+  end)
+end)
