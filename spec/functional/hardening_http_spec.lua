@@ -224,3 +224,39 @@ describe("a byte range on a static file (RFC 9110 §14.1.2)", function()
     end
   end)
 end)
+
+describe("a WebSocket upgrade with a body", function()
+  local s = server.for_describe(app)
+
+  it("is refused with 400, never upgraded", function()
+    local res = get(s.port, "/views/page", "127.0.0.1")
+    local id = assert(res.body:match('data%-clank%-session="([^"]+)"'))
+    local upgrade = { { "Host", "127.0.0.1:" .. s.port }, { "Upgrade", "websocket" },
+      { "Connection", "Upgrade" }, { "Sec-WebSocket-Version", "13" },
+      { "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==" } }
+    local function with(extra)
+      local list = {}
+      for _, h in ipairs(upgrade) do list[#list + 1] = h end
+      for _, h in ipairs(extra) do list[#list + 1] = h end
+      return list
+    end
+    for _, path in ipairs({ "/__clank/sessions/" .. id .. "/live", "/__clank/sessions/i." .. id .. "/live" }) do
+      for _, case in ipairs({
+        { { { "Content-Length", "5" } }, "hello" },
+        { { { "Transfer-Encoding", "chunked" } }, "5\r\nhello\r\n0\r\n\r\n" },
+      }) do
+        local answer, conn = http.raw(s.port, http.build("GET", path, with(case[1]), case[2]))
+        assert.are.equal(400, assert(answer).status, path)
+        assert.are.same({ ok = false, error = { code = "BAD_REQUEST",
+          message = "A WebSocket handshake has no body." } }, json.decode(answer.body))
+        conn:close()
+      end
+      -- and one without a body is taken (the inspector's with its own token only)
+      if not path:find("/i.", 1, true) then
+        local ok, conn = http.raw(s.port, http.build("GET", path, with({ { "Content-Length", "0" } })))
+        assert.are.equal(101, assert(ok).status)
+        conn:close()
+      end
+    end
+  end)
+end)
