@@ -1137,11 +1137,10 @@ static int on_message(clank_conn_t *c) {
   return 1;
 }
 
-/* The client closed its side while its handler waits: abort the action's
-   signal (the answer is still written, in case it only half-closed). */
-static void on_client_gone(clank_conn_t *c) {
-  exchange_t *x = ((clank_conn_state_t *)c->data)->exchange;
-  if (x && x->task.signal_ref) {
+/* The client went away (a reset, a failed write: not a half-close) while
+   its handler waits: its signal aborts with reason "disconnected". */
+static void client_gone(exchange_t *x) {
+  if (x->task.signal_ref) {
     lua_State *L = x->gen->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, x->task.signal_ref);
     clank_abort_fire(L, -1, "disconnected");
@@ -1161,7 +1160,7 @@ static void on_close(clank_conn_t *c) {
   clank_conn_state_t *st = c->data;
   if (st->exchange) {
     st->exchange->abandoned = 1;
-    on_client_gone(c);
+    client_gone(st->exchange);
     clank_stream_wake(st->exchange); /* its send returns false */
   }
   if (st->live) clank_live_closed(st->live);
@@ -1172,7 +1171,6 @@ const clank_http_handler_t clank_dispatch_handler = {
     .on_head = on_head,
     .on_body_too_large = body_too_large,
     .on_message = on_message,
-    .on_client_gone = on_client_gone,
     .on_close = on_close,
     .on_writable = on_writable,
     .on_detach = clank_handoff_detached,

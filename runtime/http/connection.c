@@ -900,11 +900,11 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
         clank_conn_close(c);
       return;
     }
-    if (c->phase == CLANK_PHASE_HANDLER) {
-      /* its action's signal aborts; the answer is still written, then close */
-      if (c->server->handler->on_client_gone) c->server->handler->on_client_gone(c);
-      return;
-    }
+    /* A client that half-closed after its request still reads the answer:
+       the handler goes on, and the connection closes once it is written
+       (bounded by the write deadline like any answer). Only a reset or a
+       failed write is a client gone (on_close). */
+    if (c->phase == CLANK_PHASE_HANDLER) return;
     /* A request begun but not finished can never be: close after any answer. */
     c->close_after = 1;
     clank_conn_flush(c);

@@ -42,8 +42,6 @@ typedef struct clank_http_handler_s {
   /* The message is complete. Returns 1 while the answer is still coming
      (clank_conn_resume when it has been written), 0 when it was written. */
   int (*on_message)(clank_conn_t *c);
-  /* The client closed its side while its answer is still coming. */
-  void (*on_client_gone)(clank_conn_t *c);
   /* The connection closes: let go of what c->data holds. */
   void (*on_close)(clank_conn_t *c);
   /* Streamed output fell below the low mark after clank_conn_stream_full
