@@ -16,6 +16,8 @@ static const char usage[] =
     "into the folder NAME; `test DIR` runs the specs under DIR/spec (default .) with busted.\n"
     "\n"
     "  --host HOST          address to listen on (default 127.0.0.1)\n"
+    "  --allow-any-host     answer any Host (behind a proxy that checks it); by default\n"
+    "                       only loopback names, HOST itself and allowedOrigins' hosts\n"
     "  --port N             port (default $PORT, else 8080; 0 picks a free port)\n"
     "  --no-watch           do not reload the app when its files change\n"
     "  --quiet              no access log\n"
@@ -143,6 +145,8 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       o->check = 1;
     } else if (!strcmp(a, "--quiet")) {
       o->quiet = 1;
+    } else if (!strcmp(a, "--allow-any-host")) {
+      o->allow_any_host = 1;
     } else if (!strcmp(a, "--no-watch")) {
       o->watch = 0;
     } else if (!strcmp(a, "--host")) {

@@ -39,6 +39,7 @@ typedef struct clank_options_s {
   unsigned cpu_limit_ms;      /* a handler's CPU time per run (SPEC §13) */
   unsigned memory_limit_mib;  /* an app generation's Lua memory (SPEC §13) */
   const char *inspector_host; /* --inspector HOST opens /__clank/inspector (SPEC §16); NULL */
+  int allow_any_host;         /* --allow-any-host: no Host check (a proxy in front does it) */
   char app_file[PATH_MAX];    /* DIR/app.lua when app_path named a folder */
   int rest_argc;              /* clank-run test DIR ARGS...: ARGS go to busted */
   char **rest_argv;

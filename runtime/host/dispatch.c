@@ -162,16 +162,24 @@ static int span_starts(const char *p, size_t n, const char *s) {
   return n >= k && memcmp(p, s, k) == 0;
 }
 
-/* DNS rebinding defence (SPEC §13): on a loopback listener the Host must name
-   a loopback address, or a host of allowedOrigins. */
-static int host_allowed(const clank_gen_t *g, const clank_request_t *r, const clank_target_t *t) {
+/* DNS rebinding defence (SPEC §13), on every listener: the Host must be a
+   loopback name, the listener's own address, --inspector's host or a host
+   of allowedOrigins; --allow-any-host leaves it to a proxy in front. */
+static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank_conn_t *c,
+                        const clank_target_t *t) {
   const char *v;
   size_t n, name_len;
-  int named = clank_request_host(r, t, &v, &n, &name_len);
+  if (h->opts.allow_any_host) return 1;
+  int named = clank_request_host(&c->req, t, &v, &n, &name_len);
   if (named == 0) return 1; /* HTTP/1.0 */
+  if (named < 0) return 0;
+  if (clank_host_is_loopback(v, name_len)) return 1;
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
-  return named > 0 && clank_host_is_loopback(v, name_len);
+  const char *inspector = h->opts.inspector_host;
+  if (inspector && strlen(inspector) == name_len && strncasecmp(inspector, v, name_len) == 0)
+    return 1;
+  return clank_host_names_address(v, name_len, c->server->addr);
 }
 
 static int bridge_path(const char *p, size_t n) {
@@ -474,13 +482,15 @@ static int on_head(clank_conn_t *c) {
   size_t path_len = t.path_len;
   int mcp = span_is(path, path_len, "/__clank/mcp");
   if (clank_inspector_path(path, path_len)) return inspector_head(c, h, g, path, path_len);
-  if (c->server->loopback && !host_allowed(g, r, &t)) {
+  if (!host_allowed(h, g, c, &t)) {
     if (mcp)
       answer_rpc_forbidden(c);
     else if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
-      clank_conn_text(c, 403, "Host not allowed.");
+      clank_conn_text(c, 403,
+                      "Host not allowed. Add its origin to allowedOrigins, or start with "
+                      "--allow-any-host behind a proxy that checks it.");
     return CLANK_HTTP_ANSWERED;
   }
   if (h->worker) { /* a session another worker owns goes there (SPEC §13) */
@@ -1152,11 +1162,10 @@ static int on_message(clank_conn_t *c) {
   return 1;
 }
 
-/* The client closed its side while its handler waits: abort the action's
-   signal (the answer is still written, in case it only half-closed). */
-static void on_client_gone(clank_conn_t *c) {
-  exchange_t *x = ((clank_conn_state_t *)c->data)->exchange;
-  if (x && x->task.signal_ref) {
+/* The client went away (a reset, a failed write: not a half-close) while
+   its handler waits: its signal aborts with reason "disconnected". */
+static void client_gone(exchange_t *x) {
+  if (x->task.signal_ref) {
     lua_State *L = x->gen->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, x->task.signal_ref);
     clank_abort_fire(L, -1, "disconnected");
@@ -1176,7 +1185,7 @@ static void on_close(clank_conn_t *c) {
   clank_conn_state_t *st = c->data;
   if (st->exchange) {
     st->exchange->abandoned = 1;
-    on_client_gone(c);
+    client_gone(st->exchange);
     clank_stream_wake(st->exchange); /* its send returns false */
   }
   if (st->live) clank_live_closed(st->live);
@@ -1187,7 +1196,6 @@ const clank_http_handler_t clank_dispatch_handler = {
     .on_head = on_head,
     .on_body_too_large = body_too_large,
     .on_message = on_message,
-    .on_client_gone = on_client_gone,
     .on_close = on_close,
     .on_writable = on_writable,
     .on_detach = clank_handoff_detached,

@@ -87,6 +87,17 @@ static int key_ok(const clank_request_t *r, const clank_header_t *h) {
   return v[22] == '=' && v[23] == '=';
 }
 
+/* A body follows the head: transfer-encoding, or a content-length but 0. */
+static int has_body(const clank_request_t *r) {
+  if (clank_request_header(r, "transfer-encoding", 17, NULL)) return 1;
+  const clank_header_t *h = clank_request_header(r, "content-length", 14, NULL);
+  if (h == NULL) return 0;
+  const char *v = clank_header_value(r, h);
+  for (uint32_t i = 0; i < h->value_len; i++)
+    if (v[i] != '0') return 1;
+  return 0;
+}
+
 static void refuse(clank_conn_t *c, int status, const char *code, const char *message,
                    const char *extra) {
   char body[256];
@@ -122,6 +133,10 @@ int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
   }
   if (!key_ok(r, header(r, "sec-websocket-key"))) {
     refuse(c, 400, "BAD_REQUEST", "Sec-WebSocket-Key is missing or not valid.", NULL);
+    return 0;
+  }
+  if (has_body(r)) { /* after the 101 its bytes would be read as the client's frames */
+    refuse(c, 400, "BAD_REQUEST", "A WebSocket handshake has no body.", NULL);
     return 0;
   }
   return 1;

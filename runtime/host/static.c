@@ -166,9 +166,23 @@ static int etag_matches(const char *v, size_t n, const char *etag) {
   return 0;
 }
 
-/* Range: bytes=a-b | a- | -n. Returns 1 with [*from, *to] for one
-   satisfiable range, 0 to send the whole file (no or several ranges, or not
-   bytes), -1 when unsatisfiable (416). */
+/* Decimal digits [p, end) as a number, UINT64_MAX for any larger one (a
+   position past every file); -1 when a byte is not a digit. */
+static int range_number(const char *p, const char *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    unsigned d = (unsigned)(*p - '0');
+    v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Range: bytes=a-b | a- | -n (RFC 9110 §14.1.2). Returns 1 with [*from,
+   *to] for one satisfiable range, a last-pos past the end clamped to it, a
+   suffix longer than the file the whole file; 0 to send the whole file (no
+   or several ranges, not bytes, or invalid), -1 when unsatisfiable (416). */
 static int parse_range(const char *v, size_t n, uint64_t size, uint64_t *from, uint64_t *to) {
   if (n < 7 || strncasecmp(v, "bytes=", 6) != 0) return 0;
   v += 6;
@@ -177,17 +191,8 @@ static int parse_range(const char *v, size_t n, uint64_t size, uint64_t *from, u
   const char *dash = memchr(v, '-', n);
   if (dash == NULL) return 0;
   uint64_t a = 0, b = 0;
-  int has_a = 0, has_b = 0;
-  for (const char *p = v; p < dash; p++) {
-    if (*p < '0' || *p > '9' || a > UINT64_MAX / 10 - 10) return 0;
-    a = a * 10 + (uint64_t)(*p - '0');
-    has_a = 1;
-  }
-  for (const char *p = dash + 1; p < v + n; p++) {
-    if (*p < '0' || *p > '9' || b > UINT64_MAX / 10 - 10) return 0;
-    b = b * 10 + (uint64_t)(*p - '0');
-    has_b = 1;
-  }
+  int has_a = dash > v, has_b = dash + 1 < v + n;
+  if (range_number(v, dash, &a) != 0 || range_number(dash + 1, v + n, &b) != 0) return 0;
   if (!has_a && !has_b) return 0;
   if (!has_a) { /* the last b bytes */
     if (b == 0 || size == 0) return -1;

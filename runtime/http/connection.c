@@ -684,7 +684,16 @@ static int on_headers_complete(llhttp_t *p) {
     }
   }
   if (nhost > 1 || (http11 && nhost == 0)) return refuse(c, 400, "Bad request.");
-  if (host && !host_syntax_ok(clank_header_value(r, host), host->value_len))
+  clank_target_t t;
+  clank_request_target(r, &t);
+  if (host && t.authority) {
+    /* RFC 9112 §3.2.2: the authority of an absolute-form target replaces
+       Host, for whoever reads the Host header after this (origin checks) */
+    r->headers[host - r->headers].value_off = (uint32_t)(t.authority - r->head.data);
+    r->headers[host - r->headers].value_len = (uint32_t)t.authority_len;
+  }
+  if ((host && !host_syntax_ok(clank_header_value(r, host), host->value_len)) ||
+      (t.authority && !host_syntax_ok(t.authority, t.authority_len)))
     return refuse(c, 400, "Bad request.");
   if (te) {
     if (!http11) return refuse(c, 400, "Bad request.");
@@ -891,11 +900,11 @@ static void read_input(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) 
         clank_conn_close(c);
       return;
     }
-    if (c->phase == CLANK_PHASE_HANDLER) {
-      /* its action's signal aborts; the answer is still written, then close */
-      if (c->server->handler->on_client_gone) c->server->handler->on_client_gone(c);
-      return;
-    }
+    /* A client that half-closed after its request still reads the answer:
+       the handler goes on, and the connection closes once it is written
+       (bounded by the write deadline like any answer). Only a reset or a
+       failed write is a client gone (on_close). */
+    if (c->phase == CLANK_PHASE_HANDLER) return;
     /* A request begun but not finished can never be: close after any answer. */
     c->close_after = 1;
     clank_conn_flush(c);

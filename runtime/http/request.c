@@ -117,3 +117,23 @@ int clank_host_is_loopback(const char *name, size_t n) {
   struct in_addr a;
   return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
+
+int clank_host_names_address(const char *name, size_t n, const unsigned char addr[16]) {
+  char ip[INET6_ADDRSTRLEN + 2];
+  unsigned char bytes[16] = {0};
+  int v6 = n > 2 && name[0] == '[' && name[n - 1] == ']';
+  if (v6) {
+    name++;
+    n -= 2;
+  }
+  if (n >= sizeof ip) return 0;
+  memcpy(ip, name, n);
+  ip[n] = '\0';
+  if (v6) {
+    if (inet_pton(AF_INET6, ip, bytes) != 1) return 0;
+  } else {
+    bytes[10] = bytes[11] = 0xff;
+    if (inet_pton(AF_INET, ip, bytes + 12) != 1) return 0;
+  }
+  return memcmp(bytes, addr, 16) == 0;
+}

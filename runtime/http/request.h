@@ -54,6 +54,10 @@ int clank_request_host(const clank_request_t *r, const clank_target_t *t, const 
                        size_t *len, size_t *name_len);
 /* Whether a host name (no port) is a loopback one: localhost, 127.0.0.0/8 or [::1]. */
 int clank_host_is_loopback(const char *name, size_t n);
+/* Whether a host name (no port) is an IP literal for addr (16 bytes, an IPv4
+   address mapped as ::ffff:a.b.c.d): "192.0.2.1", "[::ffff:c000:201]" and
+   "[::FFFF:192.0.2.1]" all name the same one. */
+int clank_host_names_address(const char *name, size_t n, const unsigned char addr[16]);
 /* The first header named `name` (lower-case), or NULL; *count gets how many there are. */
 const clank_header_t *clank_request_header(const clank_request_t *r, const char *name,
                                            size_t name_len, int *count);

@@ -100,16 +100,15 @@ static void on_readable(uv_poll_t *p, int status, int events) {
   }
 }
 
-static int is_loopback(const struct sockaddr_storage *ss) {
-  if (ss->ss_family == AF_INET) {
-    const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-  }
+/* The address of ss as 16 bytes: an IPv4 one mapped (::ffff:a.b.c.d). */
+static void address_bytes(const struct sockaddr_storage *ss, unsigned char out[16]) {
+  memset(out, 0, 16);
   if (ss->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-    return memcmp(&a->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback) == 0;
+    memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+  } else if (ss->ss_family == AF_INET) {
+    out[10] = out[11] = 0xff;
+    memcpy(out + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
   }
-  return 0;
 }
 
 /* libuv 1.44 has no flag for SO_REUSEPORT: the socket is made here and
@@ -178,7 +177,7 @@ int clank_server_listen(clank_server_t *s, uv_loop_t *loop, const char *host, in
   uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
   *bound_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                   : ((struct sockaddr_in *)&bound)->sin_port);
-  s->loopback = is_loopback(&bound);
+  address_bytes(&bound, s->addr);
   return 0;
 }
 

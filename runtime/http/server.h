@@ -42,8 +42,6 @@ typedef struct clank_http_handler_s {
   /* The message is complete. Returns 1 while the answer is still coming
      (clank_conn_resume when it has been written), 0 when it was written. */
   int (*on_message)(clank_conn_t *c);
-  /* The client closed its side while its answer is still coming. */
-  void (*on_client_gone)(clank_conn_t *c);
   /* The connection closes: let go of what c->data holds. */
   void (*on_close)(clank_conn_t *c);
   /* Streamed output fell below the low mark after clank_conn_stream_full
@@ -158,7 +156,7 @@ struct clank_server_s {
   int out_of_fds;                /* accept failed for want of one, and none was accepted since */
   uint64_t shed, shed_logged_at; /* connections shed since the last log line, and when */
   int listening;
-  int loopback;  /* bound to a loopback address */
+  unsigned char addr[16]; /* the address bound, an IPv4 one as ::ffff:a.b.c.d */
   int reuseport; /* set before listening: SO_REUSEPORT, so sibling workers share the port */
   clank_http_limits_t limits;
   const clank_http_handler_t *handler;

@@ -1,7 +1,9 @@
 -- An action's ctx.signal over HTTP (SPEC §4 "ctx.signal", §5 step 8, §12): the signal is the
 -- same object however it is reached (ctx.signal, the runtime's waits), is aborted with reason
 -- "timeout" at the action timeout (300 ms in the fixture) and "disconnected" when the client
--- goes away, whether the action read it before or only after that moment.
+-- goes away (a reset, or a write that fails), whether the action read it before or only after
+-- that moment. A client that only half-closes its side (a FIN after its request) is not gone: it
+-- still reads its answer.
 local server = require "helpers.server"
 local http = require "helpers.http"
 
@@ -81,11 +83,37 @@ describe("an action's ctx.signal", function()
     assert(conn:send(http.build("POST", "/actions/signal.late",
       { ["Content-Type"] = "application/json" }, '{"ms":150,"tag":"gone"}')))
     http.sleep(0.03)
-    conn:close()
+    conn:reset() -- gone: a reset, not a half-close
     assert.are.equal("aborted=true reason=disconnected", seen(s.port, "gone", "none"))
     -- and the server goes on serving
     assert.are.same({ state = "aborted=false reason=nil" },
       output(post(s.port, "signal.late", '{"ms":1,"tag":"next"}')))
+  end)
+
+  -- The request sent, then shutdown(SHUT_WR): the answer, `connection: close`, then the close.
+  local function half_closed(name, body)
+    local conn = assert(http.connect(s.port))
+    assert(conn:send(http.build("POST", "/actions/" .. name,
+      { ["Content-Type"] = "application/json" }, body)))
+    http.sleep(0.03)
+    assert(conn:shutdown())
+    local res = assert(conn:read_response())
+    assert.are.equal("close", res.headers.connection)
+    assert.is_true(conn:closed(2))
+    conn:close()
+    return res
+  end
+
+  it("read first after the client half-closed is not aborted, and the answer still comes", function()
+    assert.are.same({ state = "aborted=false reason=nil" },
+      output(half_closed("signal.late", '{"ms":150,"tag":"half"}')))
+    assert.are.equal("aborted=false reason=nil", seen(s.port, "half", "none"))
+  end)
+
+  it("read at once is not aborted when the client half-closes while the action waits", function()
+    assert.are.same({ state = "aborted=false reason=nil" },
+      output(half_closed("signal.early", '{"ms":150,"tag":"half.early"}')))
+    assert.are.equal("heard=none", seen(s.port, "half.early", "none"))
   end)
 
   it("read first by a spawned task after its request ended well is not aborted", function()
@@ -104,7 +132,7 @@ describe("an action's ctx.signal", function()
     assert(conn:send(http.build("POST", "/actions/signal.spawned_late",
       { ["Content-Type"] = "application/json" }, '{"ms":200,"after":100,"tag":"sl.gone"}')))
     http.sleep(0.03)
-    conn:close()
+    conn:reset() -- gone: a reset, not a half-close
     assert.are.equal("aborted=true reason=disconnected", seen(s.port, "sl.gone", "none"))
   end)
 
@@ -119,7 +147,7 @@ describe("an action's ctx.signal", function()
     assert(conn:send(http.build("POST", "/actions/signal.fanout",
       { ["Content-Type"] = "application/json" }, '{"ms":200,"tag":"fo.gone"}')))
     http.sleep(0.05)
-    conn:close()
+    conn:reset() -- gone: a reset, not a half-close
     assert.are.equal("heard=disconnected", seen(s.port, "fo.gone", "heard=none"))
   end)
 
@@ -181,7 +209,7 @@ describe("an action's ctx.signal", function()
       assert(conn:send(http.build("POST", "/actions/bare.late",
         { ["Content-Type"] = "application/json" }, '{"ms":150,"tag":"bare.gone"}')))
       http.sleep(0.03)
-      conn:close()
+      conn:reset() -- gone: a reset, not a half-close
       assert.are.equal("aborted=true reason=disconnected bounded=true", seen(s.port, "bare.gone", "none"))
     end)
 

@@ -70,7 +70,7 @@ describe("clank-run async actions", function()
       http.sleep(0.01)
     end
     assert.are.equal("running onabort=none", state)
-    conn:close()
+    conn:reset() -- gone: a reset, not a half-close
     local deadline = socket.gettime() + 3
     repeat
       http.sleep(0.05)

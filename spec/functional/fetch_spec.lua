@@ -440,7 +440,7 @@ describe("clank.fetch in clank-run", function()
       http.sleep(0.01)
     end
     assert.are.equal("running", state)
-    conn:close()
+    conn:reset() -- gone: a reset, not a half-close
     local deadline = socket.gettime() + 3
     repeat
       http.sleep(0.02)

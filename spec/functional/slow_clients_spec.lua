@@ -121,6 +121,27 @@ describe("clank-run slow clients (SPEC §13)", function()
     end)
   end
 
+  it("answers a client that half-closed, and closes one that does not read at the write deadline", function()
+    local s = server.start(slow, { env = { CLANK_TEST_LIMITS = "write_ms=500" } })
+    local reader = assert(http.connect(s.port))
+    assert(reader:send(http.build("GET", "/hello")))
+    assert(reader:shutdown())
+    local res = assert(reader:read_response())
+    assert.are.equal(200, res.status)
+    assert.is_true(reader:closed(2))
+    reader:close()
+    local stalled = assert(http.connect(s.port))
+    assert(stalled:send(http.build("GET", "/big")))
+    assert(stalled:shutdown())
+    http.sleep(1) -- past write_ms
+    local total, how = drain(stalled, 5)
+    assert.is_true(total < BIG, "a stalled reader got the whole answer")
+    assert.truthy(how == "closed" or how:find("reset"), how)
+    stalled:close()
+    assert.are.equal(200, assert(http.get(s.port, "/hello")).status)
+    assert.are.equal(0, s:stop())
+  end)
+
   -- A keep-alive connection that once took a large body must not hold a buffer of that size
   -- while it waits for its next request: 30 of them at 2 MiB would keep 60 MiB.
   it("gives a large body's memory back once its request is answered", function()

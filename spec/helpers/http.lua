@@ -47,6 +47,19 @@ function Conn:close()
   self.sock:close()
 end
 
+-- Closes with a reset (SO_LINGER 0): a client that is gone, as the server can tell. A plain
+-- close sends a FIN, which the server cannot tell from a half-close (shutdown(SHUT_WR)) of a
+-- client still reading its answer (SPEC §13).
+function Conn:reset()
+  self.sock:setoption("linger", { on = true, timeout = 0 })
+  self.sock:close()
+end
+
+-- Half-closes: no more bytes are sent, the answer is still read.
+function Conn:shutdown()
+  return self.sock:shutdown("send")
+end
+
 local function remaining(deadline)
   local t = deadline - socket.gettime()
   if t < 0 then

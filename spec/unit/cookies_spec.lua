@@ -45,6 +45,20 @@ describe("clank.cookies", function()
     for _, junk in ipairs({ "", ".", "..", "a.b.c", "!!.!!", "aGVsbG8=.x" }) do
       assert.is_nil(cookies.verify(junk))
     end
+    -- "hello" (7 characters) and its 32-byte mac (43) both end in a character with 2 unused bits
+    local signed = cookies.sign("hello")
+    local b64, mac = signed:match("^([^.]*)%.([^.]*)$")
+    assert.are.equal("aGVsbG8", b64)
+    for _, other in ipairs({ "aGVsbG9", "aGVsbG-", "aGVsbG_", "aGVsbG8=" }) do
+      assert.is_nil(cookies.verify(other .. "." .. mac), other)
+    end
+    local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    local last = alphabet:find(mac:sub(-1), 1, true) - 1
+    assert.are.equal(0, last % 4) -- its unused bits are zero as signed
+    for low = 1, 3 do
+      local respelled = mac:sub(1, -2) .. alphabet:sub(last + low + 1, last + low + 1)
+      assert.is_nil(cookies.verify(b64 .. "." .. respelled), respelled)
+    end
     assert.is_nil(cookies.verify(nil))
     assert.is_nil(cookies.verify(42))
   end)

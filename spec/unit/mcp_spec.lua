@@ -157,7 +157,11 @@ describe("clank.mcp sessions", function()
   it("answers 404 to a tampered, foreign or stale id", function()
     local tampered = sid:sub(1, -2) .. (sid:sub(-1) == "0" and "1" or "0")
     local flipped = sid:gsub("^(2025%-11%-25)%.0%.", "%1.1.")
-    for _, bad in ipairs({ tampered, flipped, "nonsense", sid .. "0", sid:upper() }) do
+    -- hex in the other case is another spelling of the same id: refused too (one spelling each)
+    local version, flag, nonce, tag = sid:match("^(.-)%.(.)%.(%x+)%.(%x+)$")
+    local upper_nonce = table.concat({ version, flag, nonce:upper(), tag }, ".")
+    local upper_tag = table.concat({ version, flag, nonce, tag:upper() }, ".")
+    for _, bad in ipairs({ tampered, flipped, "nonsense", sid .. "0", sid:upper(), upper_nonce, upper_tag }) do
       local res = call(env, bad, "tools/list", nil, 5)
       assert.are.equal(404, res.status, bad)
       assert.are.equal(rpc_error(5, -32001, "Session not found."), res.body)

@@ -30,7 +30,9 @@ function M.encode64(s)
   return concat(out)
 end
 
--- The bytes, or nil when s is not unpadded base64url.
+-- The bytes, or nil when s is not exactly what encode64 writes for them: unpadded base64url
+-- whose last character leaves its unused low bits zero. One spelling per byte string, so a
+-- token (or a signed value) has one spelling too: its string is its identity.
 function M.decode64(s)
   if type(s) ~= "string" or #s % 4 == 1 then return nil end
   local out = {}
@@ -49,8 +51,13 @@ function M.decode64(s)
     end
     local a, b, c = floor(n / 65536), floor(n / 256) % 256, n % 256
     if count == 4 then out[#out + 1] = char(a, b, c)
-    elseif count == 3 then out[#out + 1] = char(a, b)
-    else out[#out + 1] = char(a) end
+    elseif count == 3 then
+      if c ~= 0 then return nil end -- the last character's 2 unused bits
+      out[#out + 1] = char(a, b)
+    else
+      if b ~= 0 or c ~= 0 then return nil end -- its 4 unused bits
+      out[#out + 1] = char(a)
+    end
   end
   return concat(out)
 end
