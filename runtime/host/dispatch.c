@@ -1021,6 +1021,25 @@ static void action_failed(exchange_t *x, lua_State *co) {
     answer_stopped(c, 500, "INTERNAL_ERROR", "Internal server error.");
 }
 
+/* The log line of a request stopped over its budget: its target as the
+   access log writes it, a view session's token redacted. */
+static void log_stopped(exchange_t *x, clank_conn_t *c, const char *message) {
+  const char *url = clank_request_url(&c->req), *prefix = x->host->log.credential_prefix;
+  size_t n = c->req.url_len, k = prefix ? strlen(prefix) : 0;
+  const char *method = llhttp_method_name((llhttp_method_t)c->req.method);
+  x->host->log.request_id = x->task.request_id;
+  if (k && n > k && memcmp(url, prefix, k) == 0) {
+    const char *slash = memchr(url + k, '/', n - k);
+    int rest = slash ? (int)(n - (size_t)(slash - url)) : 0;
+    clank_log_msg(&x->host->log, "error", "route %s %.*s<redacted>%.*s stopped: %s", method, (int)k,
+                  url, rest, slash ? slash : "", message);
+  } else {
+    clank_log_msg(&x->host->log, "error", "route %s %.*s stopped: %s", method, (int)n, url,
+                  message);
+  }
+  x->host->log.request_id = NULL;
+}
+
 /* Resumes the coroutine; returns 1 while it waits. */
 static int run(exchange_t *x, int nargs);
 static void resume_task(clank_task_t *t, int nargs) { run((exchange_t *)t, nargs); }
@@ -1041,11 +1060,7 @@ static int run(exchange_t *x, int nargs) {
     int exhausted = x->task.exhausted;
     if (exhausted) { /* the RESOURCE_LIMIT ActionError: its message is the answer */
       lua_getfield(co, -1, "message");
-      x->host->log.request_id = x->task.request_id;
-      clank_log_msg(&x->host->log, "error", "route %s %.*s stopped: %s",
-                    llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.url_len,
-                    clank_request_url(&c->req), lua_tostring(co, -1));
-      x->host->log.request_id = NULL;
+      log_stopped(x, c, lua_tostring(co, -1));
     } else {
       log_failure(x, co);
     }

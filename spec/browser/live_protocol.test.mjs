@@ -438,15 +438,26 @@ describe('messages on the live channel (SPEC §11)', () => {
     }
   });
 
-  test('a message just under 1 MiB is accepted', async () => {
+  test('a message of exactly 1 MiB is accepted, its value at the 64 KiB limit (whitespace fills the rest)', async () => {
     const { live, first, key } = await fresh();
-    const head = JSON.stringify({ t: 'event', seq: 1, v: first.v, key: key('name'), type: 'input', value: '' });
-    const n = 1024 * 1024 - Buffer.byteLength(head);
-    const msg = JSON.stringify({ t: 'event', seq: 1, v: first.v, key: key('name'), type: 'input', value: 'y'.repeat(n) });
+    const value = 'y'.repeat(64 * 1024);
+    const body = JSON.stringify({ t: 'event', seq: 1, v: first.v, key: key('name'), type: 'input', value });
+    const msg = body.slice(0, -1) + ' '.repeat(1024 * 1024 - Buffer.byteLength(body)) + '}';
     assert.equal(Buffer.byteLength(msg), 1024 * 1024);
     live.send(msg);
     const answer = await live.next((m) => m.t === 'html' && m.seq === 1);
-    assert.equal(countIn(answer.html), n, 'onInput set the count to the length of the value');
+    assert.equal(countIn(answer.html), value.length, 'onInput set the count to the length of the value');
+    await live.close();
+  });
+
+  test('an event whose value is over 64 KiB runs no handler: an error, then the current html', async () => {
+    const { live, first, key } = await fresh();
+    live.send({ t: 'event', seq: 1, v: first.v, key: key('name'), type: 'input', value: 'y'.repeat(64 * 1024 + 1) });
+    const error = await live.next((m) => m.t === 'error');
+    assert.equal(error.message, 'The input is too large.');
+    const answer = await live.next((m) => m.t === 'html' && m.seq === 1);
+    assert.equal(countIn(answer.html), 0);
+    assert.equal(live.closeInfo, undefined);
     await live.close();
   });
 

@@ -84,9 +84,8 @@ local function serves(s, cap)
   local health = assert(http.get(s.port, "/__clank/health"))
   assert.are.equal(200, health.status, health.body)
   assert.are.equal("ok", cjson.decode(health.body).status)
-  if cap then
-    local bytes = lua_memory(s)
-    assert.is_true(bytes < cap, ("Lua memory %d is over the cap %d"):format(bytes, cap))
+  if cap then -- garbage the attack left is collected by the runtime's memory check (every 2 s)
+    wait_until("Lua memory under the cap", function() return lua_memory(s) < cap end, 5)
   end
 end
 
@@ -214,12 +213,13 @@ describe("live sessions and the memory cap", function()
       .. '"ok":false}', action.body)
     local page = assert(http.get(s.port, "/"))
     local id = assert(page.body:match('data%-clank%-session="([^"]+)"'))
+    -- a session's mount and a surface call's handler run in tasks of their own: stopped there,
+    -- the answer is a 503 too, and the session can be mounted again
     local surface = assert(http.get(s.port, "/__clank/sessions/" .. id .. "/surface", spin))
     assert.are.equal(503, surface.status)
     assert.are.equal("application/json", surface.headers["content-type"])
-    assert.are.equal('{"error":{"code":"RESOURCE_LIMIT","message":"The request used too much CPU."},'
-      .. '"ok":false}', surface.body)
-    -- a surface call's handler runs in the session's own queue: stopped there, it is a 503 too
+    assert.are.equal('{"error":{"code":"RESOURCE_LIMIT","message":"The request used too much CPU or '
+      .. 'memory."},"ok":false}', surface.body)
     local activated = post_json(s, "/__clank/sessions/" .. id .. "/surface/activate", '{"id":"spin"}')
     assert.are.equal(503, activated.status)
     assert.are.equal('{"error":{"code":"RESOURCE_LIMIT","message":"The request used too much CPU or '

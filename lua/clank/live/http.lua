@@ -86,6 +86,12 @@ local function full()
   return response
 end
 
+-- A mount or a surface call's handler stopped over its CPU or memory budget.
+local function stopped()
+  local e = require("clank.live").STOPPED
+  return fail(503, e.code, e.message)
+end
+
 local function header(request, name)
   local v = request.headers and request.headers[name]
   return type(v) == "string" and v or nil
@@ -144,7 +150,8 @@ local function create(live, request, name)
     id = token.sign(live.secret, name, data, live:principal(request), live.clock())
   until not worker or token.owner(id, worker.count) == worker.index
   if core.memoryTight() then return full() end
-  local s = live:mount(id, view, data, request)
+  local s, why = live:mount(id, view, data, request)
+  if why == "stopped" then return stopped() end
   if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
   return answer(201, { id = id, nodes = nodes(s) })
 end
@@ -212,8 +219,7 @@ local function operate(live, request, s, kind)
     return fail(504, "TIMEOUT", "The action timed out.")
   end
   if not ok then
-    local stopped = require("clank.live").STOPPED
-    if result == stopped then return fail(503, stopped.code, stopped.message) end
+    if result == require("clank.live").STOPPED then return stopped() end
     log("error", "live view " .. s.name .. ": surface " .. kind .. " failed: " .. describe(result))
     return fail(500, "HANDLER_FAILED", "The event handler failed.")
   end
@@ -236,6 +242,7 @@ function M.handle(live, request)
   local s, why = live:open(id, request)
   if why == "failed" then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
   if why == "full" then return full() end
+  if why == "stopped" then return stopped() end
   if not s then return not_found() end
   live:setIdleIfIdle(s)
   if kind == "inspect" then return answer(200, { nodes = nodes(s) }) end

@@ -284,43 +284,58 @@ keep_tree = function(s, tree, v)
   end
 end
 
+-- The mount runs in a task of its own (a budget of its own, and an end that is seen however it
+-- ended: a load stopped over its budget ends the session instead of leaving it never ready);
+-- the caller waits for it → session | nil, "failed" | "stopped" | "unknown".
 function Live:mount(id, view, props, request)
   local s = { id = id, view = view, name = view.viewManifest.name, props = props, queue = {},
     queueBytes = 0, ready = false, idle = false }
   self.sessionsById[id] = s
   self.count = self.count + 1
   self:setIdle(s)
-  local ok, err = xpcall(function()
-    local data
-    if view.load then data = view.load(props, self:context(request)) end
-    s.mounted = view_mod.mount(view, props, {
-      data = data,
-      onRender = function(tree, v)
-        keep_tree(s, tree, v)
-        self:schedulePush(s)
-      end,
-      onError = function(e)
-        log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
-        send(s.conn, { t = "error", message = "The view failed to render." })
-      end,
-    })
-  end, trace)
-  if not ok then
-    log("error", "live view " .. s.name .. ": mount failed: " .. describe_error(err))
+  local request_id = core.requestId()
+  core.spawnThen(function()
+    core.requestId(request_id) -- its log lines are the request's
+    local ok, err = xpcall(function()
+      local data
+      if view.load then data = view.load(props, self:context(request)) end
+      s.mounted = view_mod.mount(view, props, {
+        data = data,
+        onRender = function(tree, v)
+          keep_tree(s, tree, v)
+          self:schedulePush(s)
+        end,
+        onError = function(e)
+          log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
+          send(s.conn, { t = "error", message = "The view failed to render." })
+        end,
+      })
+    end, trace)
+    if not ok then
+      log("error", "live view " .. s.name .. ": mount failed: " .. describe_error(err))
+      s.outcome = "failed"
+      self:endSession(s)
+      return
+    end
+    if s.ended then
+      s.mounted:dispose()
+      return
+    end
+    keep_tree(s, s.mounted:tree(), version(s))
+    s.ready = true
+    self:drain(s)
+  end, function()
+    if s.ready or s.ended then return end
+    s.outcome = "stopped" -- over its CPU or memory budget
     self:endSession(s)
-    return nil, "failed"
-  end
-  if s.ended then
-    s.mounted:dispose()
-    return nil, "unknown"
-  end
-  keep_tree(s, s.mounted:tree(), version(s))
-  s.ready = true
-  self:drain(s)
-  return s
+  end)
+  wait_for(function() return s.ready or s.ended end)
+  if s.ready then return s end
+  return nil, s.outcome or "unknown"
 end
 
 -- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"
+-- | "stopped" | "full"
 function Live:open(id, request)
   local claims = token.verify(self.secret, id, self:principal(request), self.clock())
   if not claims then return nil, "unknown" end
@@ -335,7 +350,7 @@ function Live:open(id, request)
     if core.memoryTight() then return nil, "full" end
     return self:mount(id, view, props, request)
   end
-  wait_for(function() return s.ready or s.ended end)
+  wait_for(function() return s.ready or s.ended end) -- mounted by another request meanwhile
   if s.ended then return nil, "unknown" end
   return s
 end
@@ -380,7 +395,7 @@ local function open_connection(self, id, request, socket, mount, ready)
     if not ok or not s then
       conn.open = false
       self.conns[socket] = nil
-      if not ok then
+      if not ok or why == "failed" or why == "stopped" then
         socket:close(1011, "internal error")
       elseif why == "full" then
         socket:close(1013, "try again later")
