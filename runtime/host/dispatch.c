@@ -163,8 +163,9 @@ static int span_starts(const char *p, size_t n, const char *s) {
 }
 
 /* DNS rebinding defence (SPEC §13), on every listener: the Host must be a
-   loopback name, the listener's own address, --inspector's host or a host
-   of allowedOrigins; --allow-any-host leaves it to a proxy in front. */
+   loopback name, the listener's own address, --inspector's host, a host of
+   allowedOrigins or --public-origin's; --allow-any-host leaves it to a
+   proxy in front. */
 static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank_conn_t *c,
                         const clank_target_t *t) {
   const char *v;
@@ -176,6 +177,10 @@ static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank
   if (clank_host_is_loopback(v, name_len)) return 1;
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
+  const clank_options_t *o = &h->opts;
+  if (o->public_origin_len && o->public_origin_len - o->public_host_at == n &&
+      strncasecmp(o->public_origin + o->public_host_at, v, n) == 0)
+    return 1;
   const char *inspector = h->opts.inspector_host;
   if (inspector && strlen(inspector) == name_len && strncasecmp(inspector, v, name_len) == 0)
     return 1;
@@ -489,8 +494,9 @@ static int on_head(clank_conn_t *c) {
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
       clank_conn_text(c, 403,
-                      "Host not allowed. Add its origin to allowedOrigins, or start with "
-                      "--allow-any-host behind a proxy that checks it.");
+                      "Host not allowed. Add its origin to allowedOrigins, start with "
+                      "--public-origin ORIGIN behind a TLS proxy, or with --allow-any-host "
+                      "behind a proxy that checks it.");
     return CLANK_HTTP_ANSWERED;
   }
   if (h->worker) { /* a session another worker owns goes there (SPEC §13) */
