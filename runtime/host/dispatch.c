@@ -249,12 +249,16 @@ static void body_too_large(clank_conn_t *c) {
    request table. 0 when a header they read is repeated (the request table
    joins those: the table's reading is then the one). One pass over the
    headers fills every span. */
-static int bridge_view(const clank_request_t *r, clank_bridge_view_t *v) {
+static int bridge_view(const clank_conn_t *c, clank_bridge_view_t *v) {
+  const clank_request_t *r = &c->req;
   clank_target_t t;
   clank_request_target(r, &t);
   v->method = llhttp_method_name((llhttp_method_t)r->method);
   v->path = (clank_bridge_span_t){t.path, t.path_len};
-  v->scheme = (clank_bridge_span_t){"http", 4}; /* as the request table says */
+  /* as the request table says: https behind --public-origin https://... (SPEC §13) */
+  v->scheme = ((const clank_host_t *)c->server->data)->opts.public_https
+                  ? (clank_bridge_span_t){"https", 5}
+                  : (clank_bridge_span_t){"http", 4};
   v->body = (clank_bridge_span_t){r->body.len > 0 ? r->body.data : NULL, r->body.len};
   v->passed = NULL;
   v->origin = v->host = v->sec_fetch_site = v->confirmation = v->content_type = v->content_length =
@@ -289,7 +293,7 @@ static int bridge_head(lua_State *L) {
   clank_conn_t *c = lua_touserdata(L, 1);
   clank_gen_t *g = lua_touserdata(L, 2);
   clank_bridge_view_t v;
-  if (bridge_view(&c->req, &v)) { /* the request table waits for the handler */
+  if (bridge_view(c, &v)) { /* the request table waits for the handler */
     lua_pushcfunction(L, clank_bridge_head_view);
     lua_pushvalue(L, 3);
     lua_pushlightuserdata(L, &v);
@@ -324,7 +328,7 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
   lua_State *L = g->L;
   clank_bridge_view_t v;
   lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
-  const void *passed = bridge_view(&c->req, &v) ? clank_bridge_head_passes(L, -1, &v) : NULL;
+  const void *passed = bridge_view(c, &v) ? clank_bridge_head_passes(L, -1, &v) : NULL;
   lua_pop(L, 1);
   if (passed) { /* the common case: no call into Lua, and the handler need not check again */
     clank_conn_state_t *st = c->data;
@@ -1106,7 +1110,7 @@ static int on_message(clank_conn_t *c) {
           (clank_bridge_span_t){c->req.body.len > 0 ? c->req.body.data : NULL, c->req.body.len};
       bridge = 1;
     } else {
-      bridge = bridge_view(&c->req, &view);
+      bridge = bridge_view(c, &view);
     }
   }
   if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;
