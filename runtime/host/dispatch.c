@@ -683,8 +683,9 @@ static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int s
   }
   lua_pop(co, 1);
   if (get_named(co, names, idx, CLANK_NAME_COOKIES) == LUA_TTABLE) {
-    /* request.scheme is "http" until --public-origin (§13) makes it https */
-    const char *err = clank_write_cookies(co, c, lua_gettop(co), 0);
+    /* secure by default behind --public-origin https://... (SPEC §13) */
+    const clank_host_t *h = c->server->data;
+    const char *err = clank_write_cookies(co, c, lua_gettop(co), h->opts.public_https);
     if (err) bad_response(co, c, err);
   } else if (!lua_isnil(co, -1)) {
     bad_response(co, c, "cookies must be a table");
