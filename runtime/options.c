@@ -1,6 +1,8 @@
 #include "options.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@ static const char usage[] =
     "  --cpu-limit MS       CPU time a handler may run before it is stopped (default 1000)\n"
     "  --memory-limit MIB   memory of an app's Lua state (default 512)\n"
     "  --inspector HOST     open /__clank/inspector to requests for HOST (default: loopback)\n"
+    "  --public-origin ORIGIN\n"
+    "                       the origin a TLS proxy serves the app at (https://app.example):\n"
+    "                       an allowed Host, the server's own origin, request.scheme, and\n"
+    "                       secure cookies when https\n"
     "  --log text|json      log format on stderr (default text)\n"
     "  --check              load the app, print its manifest, exit\n"
     "  --version            print the version and exit\n"
@@ -41,11 +47,75 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
-static int bad_usage(const char *fmt, const char *arg) {
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "clank-run: ");
-  fprintf(stderr, fmt, arg);
+  vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n%s", usage);
+  va_end(ap);
   return CLANK_OPTIONS_USAGE;
+}
+
+/* Why s is not an origin spelled as a browser's Origin header spells it
+   (http or https, "://", a lower-case host or a bracketed IPv6 address, a
+   port unless it is the scheme's default, nothing more), or NULL when it is:
+   then it is o's public origin. The server compares Origin headers with it
+   byte for byte, so a spelling no browser sends would never match. */
+static const char *public_origin(clank_options_t *o, const char *s) {
+  size_t at = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
+  if (at == 0) return "it must start with http:// or https://, in lower case";
+  const char *host = s + at, *end = host + strcspn(host, "/?#@");
+  if (*end == '@') return "an origin has no user information";
+  if (*end == '/' && end[1] == '\0') return "an origin has no trailing slash";
+  if (*end) return "an origin has no path, query or fragment";
+  const char *port;
+  if (*host == '[') {
+    const char *close = strchr(host, ']');
+    char addr[INET6_ADDRSTRLEN];
+    struct in6_addr a;
+    if (close == NULL || (size_t)(close - host - 1) >= sizeof addr)
+      return "not an IPv6 address between [ and ]";
+    memcpy(addr, host + 1, (size_t)(close - host - 1));
+    addr[close - host - 1] = '\0';
+    if (inet_pton(AF_INET6, addr, &a) != 1) return "not an IPv6 address between [ and ]";
+    if (strpbrk(addr, "ABCDEF")) return "the host must be in lower case";
+    port = close + 1;
+    if (*port && *port != ':') return "only a port may follow the IPv6 address";
+  } else {
+    port = host + strcspn(host, ":");
+    size_t label = 0;
+    if (port == host) return "it has no host";
+    if (port - host > 253) return "the host is longer than 253 characters";
+    for (const char *p = host; p < port; p++) {
+      if (*p == '.') {
+        if (label == 0) return "the host has an empty label";
+        label = 0;
+      } else if (*p >= 'A' && *p <= 'Z') {
+        return "the host must be in lower case";
+      } else if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-')) {
+        return "the host may hold only letters, digits, - and .";
+      } else if (++label > 63) {
+        return "a label of the host is longer than 63 characters";
+      }
+    }
+    if (label == 0) return "the host has an empty label";
+  }
+  if (*port == ':') {
+    size_t digits = strspn(port + 1, "0123456789");
+    long v;
+    if (digits == 0 || digits > 5 || port[digits + 1] || port[1] == '0' ||
+        parse_int(port + 1, 1, 65535, &v) != 0)
+      return "the port must be a number from 1 to 65535, without leading zeros";
+    if (v == (at == 8 ? 443 : 80)) return "leave the scheme's default port out, as browsers do";
+  }
+  size_t len = strlen(s); /* at most 8 + 253 + 6: the checks above bound it */
+  memcpy(o->public_origin, s, len + 1);
+  o->public_origin_len = len;
+  o->public_host_at = at;
+  o->public_https = at == 8;
+  return NULL;
 }
 
 /* CLANK_TEST_LIMITS="header_ms=200,idle_ms=300,...": lets the specs cross the
@@ -182,6 +252,12 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
     } else if (!strcmp(a, "--inspector")) {
       if (!next || !*next) return bad_usage("%s needs a host", a);
       o->inspector_host = argv[++i];
+    } else if (!strcmp(a, "--public-origin")) {
+      const char *why = next && *next ? public_origin(o, next) : "it is missing";
+      if (why)
+        return bad_usage("--public-origin needs an origin like https://app.example, got %s (%s)",
+                         next && *next ? next : "nothing", why);
+      i++;
     } else if (!strcmp(a, "--log")) {
       if (next && !strcmp(next, "text"))
         o->log_format = CLANK_LOG_TEXT;

@@ -26,6 +26,9 @@ typedef enum {
   CLANK_COMMAND_TEST   /* clank-run test [DIR]: app_path is DIR (default ".") */
 } clank_command_t;
 
+/* "https://" + a host of 253 bytes (or a bracketed IPv6 address) + ":65535" + NUL */
+#define CLANK_ORIGIN_MAX 272
+
 typedef struct clank_options_s {
   clank_command_t command;
   const char *host;
@@ -40,8 +43,15 @@ typedef struct clank_options_s {
   unsigned memory_limit_mib;  /* an app generation's Lua memory (SPEC §13) */
   const char *inspector_host; /* --inspector HOST opens /__clank/inspector (SPEC §16); NULL */
   int allow_any_host;         /* --allow-any-host: no Host check (a proxy in front does it) */
-  char app_file[PATH_MAX];    /* DIR/app.lua when app_path named a folder */
-  int rest_argc;              /* clank-run test DIR ARGS...: ARGS go to busted */
+  /* --public-origin (SPEC §13): the origin a TLS proxy serves the app at,
+     spelled as a browser's Origin header spells it; "" when not given. Its
+     host[:port] starts at public_host_at; public_https: its scheme is https.
+     Held in the struct, so every copy (a worker's, a check's) has it. */
+  char public_origin[CLANK_ORIGIN_MAX];
+  size_t public_origin_len, public_host_at;
+  int public_https;
+  char app_file[PATH_MAX]; /* DIR/app.lua when app_path named a folder */
+  int rest_argc;           /* clank-run test DIR ARGS...: ARGS go to busted */
   char **rest_argv;
   clank_limits_t limits;
 } clank_options_t;

@@ -163,8 +163,9 @@ static int span_starts(const char *p, size_t n, const char *s) {
 }
 
 /* DNS rebinding defence (SPEC §13), on every listener: the Host must be a
-   loopback name, the listener's own address, --inspector's host or a host
-   of allowedOrigins; --allow-any-host leaves it to a proxy in front. */
+   loopback name, the listener's own address, --inspector's host, a host of
+   allowedOrigins or --public-origin's; --allow-any-host leaves it to a
+   proxy in front. */
 static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank_conn_t *c,
                         const clank_target_t *t) {
   const char *v;
@@ -176,6 +177,10 @@ static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank
   if (clank_host_is_loopback(v, name_len)) return 1;
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
+  const clank_options_t *o = &h->opts;
+  if (o->public_origin_len && o->public_origin_len - o->public_host_at == n &&
+      strncasecmp(o->public_origin + o->public_host_at, v, n) == 0)
+    return 1;
   const char *inspector = h->opts.inspector_host;
   if (inspector && strlen(inspector) == name_len && strncasecmp(inspector, v, name_len) == 0)
     return 1;
@@ -244,12 +249,16 @@ static void body_too_large(clank_conn_t *c) {
    request table. 0 when a header they read is repeated (the request table
    joins those: the table's reading is then the one). One pass over the
    headers fills every span. */
-static int bridge_view(const clank_request_t *r, clank_bridge_view_t *v) {
+static int bridge_view(const clank_conn_t *c, clank_bridge_view_t *v) {
+  const clank_request_t *r = &c->req;
   clank_target_t t;
   clank_request_target(r, &t);
   v->method = llhttp_method_name((llhttp_method_t)r->method);
   v->path = (clank_bridge_span_t){t.path, t.path_len};
-  v->scheme = (clank_bridge_span_t){"http", 4}; /* as the request table says */
+  /* as the request table says: https behind --public-origin https://... (SPEC §13) */
+  v->scheme = ((const clank_host_t *)c->server->data)->opts.public_https
+                  ? (clank_bridge_span_t){"https", 5}
+                  : (clank_bridge_span_t){"http", 4};
   v->body = (clank_bridge_span_t){r->body.len > 0 ? r->body.data : NULL, r->body.len};
   v->passed = NULL;
   v->origin = v->host = v->sec_fetch_site = v->confirmation = v->content_type = v->content_length =
@@ -284,7 +293,7 @@ static int bridge_head(lua_State *L) {
   clank_conn_t *c = lua_touserdata(L, 1);
   clank_gen_t *g = lua_touserdata(L, 2);
   clank_bridge_view_t v;
-  if (bridge_view(&c->req, &v)) { /* the request table waits for the handler */
+  if (bridge_view(c, &v)) { /* the request table waits for the handler */
     lua_pushcfunction(L, clank_bridge_head_view);
     lua_pushvalue(L, 3);
     lua_pushlightuserdata(L, &v);
@@ -319,7 +328,7 @@ static int bridge_answers_early(clank_conn_t *c, clank_gen_t *g) {
   lua_State *L = g->L;
   clank_bridge_view_t v;
   lua_rawgeti(L, LUA_REGISTRYINDEX, g->bridge_ref);
-  const void *passed = bridge_view(&c->req, &v) ? clank_bridge_head_passes(L, -1, &v) : NULL;
+  const void *passed = bridge_view(c, &v) ? clank_bridge_head_passes(L, -1, &v) : NULL;
   lua_pop(L, 1);
   if (passed) { /* the common case: no call into Lua, and the handler need not check again */
     clank_conn_state_t *st = c->data;
@@ -489,8 +498,9 @@ static int on_head(clank_conn_t *c) {
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
       clank_conn_text(c, 403,
-                      "Host not allowed. Add its origin to allowedOrigins, or start with "
-                      "--allow-any-host behind a proxy that checks it.");
+                      "Host not allowed. Add its origin to allowedOrigins, start with "
+                      "--public-origin ORIGIN behind a TLS proxy, or with --allow-any-host "
+                      "behind a proxy that checks it.");
     return CLANK_HTTP_ANSWERED;
   }
   if (h->worker) { /* a session another worker owns goes there (SPEC §13) */
@@ -673,8 +683,9 @@ static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int s
   }
   lua_pop(co, 1);
   if (get_named(co, names, idx, CLANK_NAME_COOKIES) == LUA_TTABLE) {
-    /* request.scheme is "http" until --public-origin (§13) makes it https */
-    const char *err = clank_write_cookies(co, c, lua_gettop(co), 0);
+    /* secure by default behind --public-origin https://... (SPEC §13) */
+    const clank_host_t *h = c->server->data;
+    const char *err = clank_write_cookies(co, c, lua_gettop(co), h->opts.public_https);
     if (err) bad_response(co, c, err);
   } else if (!lua_isnil(co, -1)) {
     bad_response(co, c, "cookies must be a table");
@@ -1115,7 +1126,7 @@ static int on_message(clank_conn_t *c) {
           (clank_bridge_span_t){c->req.body.len > 0 ? c->req.body.data : NULL, c->req.body.len};
       bridge = 1;
     } else {
-      bridge = bridge_view(&c->req, &view);
+      bridge = bridge_view(c, &view);
     }
   }
   if (bridge && st->bridge_nheaders == c->req.nheaders) view.passed = st->bridge_passed;

@@ -103,6 +103,8 @@ typedef struct clank_gen_opts_s {
   struct clank_watchdog_s *watchdog; /* preemption (lua/preempt.h), NULL: none */
   uint64_t cpu_limit_ms;             /* --cpu-limit; app.cpuLimit wins */
   size_t memory_limit;               /* bytes of Lua memory (--memory-limit), 0: none */
+  const char *public_origin;         /* --public-origin, NULL: none; the host holds it */
+  size_t public_origin_len, public_host_at;
   /* Built off the loop's thread (a reload, SPEC §13): the app's top-level
      code waits on a private loop, closed before clank_gen_attach; log lines
      and loaded files are kept until then, and clank.spawn calls deferred. */

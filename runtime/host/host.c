@@ -137,6 +137,9 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
       .watchdog = h->watchdog,
       .cpu_limit_ms = h->opts.cpu_limit_ms,
       .memory_limit = (size_t)h->opts.memory_limit_mib << 20,
+      .public_origin = h->opts.public_origin_len ? h->opts.public_origin : NULL,
+      .public_origin_len = h->opts.public_origin_len,
+      .public_host_at = h->opts.public_host_at,
   };
 }
 

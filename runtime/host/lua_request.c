@@ -144,12 +144,12 @@ static int request_index(lua_State *L) {
 static const char names_key = 0;
 
 static const char *const name_text[] = {
-    [CLANK_NAME_METHOD] = "method",   [CLANK_NAME_URL] = "url",
-    [CLANK_NAME_PATH] = "path",       [CLANK_NAME_QUERY] = "query",
-    [CLANK_NAME_HEADERS] = "headers", [CLANK_NAME_BODY] = "body",
-    [CLANK_NAME_SCHEME] = "scheme",   [CLANK_NAME_PARAMS] = "params",
-    [CLANK_NAME_HTTP] = "http",       [CLANK_NAME_STATUS] = "status",
-    [CLANK_NAME_COOKIES] = "cookies", [CLANK_NAME_STREAM] = "stream",
+    [CLANK_NAME_METHOD] = "method",     [CLANK_NAME_URL] = "url",
+    [CLANK_NAME_PATH] = "path",         [CLANK_NAME_QUERY] = "query",
+    [CLANK_NAME_HEADERS] = "headers",   [CLANK_NAME_BODY] = "body",
+    [CLANK_NAME_SCHEME] = "scheme",     [CLANK_NAME_PARAMS] = "params",
+    [CLANK_NAME_SCHEME_VALUE] = "http", [CLANK_NAME_STATUS] = "status",
+    [CLANK_NAME_COOKIES] = "cookies",   [CLANK_NAME_STREAM] = "stream",
 };
 
 int clank_names_push(lua_State *L) {
@@ -159,6 +159,12 @@ int clank_names_push(lua_State *L) {
     for (int i = 1; i < CLANK_NAME_META; i++) {
       lua_pushstring(L, name_text[i]);
       lua_rawseti(L, -2, i);
+    }
+    /* behind a TLS proxy every request is https (--public-origin, SPEC §13) */
+    clank_sched_t *s = clank_sched_held(L);
+    if (s && s->origin && strncmp(s->origin, "https:", 6) == 0) {
+      lua_pushliteral(L, "https");
+      lua_rawseti(L, -2, CLANK_NAME_SCHEME_VALUE);
     }
     for (int i = 0; i < NHELD; i++) {
       lua_pushlstring(L, held_header[i].name, held_header[i].len);
@@ -212,7 +218,7 @@ void clank_request_push_in(lua_State *L, const clank_request_t *r, int n) {
     lua_rawset(L, -3);
   }
   lua_rawgeti(L, n, CLANK_NAME_SCHEME);
-  lua_rawgeti(L, n, CLANK_NAME_HTTP);
+  lua_rawgeti(L, n, CLANK_NAME_SCHEME_VALUE);
   lua_rawset(L, -3);
 }
 

@@ -21,7 +21,7 @@ enum {
   CLANK_NAME_BODY,
   CLANK_NAME_SCHEME,
   CLANK_NAME_PARAMS,
-  CLANK_NAME_HTTP, /* "http", the scheme's value */
+  CLANK_NAME_SCHEME_VALUE, /* request.scheme: "http", or the public origin's (SPEC §13) */
   CLANK_NAME_STATUS,
   CLANK_NAME_COOKIES,
   CLANK_NAME_STREAM,

@@ -334,6 +334,29 @@ static int origin_listed(lua_State *L, int idx, const char *origin, size_t n) {
   return yes;
 }
 
+/* 1 when the n bytes at origin are scheme "://" host. */
+static int origin_is(const char *origin, size_t n, span_t scheme, span_t host) {
+  return host.p && n == scheme.n + 3 + host.n && memcmp(origin, scheme.p, scheme.n) == 0 &&
+         memcmp(origin + scheme.n, "://", 3) == 0 &&
+         memcmp(origin + scheme.n + 3, host.p, host.n) == 0;
+}
+
+/* Whether o->value is the server's own origin for the request v: its
+   scheme://Host. Behind a TLS proxy (--public-origin, SPEC §13; clank-run's
+   scheduler holds it) the public origin is, whatever Host the proxy passes
+   on; http://Host stays the server's own for any other Host (a loopback
+   tunnel to the inspector), never for the public origin's host, whose
+   plain-http pages anyone on the way could have written. */
+static int own_origin(lua_State *L, const clank_bridge_view_t *v, const origin_t *o) {
+  const clank_sched_t *s = clank_sched_held(L);
+  if (s == NULL || s->origin == NULL)
+    return origin_is(o->value, o->len, v->scheme.p ? v->scheme : (span_t){"http", 4}, v->host);
+  if (o->len == s->origin_len && memcmp(o->value, s->origin, o->len) == 0) return 1;
+  size_t at = s->origin_host_at, hlen = s->origin_len - at;
+  if (v->host.n == hlen && strncasecmp(v->host.p, s->origin + at, hlen) == 0) return 0;
+  return origin_is(o->value, o->len, (span_t){"http", 4}, v->host);
+}
+
 /* Reads the origin of the request v against the allowed origins at
    allowed (a set or a list; 0 for none). */
 static void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed, origin_t *o) {
@@ -341,13 +364,8 @@ static void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed,
   o->len = v->origin.n;
   o->own = o->allowed = 0;
   if (o->value == NULL) return;
-  size_t n = o->len, hlen = v->host.n;
-  const char *host = v->host.p;
-  span_t scheme = v->scheme.p ? v->scheme : (span_t){"http", 4};
-  size_t slen = scheme.n;
-  o->own = host && n == slen + 3 + hlen && memcmp(o->value, scheme.p, slen) == 0 &&
-           memcmp(o->value + slen, "://", 3) == 0 && memcmp(o->value + slen + 3, host, hlen) == 0;
-  o->allowed = allowed && origin_listed(L, allowed, o->value, n);
+  o->own = own_origin(L, v, o);
+  o->allowed = allowed && origin_listed(L, allowed, o->value, o->len);
 }
 
 /* 1 when step 3 refuses the request: `sec-fetch-site: cross-site`, a

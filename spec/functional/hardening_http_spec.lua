@@ -7,8 +7,8 @@ local json = require "clank.json"
 
 local app = server.fixture("hardening")
 
-local HINT = "Host not allowed. Add its origin to allowedOrigins, "
-  .. "or start with --allow-any-host behind a proxy that checks it."
+local HINT = "Host not allowed. Add its origin to allowedOrigins, start with --public-origin ORIGIN "
+  .. "behind a TLS proxy, or with --allow-any-host behind a proxy that checks it."
 
 local function get(port, path, host, headers)
   local h = { Host = host }
