@@ -150,8 +150,8 @@ local function create(live, request, name)
     id = token.sign(live.secret, name, data, live:principal(request), live.clock())
   until not worker or token.owner(id, worker.count) == worker.index
   if core.memoryTight() then return full() end
-  local s, why = live:mount(id, view, data, request)
-  if why == "stopped" then return stopped() end
+  local s, outcome = live:mount(id, view, data, request)
+  if outcome == "stopped" then return stopped() end
   if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
   return answer(201, { id = id, nodes = nodes(s) })
 end

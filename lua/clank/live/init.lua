@@ -293,9 +293,9 @@ function Live:mount(id, view, props, request)
   self.sessionsById[id] = s
   self.count = self.count + 1
   self:setIdle(s)
-  local request_id = core.requestId()
+  local rid = core.requestId()
   core.spawnThen(function()
-    core.requestId(request_id) -- its log lines are the request's
+    core.requestId(rid) -- its log lines are the request's
     local ok, err = xpcall(function()
       local data
       if view.load then data = view.load(props, self:context(request)) end
