@@ -301,6 +301,17 @@ describe("clank.createForm", function()
   end)
 
   describe("render", function()
+    it("gives a text or password field its schema's max as maxlength, a number field none", function()
+      local form = clank.createForm { id = "f", schema = s.object {
+        name = s.string { max = 5 }, secret = s.string { max = 9, format = "password" },
+        note = s.string(), n = s.number { max = 3 } } }
+      local html = clank.render(form:render())
+      assert.truthy(html:find('id="f-name" maxlength="5" name="name"', 1, true), html)
+      assert.truthy(html:find('id="f-secret" maxlength="9" name="secret"', 1, true), html)
+      assert.truthy(html:find('id="f-note" name="note"', 1, true), html)
+      assert.truthy(html:find('id="f-n" name="n"', 1, true), html)
+    end)
+
     it("renders labelled controls with agentIds, aria-invalid and messages", function()
       local form = clank.createForm { id = "create-task", schema = CreateTask(), fields = { "title", "estimate" } }
       form:validate()
@@ -308,7 +319,7 @@ describe("clank.createForm", function()
         '<form data-clank-form="create-task" id="create-task" novalidate>',
         '<div class="clank-field"><label for="create-task-title">Short task title</label>',
         '<input aria-describedby="create-task-title-error" aria-invalid="true" data-clank-id="create-task.title"',
-        ' id="create-task-title" name="title" required type="text" value="">',
+        ' id="create-task-title" maxlength="120" name="title" required type="text" value="">',
         '<p class="clank-error" id="create-task-title-error" role="alert">Expected a string.</p></div>',
         '<div class="clank-field"><label for="create-task-estimate">estimate</label>',
         '<input data-clank-id="create-task.estimate" id="create-task-estimate" name="estimate" type="number" value="">',

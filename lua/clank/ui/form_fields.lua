@@ -80,6 +80,8 @@ function M.describe(id, s, order)
       nullable = nullable, label = inner.description or prop.description or name,
       enum = ctl == "select" and (multiple and items.enum or inner.enum) or nil,
       itemType = items and items.type or nil,
+      -- a text field's maxLength: rendered as maxlength, which the live channel enforces too
+      maxLength = inner.type == "string" and math.type(inner.maxLength) == "integer" and inner.maxLength or nil,
     }
   end
   for _, name in ipairs(order or names) do

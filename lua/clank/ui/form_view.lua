@@ -49,6 +49,7 @@ local function control(form, f, props)
   -- text, number, password: a password's value is never put in the page
   props.type = ctl == "password" and "password" or ctl == "number" and "number" or "text"
   if ctl ~= "password" then props.value = text(v) or "" end
+  if ctl ~= "number" then props.maxlength = info.maxLength end -- checked before onInput runs
   props.onInput = on_value
   return h.input(props)
 end
