@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "host/dispatch.h"
-#include "lua/db.h"
+#include "io/db.h"
 #include "options.h"
 
 static const char *harness_name = "fuzz";

@@ -1,5 +1,5 @@
 /* libFuzzer: a Lua pattern and a subject → clank_match_find (SPEC §3,
-   runtime/lua/schema_match.c), against Lua's own string.find.
+   runtime/data/schema_match.c), against Lua's own string.find.
 
    The input's first byte is the pattern's length (what remains when it is
    shorter), the pattern follows, then the subject; any byte anywhere. A
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/schema_match.h"
+#include "data/schema_match.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

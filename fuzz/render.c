@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "lua/modules.h"
+#include "modules/modules.h"
 #include "util/buf.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -7,7 +7,7 @@
 --   db:transaction(function(tx) tx:exec(...); return tx:query(...) end)
 --
 -- The drivers (C: clank.db.sqlite, clank.db.postgres; their contract is in
--- runtime/lua/db.h) own the pools, shared by every generation that opens the
+-- runtime/io/db.h) own the pools, shared by every generation that opens the
 -- same target; this module turns their `nil, err` into raised errors.
 --
 -- Waiting: every call waits in the running task, with the task's abort signal

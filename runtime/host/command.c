@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "host/lua_dir.h"
-#include "lua/modules.h"
-#include "lua/protect.h"
+#include "modules/modules.h"
+#include "core/protect.h"
 
 /* fs.mkdir(path) → true | nil, err (an existing folder is an error: `new`
    never writes into one). */

@@ -7,7 +7,7 @@
 
 #include "host/host.h"
 #include "host/lua_request.h"
-#include "lua/protect.h"
+#include "core/protect.h"
 
 /* [request, app, bridge rules] → bridge.checkOrigin(request, app.allowedOrigins, and with the
    bridge's rules app.bridge.requireOrigin). */

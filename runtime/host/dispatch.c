@@ -21,10 +21,10 @@
 #include "host/metrics.h"
 #include "host/set_cookie.h"
 #include "host/static.h"
-#include "lua/abort.h"
-#include "lua/bridge.h"
-#include "lua/json.h"
-#include "lua/protect.h"
+#include "core/abort.h"
+#include "agent/bridge.h"
+#include "data/json.h"
+#include "core/protect.h"
 
 /* Exchanges and their coroutines are reused: a coroutine bound once as a
    task stays one, and a waiting handler never moves in memory. */

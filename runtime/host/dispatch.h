@@ -7,7 +7,7 @@
 #include <lua.h>
 
 #include "http/server.h"
-#include "lua/bridge.h"
+#include "agent/bridge.h"
 
 struct clank_gen_s;
 struct clank_route_s;

@@ -7,8 +7,8 @@
 #include "host/generation.h"
 #include "host/host.h"
 #include "http/server.h"
-#include "lua/bridge.h"
-#include "lua/scheduler.h"
+#include "agent/bridge.h"
+#include "core/scheduler.h"
 
 typedef struct exchange_s {
   clank_task_t task; /* first: the task table points here */

@@ -14,10 +14,10 @@
 #include "host/lua_dir.h"
 #include "host/lua_request.h"
 #include "host/static.h"
-#include "lua/bridge.h"
-#include "lua/db.h"
-#include "lua/modules.h"
-#include "lua/protect.h"
+#include "agent/bridge.h"
+#include "io/db.h"
+#include "modules/modules.h"
+#include "core/protect.h"
 
 /* print(...) in an app: one line through the logger (SPEC §13), so stdout
    carries only the start-up line. */
@@ -498,7 +498,7 @@ static int use_private_loop(clank_gen_t *g) {
   g->sched.loop_running = 0;
   g->sched.log = keep_log;
   g->sched.log_ud = g;
-  g->sched.db = NULL; /* a private registry, made on first use */
+  clank_db_registry_attach(&g->sched, NULL); /* a private registry, made on first use */
   g->sched.watchdog = NULL;
   g->sched.defer_spawn = 1;
   return 0;
@@ -523,7 +523,7 @@ static void release_private_loop(clank_gen_t *g) {
     *box = NULL;
   }
   lua_pop(L, 1);
-  g->sched.db = NULL;
+  clank_db_registry_attach(&g->sched, NULL);
   uv_run(g->private_loop, UV_RUN_NOWAIT);
   uv_walk(g->private_loop, close_leftover, NULL);
   while (uv_loop_close(g->private_loop) == UV_EBUSY) uv_run(g->private_loop, UV_RUN_NOWAIT);
@@ -595,7 +595,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   g->sched.loop_running = o->loop_running;
   g->sched.log = o->log;
   g->sched.log_ud = o->log_ud;
-  g->sched.db = o->db;
+  clank_db_registry_attach(&g->sched, o->db);
   g->sched.watchdog = NULL; /* loading has its own limit (load_hook), not a request's */
   if (o->off_loop && use_private_loop(g) != 0) {
     snprintf(err, errlen, "cannot make a loop to load the app on");
@@ -689,7 +689,7 @@ void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o) {
   g->sched.loop_running = 1;
   g->sched.log = o->log;
   g->sched.log_ud = o->log_ud;
-  g->sched.db = o->db;
+  clank_db_registry_attach(&g->sched, o->db);
   g->sched.watchdog = o->watchdog;
   clank_gen_tell_kept(o, &g->kept_log, &g->kept_files);
   rebind_databases(g->L);

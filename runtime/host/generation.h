@@ -6,8 +6,8 @@
 #include <lua.h>
 #include <stddef.h>
 
-#include "lua/alloc.h"
-#include "lua/scheduler.h"
+#include "core/alloc.h"
+#include "core/scheduler.h"
 #include "util/buf.h"
 
 /* A segment of a route pattern (SPEC §15): text points into the route's path. */
@@ -100,7 +100,7 @@ typedef struct clank_gen_opts_s {
   void *db;                       /* the host's clank.db registry: pools outlive generations */
   clank_log_fn log;               /* the host's log sink, for C and Lua alike */
   void *log_ud;
-  struct clank_watchdog_s *watchdog; /* preemption (lua/preempt.h), NULL: none */
+  struct clank_watchdog_s *watchdog; /* preemption (core/preempt.h), NULL: none */
   uint64_t cpu_limit_ms;             /* --cpu-limit; app.cpuLimit wins */
   size_t memory_limit;               /* bytes of Lua memory (--memory-limit), 0: none */
   const char *public_origin;         /* --public-origin, NULL: none; the host holds it */

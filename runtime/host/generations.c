@@ -12,8 +12,8 @@
 #include "host/host.h"
 #include "host/live.h"
 #include "host/static.h"
-#include "lua/bridge.h"
-#include "lua/json.h"
+#include "agent/bridge.h"
+#include "data/json.h"
 
 #define LINGER_MS 5000
 

@@ -7,9 +7,9 @@
 #include "host/handoff.h"
 #include "host/master.h"
 #include "host/static.h"
-#include "lua/bridge.h"
-#include "lua/db.h"
-#include "lua/preempt.h"
+#include "agent/bridge.h"
+#include "io/db.h"
+#include "core/preempt.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>

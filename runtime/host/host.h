@@ -34,14 +34,14 @@ typedef struct clank_host_s {
   unsigned live_generations;
   struct clank_live_s *lives;            /* open live channels (SPEC §11) */
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
-  void *db; /* clank.db's pools (lua/db.h), shared by every generation */
+  void *db; /* clank.db's pools (io/db.h), shared by every generation */
   uv_timer_t live_tick;
   clank_metrics_t *metrics;            /* health and metrics (SPEC §15): own_metrics, or */
   clank_metrics_t own_metrics;         /* this worker's slot in the master's shared region */
   const struct clank_worker_s *worker; /* forked by a master (host/master.h); NULL: alone */
   struct clank_handoff_s *handoff;     /* its IPC pipe to the master (host/handoff.h) */
   clank_inspector_log_t inspector;     /* recent requests and reloads (SPEC §16) */
-  struct clank_watchdog_s *watchdog;   /* preempts long Lua runs (lua/preempt.h) */
+  struct clank_watchdog_s *watchdog;   /* preempts long Lua runs (core/preempt.h) */
   struct reload_job_s *reloading;      /* a generation being built off the loop */
   uv_async_t reload_done;              /* its thread ended */
   int reload_again;                    /* and another reload was asked for meanwhile */

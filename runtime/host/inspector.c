@@ -12,7 +12,7 @@
 
 #include "host/generation.h"
 #include "host/host.h"
-#include "lua/protect.h"
+#include "core/protect.h"
 
 #define INSPECTOR_KEY "clank.inspector" /* registry: the generation's inspector object */
 #define SESSIONS "/__clank/sessions/"

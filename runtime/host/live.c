@@ -12,9 +12,9 @@
 #include "host/host.h"
 #include "host/inspector.h"
 #include "host/lua_request.h"
-#include "lua/json.h"
-#include "lua/protect.h"
-#include "lua/scheduler.h"
+#include "data/json.h"
+#include "core/protect.h"
+#include "core/scheduler.h"
 
 #define SOCKET_MT "clank.LiveSocket"
 #define MAX_MESSAGE (1024 * 1024) /* a larger message closes with 1009 */

@@ -5,7 +5,7 @@
 #include <llhttp.h>
 #include <string.h>
 
-#include "lua/scheduler.h"
+#include "core/scheduler.h"
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';

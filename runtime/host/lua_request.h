@@ -5,7 +5,15 @@
 
 #include <lua.h>
 
+#include "agent/bridge.h"
 #include "http/request.h"
+
+/* The held slot of the host (core/scheduler.h), after the agent layer's. */
+enum {
+  CLANK_HELD_MAKER_MT = CLANK_HELD_AGENT_END, /* the metatable of requests kept as bytes */
+  CLANK_HELD_HOST_END
+};
+_Static_assert(CLANK_HELD_HOST_END <= CLANK_HELD_MAX, "more held slots than CLANK_HELD_MAX");
 
 void clank_request_push(lua_State *L, const clank_request_t *r);
 

@@ -10,8 +10,8 @@
 #include "host/generation.h"
 #include "host/host.h"
 #include "host/master.h"
-#include "lua/action.h"
-#include "lua/bridge.h"
+#include "agent/action.h"
+#include "agent/bridge.h"
 
 /* Bucket bounds in ns and as Prometheus writes them. */
 static const uint64_t bound_ns[CLANK_METRICS_BUCKETS - 1] = {

@@ -1,5 +1,5 @@
 -- clank.db.postgres, the PostgreSQL driver of clank.db, driven directly (SPEC §12; the
--- contract in runtime/lua/db.h). Needs a server: CLANK_TEST_POSTGRES_URL, as
+-- contract in runtime/io/db.h). Needs a server: CLANK_TEST_POSTGRES_URL, as
 -- spec/helpers/postgres.sh start prints it; pending without one.
 local clank = require "clank"
 local socket = require "socket"

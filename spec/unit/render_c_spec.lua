@@ -1,4 +1,4 @@
--- clank.render in C (runtime/lua/render.c) against the Lua renderer it replaced
+-- clank.render in C (runtime/render/render.c) against the Lua renderer it replaced
 -- (spec/helpers/render_reference.lua): many seeded random trees, plain and live, must give the
 -- same HTML, or fail with the same message.
 local clank = require "clank"

@@ -1,5 +1,5 @@
 -- clank.schema `pattern` (SPEC §3): Lua patterns, string.find semantics, matched in linear
--- time by runtime/lua/schema_match.c. Expected results are written by hand from Lua's rules
+-- time by runtime/data/schema_match.c. Expected results are written by hand from Lua's rules
 -- (lstrlib.c), and each is also checked against string.find itself. The attack inputs would
 -- take hours under backtracking: these specs assert their results only (a hang is the failure).
 local clank = require "clank"

@@ -1,5 +1,5 @@
 -- From element props to HTML attributes (SPEC §8): semantic props, event handlers, URL checks
--- and the attribute order. The rules run in C, in the render walk (runtime/lua/render.c); what
+-- and the attribute order. The rules run in C, in the render walk (runtime/render/render.c); what
 -- stays here is what Lua code shares with it: the semantic props, the interactive elements,
 -- an action's name and the error for a value no attribute can take.
 local type, pcall, error, getmetatable = type, pcall, error, getmetatable

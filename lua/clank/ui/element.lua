@@ -42,7 +42,7 @@ local function is_callable(x)
 end
 
 -- The builder of a tag known to be valid: make(tag)(props, ...children) makes the element in C
--- (runtime/lua/element.c), by the rules of add_child above.
+-- (runtime/render/element.c), by the rules of add_child above.
 local make = require("clank.render_core").elementMaker(ELEMENT, RAW)
 
 local function h(tag, props, ...)

@@ -1,6 +1,6 @@
 -- render(node) -> HTML (SPEC §8, §11). Text and attribute values are escaped; raw nodes are the
 -- only way to emit markup. No whitespace is added between nodes. The walk is in C
--- (runtime/lua/render.c, clank.render_core); this module keeps the API and gives the C, once,
+-- (runtime/render/render.c, clank.render_core); this module keeps the API and gives the C, once,
 -- the element and raw metatables and the Lua helpers for the rare cases.
 local element = require "clank.ui.element"
 local attributes = require "clank.ui.attributes"

@@ -1,0 +1,160 @@
+/* The capped, accounted allocator (see alloc.h). */
+#include "core/alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/preempt.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* A task is refused once it allocated this part of the cap (its share):
+   one request cannot take the others' memory, and a request that merely
+   allocates next, while another grew the heap, is not the one stopped. */
+#define SHARE_DIVISOR 4
+
+/* Small blocks (strings, tables, closures: most of a request's) are kept
+   by size class when Lua frees them and handed out again, so a request's
+   allocations rarely reach malloc. Lua says a block's size when it frees
+   or resizes it, so the classes need no header. */
+#define CLASS_BYTES 16
+#define CLASS_COUNT (CLANK_ALLOC_SMALL / CLASS_BYTES)
+#define CACHE_BYTES (1u << 20) /* kept at most, per allocator */
+
+struct clank_alloc_block_s {
+  struct clank_alloc_block_s *next;
+};
+
+static size_t class_of(size_t n) { return (n - 1) / CLASS_BYTES; }
+static size_t class_bytes(size_t c) { return (c + 1) * CLASS_BYTES; }
+
+static size_t reserve_of(size_t cap) { return cap / 8 > (16u << 20) ? cap / 8 : (16u << 20); }
+
+/* admit past the cap: 0 when the running task t is refused. */
+static __attribute__((noinline)) int admit_over(clank_alloc_t *a, clank_task_t *t, size_t grow) {
+  if (!t->mem_over && t->mem_charged >= a->cap / SHARE_DIVISOR) {
+    t->mem_over = 1;
+    a->pressure = 1;
+    if (a->sched->watchdog) clank_watchdog_poke(a->sched->watchdog, t->co);
+    return 0;
+  }
+  /* The reserve: the runtime's own work and the refused task's way out. */
+  if (a->used + grow <= a->cap + reserve_of(a->cap)) return 1;
+  /* The heap is full, whoever filled it: the task is refused as over its
+     share (a 503, not an error its own code could catch and mistake for
+     its own), and the owner checks the generation. */
+  if (!t->mem_over) {
+    t->mem_over = 1;
+    if (a->sched->watchdog) clank_watchdog_poke(a->sched->watchdog, t->co);
+  }
+  a->pressure = 1;
+  return 0;
+}
+
+/* 1 when the growth may happen, 0 when the running task is refused. */
+static inline int admit(clank_alloc_t *a, size_t grow) {
+  clank_sched_t *s = a->sched;
+  clank_task_t *t = s ? s->running : NULL;
+  if (t) t->mem_charged += grow;
+  if (__builtin_expect(a->used + grow <= a->cap || t == NULL, 1)) return 1;
+  return admit_over(a, t, grow);
+}
+
+static inline __attribute__((always_inline)) void *take(clank_alloc_t *a, size_t n) {
+  if (n > CLANK_ALLOC_SMALL) return malloc(n);
+  size_t c = class_of(n);
+  clank_alloc_block_t *b = a->cache[c];
+  if (b == NULL) return malloc(class_bytes(c));
+  UNPOISON(b, class_bytes(c));
+  a->cache[c] = b->next;
+  a->cached -= class_bytes(c);
+  return b;
+}
+
+static inline __attribute__((always_inline)) void give(clank_alloc_t *a, void *p, size_t n) {
+  if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > CACHE_BYTES) {
+    free(p);
+    return;
+  }
+  size_t c = class_of(n);
+  clank_alloc_block_t *b = p;
+  b->next = a->cache[c];
+  a->cache[c] = b;
+  a->cached += class_bytes(c);
+  POISON(b, class_bytes(c));
+}
+
+/* A block resized (ptr and nsize not NULL nor 0): kept apart, so the new
+   and freed blocks most calls are about take no registers to save. */
+static __attribute__((noinline)) void *resize(clank_alloc_t *a, void *ptr, size_t old,
+                                              size_t nsize) {
+  if (nsize > old && a->cap && !admit(a, nsize - old)) return NULL;
+  void *p;
+  if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
+    p = realloc(ptr, nsize);
+  } else if (old <= CLANK_ALLOC_SMALL && nsize <= CLANK_ALLOC_SMALL &&
+             class_of(old) == class_of(nsize)) {
+    p = ptr; /* the block has room already */
+  } else {
+    p = take(a, nsize);
+    if (p == NULL) return NULL;
+    memcpy(p, ptr, old < nsize ? old : nsize);
+    give(a, ptr, old);
+  }
+  if (p == NULL) return NULL;
+  a->used = a->used - old + nsize;
+  return p;
+}
+
+void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  clank_alloc_t *a = ud;
+  if (ptr == NULL) { /* a new block (osize is a type tag) */
+    if (nsize == 0) return NULL;
+    if (a->cap && !admit(a, nsize)) return NULL;
+    void *p = take(a, nsize);
+    if (p != NULL) a->used += nsize;
+    return p;
+  }
+  if (nsize == 0) {
+    give(a, ptr, osize);
+    a->used -= osize;
+    return NULL;
+  }
+  return resize(a, ptr, osize, nsize);
+}
+
+#define TIGHT_COLLECT_MS 2000
+
+static int over_tight(const clank_alloc_t *a) { return a->used > a->cap / 10 * 8; }
+
+int clank_alloc_tight(lua_State *L) {
+  void *ud;
+  if (lua_getallocf(L, &ud) != clank_alloc) return 0;
+  clank_alloc_t *a = ud;
+  if (a->cap == 0 || !over_tight(a)) return 0;
+  uint64_t now = a->sched ? uv_now(a->sched->loop) + 1 : 1; /* never 0: "not yet" */
+  if (a->tight_collected_at == 0 || now - a->tight_collected_at >= TIGHT_COLLECT_MS) {
+    a->tight_collected_at = now;
+    lua_gc(L, LUA_GCCOLLECT); /* what it holds may be garbage */
+  }
+  return over_tight(a);
+}
+
+void clank_alloc_drain(clank_alloc_t *a) {
+  for (size_t c = 0; c < CLASS_COUNT; c++) {
+    while (a->cache[c]) {
+      clank_alloc_block_t *b = a->cache[c];
+      UNPOISON(b, class_bytes(c));
+      a->cache[c] = b->next;
+      free(b);
+    }
+  }
+  a->cached = 0;
+}

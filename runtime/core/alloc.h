@@ -1,0 +1,40 @@
+/* A generation's Lua allocator (SPEC §13's memory cap): lua_Alloc over
+   malloc with accounting. Growth is charged to the task running; past the
+   cap, the running task that holds its share is refused (Lua raises a
+   memory error in it, and the preemption hook keeps raising RESOURCE_LIMIT
+   until it ends), while others are served from a reserve, so the runtime's
+   own calls outside tasks never fail and the process never panics. */
+#ifndef CLANK_ALLOC_H
+#define CLANK_ALLOC_H
+
+#include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/scheduler.h"
+
+/* Blocks up to this size are kept for reuse once freed (alloc.c). */
+#define CLANK_ALLOC_SMALL 512
+
+typedef struct clank_alloc_block_s clank_alloc_block_t;
+
+typedef struct clank_alloc_s {
+  size_t used;          /* bytes Lua holds now */
+  size_t cap;           /* 0: no cap */
+  clank_sched_t *sched; /* whose running task is charged */
+  int pressure;         /* a task was refused: the owner checks the generation once it ended */
+  size_t cached;        /* bytes kept in cache */
+  uint64_t tight_collected_at; /* loop time of clank_alloc_tight's last full collection */
+  clank_alloc_block_t *cache[CLANK_ALLOC_SMALL / 16]; /* freed small blocks, by size class */
+} clank_alloc_t;
+
+/* The lua_Alloc; ud is a clank_alloc_t. */
+void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+/* Connected sessions count against the cap (SPEC §13): 1 when L's capped
+   allocator holds over 80 % of its cap after a full collection, made at most
+   every 2 s (in between, what it holds now says); 0 for an uncapped state. */
+int clank_alloc_tight(lua_State *L);
+/* Frees the blocks kept for reuse: after lua_close, or to give memory back. */
+void clank_alloc_drain(clank_alloc_t *a);
+
+#endif

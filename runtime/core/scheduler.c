@@ -1,0 +1,838 @@
+/* Tasks, waits and the loop that drives them (see scheduler.h). */
+#include "core/scheduler.h"
+
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/alloc.h"
+#include "core/preempt.h"
+#include "core/protect.h"
+
+/* Only its address matters: the registry key of the scheduler (a light
+   userdata), read on every wait and join, so not a name to intern. */
+static const char sched_key = 0;
+#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
+
+/* ---- tasks ---- */
+
+/* Only its address matters: the registry key of the thread → task table. */
+static const char tasks_key = 0;
+
+static void push_tasks(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &tasks_key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_newtable(L); /* weak keys: the table never keeps a thread alive */
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &tasks_key);
+}
+
+clank_task_t *clank_task_of(lua_State *co) {
+  push_tasks(co);
+  lua_pushthread(co);
+  lua_rawget(co, -2);
+  clank_task_t *t = lua_touserdata(co, -1);
+  lua_pop(co, 2);
+  return t;
+}
+
+clank_task_t *clank_task_on(clank_sched_t *s, lua_State *co) {
+  return s->running && s->running->co == co ? s->running : clank_task_of(co);
+}
+
+static void set_task(lua_State *co, clank_task_t *t) {
+  push_tasks(co);
+  lua_pushthread(co);
+  if (t)
+    lua_pushlightuserdata(co, t);
+  else
+    lua_pushnil(co);
+  lua_rawset(co, -3);
+  lua_pop(co, 1);
+}
+
+void clank_task_bind(clank_task_t *t, lua_State *co) {
+  t->co = co;
+  set_task(co, t);
+}
+
+void clank_task_unbind(lua_State *co) { set_task(co, NULL); }
+
+int clank_in_task(lua_State *L) { return lua_isyieldable(L) && clank_task_of(L) != NULL; }
+
+/* ---- the scheduler ---- */
+
+static void default_log(void *ud, const char *level, const char *msg, const char *request_id) {
+  (void)ud;
+  (void)request_id;
+  const char *debug = getenv("CLANK_DEBUG");
+  if (strcmp(level, "debug") == 0 && (debug == NULL || *debug == '\0')) return;
+  fprintf(stderr, "clank %s: %s\n", level, msg);
+}
+
+/* Plain lua5.4 has no host: the first use makes a loop of its own, owned by
+   a userdata in the registry whose __gc closes it. */
+typedef struct own_loop_s {
+  clank_sched_t sched;
+  uv_loop_t loop;
+} own_loop_t;
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static int own_loop_gc(lua_State *L) {
+  own_loop_t *o = lua_touserdata(L, 1);
+  clank_sched_cancel_all(&o->sched);
+  uv_walk(&o->loop, close_walk, NULL);
+  while (uv_loop_close(&o->loop) == UV_EBUSY) uv_run(&o->loop, UV_RUN_DEFAULT);
+  return 0;
+}
+
+clank_sched_t *clank_sched_held(lua_State *L) {
+  void *ud;
+  return lua_getallocf(L, &ud) == clank_alloc ? ((clank_alloc_t *)ud)->sched : NULL;
+}
+
+clank_sched_t *clank_sched_get(lua_State *L) {
+  clank_sched_t *held = clank_sched_held(L);
+  if (held) return held; /* the one installed with it (generation.c) */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &sched_key);
+  clank_sched_t *s = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (s != NULL) return s;
+  own_loop_t *o = lua_newuserdatauv(L, sizeof *o, 0);
+  memset(o, 0, sizeof *o);
+  uv_loop_init(&o->loop);
+  o->sched.loop = &o->loop;
+  lua_newtable(L);
+  lua_pushcfunction(L, own_loop_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "clank.own_loop");
+  clank_sched_install(L, &o->sched);
+  return &o->sched;
+}
+
+void clank_sched_install(lua_State *L, clank_sched_t *s) {
+  if (s->log == NULL) s->log = default_log;
+  lua_pushlightuserdata(L, s);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &sched_key);
+}
+
+void clank_log(lua_State *L, const char *level, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  clank_sched_t *s = clank_sched_get(L);
+  clank_task_t *t = s->running;
+  s->log(s->log_ud, level, msg, t && t->request_id[0] ? t->request_id : NULL);
+}
+
+/* ---- waits ---- */
+
+static void ready_remove(clank_sched_t *s, clank_task_t *t);
+
+static void wait_unlink(clank_wait_t *w) {
+  if (w->sched) {
+    if (w->prev)
+      w->prev->next = w->next;
+    else
+      w->sched->waits = w->next;
+    if (w->next) w->next->prev = w->prev;
+  }
+  if (w->task && w->task->wait == w) w->task->wait = NULL;
+  w->prev = w->next = NULL;
+  w->sched = NULL;
+}
+
+static void wait_closed(uv_handle_t *h) { free(h->data); }
+
+static void wait_close(clank_wait_t *w) {
+  if (w->ref > 0) luaL_unref(w->L, LUA_REGISTRYINDEX, w->ref);
+  w->ref = 0;
+  uv_close((uv_handle_t *)&w->timer, wait_closed);
+}
+
+static void wait_fired(uv_timer_t *t) {
+  clank_wait_t *w = t->data;
+  clank_task_t *task = w->task;
+  wait_unlink(w);
+  /* Closing first: what runs next may tear the whole loop down. The memory
+     lives until the close callback. */
+  uv_close((uv_handle_t *)&w->timer, wait_closed);
+  if (w->fire)
+    w->fire(w);
+  else
+    task->resume(task, 0);
+  if (w->ref > 0) luaL_unref(w->L, LUA_REGISTRYINDEX, w->ref);
+  w->ref = 0;
+}
+
+static clank_wait_t *wait_new(lua_State *L, clank_sched_t *s, double ms) {
+  clank_wait_t *w = calloc(1, sizeof *w);
+  if (w == NULL) luaL_error(L, "clank: out of memory");
+  uv_timer_init(s->loop, &w->timer);
+  w->timer.data = w;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  w->L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  w->sched = s;
+  w->next = s->waits;
+  if (s->waits) s->waits->prev = w;
+  s->waits = w;
+  /* The loop's clock is stale after it sat idle (a top-level call): ms count from now. */
+  uv_update_time(s->loop);
+  uv_timer_start(&w->timer, wait_fired, ms > 0 ? (uint64_t)ms : 0, 0);
+  return w;
+}
+
+void clank_sched_cancel(clank_task_t *t) {
+  ready_remove(t->sched, t);
+  if (t->action_timer) {
+    clank_wait_t *a = t->action_timer;
+    t->action_timer = NULL;
+    wait_unlink(a);
+    wait_close(a);
+  }
+  clank_wait_t *w = t->wait;
+  if (w == NULL) return;
+  wait_unlink(w);
+  wait_close(w);
+}
+
+clank_wait_t *clank_sched_timer(lua_State *L, double ms, void (*fire)(clank_wait_t *), int idx) {
+  clank_sched_t *s = clank_sched_get(L);
+  clank_wait_t *w = wait_new(L, s, ms);
+  w->fire = fire;
+  if (idx != 0) {
+    lua_pushvalue(L, idx);
+    w->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return w;
+}
+
+void clank_sched_timer_cancel(clank_wait_t *w) {
+  wait_unlink(w);
+  wait_close(w);
+}
+
+int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx) {
+  clank_task_t *task = lua_isyieldable(L) ? clank_task_of(L) : NULL;
+  if (task == NULL) return luaL_error(L, WAIT_MESSAGE);
+  clank_wait_t *w = wait_new(L, task->sched, ms);
+  w->task = task;
+  task->wait = w;
+  lua_pushlightuserdata(L, task->sched);
+  return lua_yieldk(L, 1, ctx, k);
+}
+
+/* ---- driving a task ---- */
+
+static lua_State *main_thread_of(lua_State *co) {
+  lua_rawgeti(co, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(co, -1);
+  lua_pop(co, 1);
+  return m;
+}
+
+static int is_wait(lua_State *co, clank_sched_t *s, int st, int nres) {
+  return st == LUA_YIELD && nres == 1 && lua_touserdata(co, -1) == s;
+}
+
+/* ---- preemption (preempt.h) ---- */
+
+int clank_task_budget_error(lua_State *L, clank_task_t *t, int status) {
+  if (status == LUA_OK || status == LUA_YIELD) return status;
+  if (!t->exhausted && !t->mem_over && status != LUA_ERRMEM) return status;
+  /* The error the hook raised may have been caught and replaced: the
+     answer is the budget's. */
+  lua_pop(L, 1);
+  if (status == LUA_ERRMEM) t->mem_over = 1;
+  t->exhausted = 1;
+  clank_task_push_exhausted(L, t);
+  return LUA_ERRRUN;
+}
+
+int clank_task_push_exhausted(lua_State *L, clank_task_t *t) {
+  if (!t->exhausted && !t->mem_over) return 0;
+  if (t->stopped) {
+    clank_action_error_push(L, "ABORTED", "The server is stopping.", 503);
+    return 1;
+  }
+  clank_action_error_push(
+      L, "RESOURCE_LIMIT",
+      t->mem_over ? "The request used too much memory." : "The request used too much CPU.", 503);
+  return 1;
+}
+
+static void run_ready(uv_idle_t *idle);
+
+static void ready_closed(uv_handle_t *h) { free(h); }
+
+/* A preempted task waits behind the work that is ready now: the idle handle
+   makes the loop poll without blocking, then resumes the queue. */
+static void ready_push(clank_sched_t *s, clank_task_t *t) {
+  if (s->ready_idle == NULL) {
+    s->ready_idle = malloc(sizeof *s->ready_idle);
+    if (s->ready_idle == NULL) abort(); /* nowhere to keep a preempted task */
+    uv_idle_init(s->loop, s->ready_idle);
+    s->ready_idle->data = s;
+  }
+  t->queued = 1;
+  t->ready_next = NULL;
+  if (s->ready_tail)
+    s->ready_tail->ready_next = t;
+  else
+    s->ready = t;
+  s->ready_tail = t;
+  uv_idle_start(s->ready_idle, run_ready);
+}
+
+static void ready_remove(clank_sched_t *s, clank_task_t *t) {
+  if (!t->queued) return;
+  clank_task_t **p = &s->ready, *prev = NULL;
+  while (*p != t) {
+    prev = *p;
+    p = &(*p)->ready_next;
+  }
+  *p = t->ready_next;
+  if (s->ready_tail == t) s->ready_tail = prev;
+  t->queued = 0;
+  t->ready_next = NULL;
+}
+
+static void run_ready(uv_idle_t *idle) {
+  clank_sched_t *s = idle->data;
+  /* Only as many as were queued before this turn: one preempted again goes
+     behind the I/O of the next. */
+  int n = 0;
+  for (clank_task_t *t = s->ready; t; t = t->ready_next) n++;
+  while (n-- > 0 && s->ready) {
+    clank_task_t *t = s->ready;
+    ready_remove(s, t);
+    t->preempted = 0;
+    t->resume(t, 0);
+  }
+  if (s->ready == NULL) uv_idle_stop(idle);
+}
+
+/* The running task's Lua time so far, charged; the watchdog lets go. */
+static void run_pause(clank_sched_t *s, clank_task_t *t, uint64_t now) {
+  t->cpu_ns += now - t->resumed_at;
+  if (s->watchdog) clank_watchdog_leave(s->watchdog);
+}
+
+static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
+  t->resumed_at = now;
+  if (s->watchdog == NULL) return;
+  uint64_t slice = CLANK_SLICE_NS;
+  if (s->cpu_limit_ns) {
+    uint64_t left = t->cpu_ns < s->cpu_limit_ns ? s->cpu_limit_ns - t->cpu_ns : 0;
+    if (left < slice) slice = left;
+  }
+  clank_watchdog_enter(s->watchdog, t->co, now + slice);
+}
+
+/* The action timeout of an inline action (scheduler.h) is over. */
+static void action_fired(clank_wait_t *w) {
+  clank_task_t *t = w->task;
+  w->task = NULL;
+  t->action_timer = NULL;
+  t->action_late = 1;
+  t->action_timeout(t);
+}
+
+void clank_task_hold_signal(clank_task_t *t) {
+  if (!t->holder_deferred) return;
+  t->holder_deferred = 0;
+  lua_State *L = main_thread_of(t->co);
+  lua_createtable(L, 0, 0);
+  lua_rawseti(L, LUA_REGISTRYINDEX, t->hold_slot);
+  t->signal_ref = t->hold_slot;
+}
+
+/* An inline action waits: its timeout counts from its first wait, as a
+   joined child's does from the child's. */
+static void action_yielded(clank_task_t *t) {
+  if (t->action_timer || t->action_late || t->action_ms <= 0) return;
+  lua_State *L = main_thread_of(t->co);
+  clank_wait_t *w = wait_new(L, t->sched, t->action_ms);
+  w->fire = action_fired;
+  w->task = t;
+  t->action_timer = w;
+}
+
+/* A task whose coroutine yielded something else than a wait is a bug in the
+   app (a bare coroutine.yield in a handler): it becomes an error. A task
+   over its budget is never resumed: it fails with RESOURCE_LIMIT. */
+int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
+  clank_sched_t *s = t->sched;
+  if (t->exhausted || t->mem_over) {
+    lua_pop(t->co, nargs);
+    t->exhausted = 1;
+    clank_task_push_exhausted(t->co, t);
+    *nres = 1;
+    return LUA_ERRRUN;
+  }
+  uint64_t now = clank_run_clock();
+  clank_task_t *outer = s->running; /* a joined child runs inside its parent's run */
+  if (outer) run_pause(s, outer, now);
+  t->outer = outer;
+  s->running = t;
+  run_start(s, t, now);
+  int st = lua_resume(t->co, NULL, nargs, nres);
+  now = clank_run_clock();
+  run_pause(s, t, now);
+  s->running = outer;
+  if (outer) run_start(s, outer, now);
+  if (st == LUA_YIELD) clank_task_hold_signal(t); /* it may be aborted from now on */
+  if (st == LUA_YIELD && t->preempted && *nres == 0) {
+    ready_push(s, t);
+    if (t->action_inline) action_yielded(t);
+    return LUA_YIELD;
+  }
+  if (is_wait(t->co, s, st, *nres)) {
+    lua_pop(t->co, 1);
+    if (t->action_inline) action_yielded(t);
+    return LUA_YIELD;
+  }
+  if (st == LUA_YIELD) {
+    lua_pop(t->co, *nres);
+    lua_pushliteral(t->co, "coroutine.yield in a handler: use clank.sleep or other runtime waits");
+    *nres = 1;
+    return LUA_ERRRUN;
+  }
+  return clank_task_budget_error(t->co, t, st);
+}
+
+static int resume_task(clank_task_t *t, int nargs, int *nres) {
+  return clank_task_resume(t, nargs, nres);
+}
+
+typedef struct driven_s {
+  clank_task_t task;
+  int done, status, nres;
+} driven_t;
+
+static void driven_resume(clank_task_t *t, int nargs) {
+  driven_t *d = (driven_t *)t;
+  d->status = resume_task(t, nargs, &d->nres);
+  if (d->status != LUA_YIELD) d->done = 1;
+}
+
+int clank_sched_call(lua_State *L, int nargs) {
+  clank_sched_t *s = clank_sched_get(L);
+  int base = lua_gettop(L) - nargs - 1;
+  lua_State *co = lua_newthread(L);
+  lua_insert(L, base + 1); /* anchor the thread below the function */
+  lua_xmove(L, co, nargs + 1);
+  driven_t d = {0};
+  d.task.sched = s;
+  d.task.resume = driven_resume;
+  clank_task_bind(&d.task, co);
+  driven_resume(&d.task, nargs);
+  if (!d.done && s->loop_running) {
+    clank_sched_cancel(&d.task);
+    clank_task_unbind(co);
+    lua_resetthread(co);
+    return luaL_error(L, WAIT_MESSAGE);
+  }
+  while (!d.done) {
+    s->loop_running = 1;
+    uv_run(s->loop, UV_RUN_ONCE);
+    s->loop_running = 0;
+  }
+  clank_task_unbind(co);
+  if (d.status != LUA_OK) {
+    lua_xmove(co, L, 1);
+    lua_resetthread(co);
+    return lua_error(L); /* the same error object: tables keep their identity */
+  }
+  lua_xmove(co, L, d.nres);
+  lua_remove(L, base + 1);
+  return d.nres;
+}
+
+/* ---- tasks the scheduler owns (spawned, and joined children) ---- */
+
+/* An owned task's coroutine is anchored by a registry ref; the scheduler's
+   list lets a closing generation drop the ones still waiting. */
+typedef struct owned_s {
+  clank_task_t task;
+  int co_ref;
+  int spawned; /* by clank.spawn (a reload drops it), not a joined child */
+  /* clank_sched_spawn_then: the function told once the task ended, however
+     it ended (0: none); released unsaid when the task is dropped */
+  int done_ref;
+  struct owned_s *prev, *next;
+} owned_t;
+
+static lua_State *main_thread(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return m;
+}
+
+/* Spawned tasks and joined children come and go with every action a bridge
+   runs: their coroutines are kept (bound as tasks) for the next one. */
+#define SPARE_MAX 32
+
+typedef struct join_s join_t;
+static size_t owned_size(void);
+
+static owned_t *owned_new(lua_State *L, clank_sched_t *s, void (*resume)(clank_task_t *, int)) {
+  owned_t *o = s->spare;
+  if (o) {
+    s->spare = o->next;
+    s->nspare--;
+    lua_State *co = o->task.co;
+    int ref = o->co_ref;
+    memset(o, 0, owned_size());
+    o->task.co = co;
+    o->co_ref = ref;
+  } else {
+    o = calloc(1, owned_size());
+    if (o == NULL) luaL_error(L, "clank: out of memory");
+    lua_State *co = lua_newthread(L);
+    o->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    clank_task_bind(&o->task, co);
+  }
+  o->task.sched = s;
+  o->task.resume = resume;
+  owned_t *head = (owned_t *)s->spawned;
+  o->next = head;
+  if (head) head->prev = o;
+  s->spawned = &o->task;
+  return o;
+}
+
+static void owned_release(owned_t *o) {
+  lua_State *L = main_thread(o->task.co);
+  clank_task_unbind(o->task.co);
+  luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
+  free(o);
+}
+
+/* reusable: its coroutine ended (returned, or failed and was reset). */
+static void owned_free(owned_t *o, int reusable) {
+  clank_sched_t *s = o->task.sched;
+  if (o->done_ref > 0) luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->done_ref);
+  o->done_ref = 0;
+  if (o->task.signal_ref > 0 && !o->task.signal_borrowed)
+    luaL_unref(main_thread(o->task.co), LUA_REGISTRYINDEX, o->task.signal_ref);
+  o->task.signal_ref = 0;
+  o->task.signal_borrowed = 0;
+  if (o->prev)
+    o->prev->next = o->next;
+  else
+    s->spawned = o->next ? &o->next->task : NULL;
+  if (o->next) o->next->prev = o->prev;
+  clank_sched_cancel(&o->task);
+  if (reusable && s->nspare < SPARE_MAX) {
+    lua_settop(o->task.co, 0);
+    o->prev = NULL;
+    o->next = s->spare;
+    s->spare = o;
+    s->nspare++;
+    return;
+  }
+  owned_release(o);
+}
+
+/* Logs the error on top of a task that failed (and pops it), with the
+   traceback its protected call kept, else its message. The main thread does
+   the work: a dead coroutine may not call a __tostring. */
+static void log_task_error(lua_State *co, const char *what) {
+  lua_State *m = main_thread(co);
+  if (!lua_checkstack(m, 4)) {
+    clank_log(co, "error", "%s (no stack left to describe the error)", what);
+    lua_pop(co, 1);
+    return;
+  }
+  lua_xmove(co, m, 1);
+  clank_log(m, "error", "%s: %s", what, clank_error_text(m, -1));
+  lua_pop(m, 2);
+}
+
+/* ---- a child task joined with a time limit ---- */
+
+struct join_s {
+  owned_t owned;        /* the child */
+  clank_task_t *parent; /* NULL once the parent stopped waiting */
+  clank_wait_t *timer;
+  uint64_t cpu_start; /* the parent's Lua time when the child started: one budget */
+};
+
+/* The child's Lua time counts for the parent's request. */
+static void join_charge(join_t *j, clank_task_t *parent) {
+  parent->cpu_ns += j->owned.task.cpu_ns - j->cpu_start;
+}
+
+static size_t owned_size(void) { return sizeof(join_t); }
+
+/* Moves the child's outcome onto the parent's stack: ok, value-or-error. */
+static void join_deliver(lua_State *co, lua_State *p, int st, int nres) {
+  lua_pushboolean(p, st == LUA_OK);
+  if (st == LUA_OK && nres == 0) lua_pushnil(co);
+  lua_xmove(co, p, 1);
+  lua_settop(co, 0);
+}
+
+static void join_child_resume(clank_task_t *t, int nargs) {
+  join_t *j = (join_t *)t;
+  int nres;
+  int st = resume_task(t, nargs, &nres);
+  if (st == LUA_YIELD) return;
+  clank_task_t *parent = j->parent;
+  if (parent == NULL) {
+    /* the parent gave up (timeout): nobody wants the result */
+    if (st != LUA_OK) log_task_error(t->co, "an action that timed out failed later");
+    if (st != LUA_OK) lua_resetthread(t->co);
+    owned_free(&j->owned, !j->owned.task.exhausted);
+    return;
+  }
+  if (j->timer) clank_sched_timer_cancel(j->timer);
+  join_charge(j, parent);
+  join_deliver(t->co, parent->co, st, nres);
+  if (st != LUA_OK) lua_resetthread(t->co);
+  owned_free(&j->owned, !j->owned.task.exhausted);
+  parent->resume(parent, 2);
+}
+
+static void join_timed_out(clank_wait_t *w) {
+  join_t *j = (join_t *)w->task; /* the timer's task field carries the join */
+  w->task = NULL;
+  j->timer = NULL;
+  clank_task_t *parent = j->parent;
+  j->parent = NULL;
+  clank_task_t *child = &j->owned.task;
+  if (child->signal_borrowed) { /* the parent goes on, and may end before the child */
+    lua_rawgeti(w->L, LUA_REGISTRYINDEX, child->signal_ref);
+    child->signal_ref = luaL_ref(w->L, LUA_REGISTRYINDEX);
+    child->signal_borrowed = 0;
+  }
+  lua_pushnil(parent->co);
+  lua_pushliteral(parent->co, "timeout");
+  parent->resume(parent, 2);
+}
+
+int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KContext ctx) {
+  return clank_sched_join_in(L, lua_isyieldable(L) ? clank_task_of(L) : NULL, nargs, ms, k, ctx);
+}
+
+int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms, lua_KFunction k,
+                        lua_KContext ctx) {
+  if (parent == NULL || !lua_isyieldable(L)) return luaL_error(L, WAIT_MESSAGE);
+  join_t *j = (join_t *)owned_new(L, parent->sched, join_child_resume);
+  lua_State *co = j->owned.task.co;
+  lua_xmove(L, co, nargs + 1);
+  j->parent = parent;
+  j->owned.task.cpu_ns = j->cpu_start = parent->cpu_ns;
+  j->owned.task.signal_lazy = parent->signal_lazy;
+  memcpy(j->owned.task.request_id, parent->request_id, sizeof parent->request_id);
+  clank_task_hold_signal(parent);
+  if (parent->signal_ref > 0 && !parent->signal_borrowed) {
+    /* the child (an action's handler) sees the request's signal, through
+       the parent's ref while the parent waits for it */
+    j->owned.task.signal_ref = parent->signal_ref;
+    j->owned.task.signal_borrowed = 1;
+  } else if (parent->signal_ref > 0) { /* a ref the parent itself borrows: one of its own */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, parent->signal_ref);
+    j->owned.task.signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  /* The child runs first, up to its first wait or its end. */
+  int nres;
+  int st = resume_task(&j->owned.task, nargs, &nres);
+  if (st != LUA_YIELD) {
+    join_charge(j, parent);
+    join_deliver(co, L, st, nres);
+    if (st != LUA_OK) lua_resetthread(co);
+    owned_free(&j->owned, !j->owned.task.exhausted);
+    return k(L, LUA_OK, ctx);
+  }
+  if (ms > 0) {
+    j->timer = wait_new(L, parent->sched, ms);
+    j->timer->fire = join_timed_out;
+    j->timer->task = (clank_task_t *)j;
+  }
+  lua_pushlightuserdata(L, parent->sched);
+  return lua_yieldk(L, 1, ctx, k);
+}
+
+/* ---- spawned tasks ---- */
+
+static int protected_body_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)ctx;
+  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L); /* the same value */
+  return lua_gettop(L) - 1;
+}
+
+/* A spawned task's body: protected_body(fn) calls fn under the one message
+   handler, so its error's traceback is kept before the coroutine dies. */
+static int protected_body(lua_State *L) {
+  lua_pushcfunction(L, clank_traceback_handler);
+  lua_insert(L, 1);
+  int status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 1, 0, protected_body_k);
+  return protected_body_k(L, status, 0);
+}
+
+clank_task_t *clank_task_parent(clank_task_t *t) {
+  return t && t->resume == join_child_resume ? ((join_t *)t)->parent : NULL;
+}
+
+int clank_task_awaited(clank_task_t *t) {
+  if (t == NULL) return 0;
+  if (t->resume == join_child_resume) return ((join_t *)t)->parent != NULL;
+  return t->action_inline && !t->action_late;
+}
+
+/* The done function of a task that ended runs as a task of its own, from the
+   loop: a chain of tasks each starting the next from its done never nests. */
+static void done_fire(clank_wait_t *w) {
+  lua_rawgeti(w->L, LUA_REGISTRYINDEX, w->ref);
+  clank_sched_spawn(w->L);
+}
+
+static void spawned_resume(clank_task_t *t, int nargs) {
+  int nres;
+  int st = resume_task(t, nargs, &nres);
+  if (st == LUA_YIELD) return;
+  if (st != LUA_OK) {
+    log_task_error(t->co, "spawned task failed");
+    lua_resetthread(t->co);
+  }
+  lua_settop(t->co, 0);
+  owned_t *o = (owned_t *)t;
+  if (o->done_ref > 0) {
+    lua_State *m = main_thread(t->co);
+    lua_rawgeti(m, LUA_REGISTRYINDEX, o->done_ref);
+    clank_sched_timer(m, 0, done_fire, lua_gettop(m));
+    lua_pop(m, 1);
+  }
+  owned_free(o, !t->exhausted);
+}
+
+/* Only its address matters: the registry key of the deferred spawns' list. */
+static const char deferred_key = 0;
+
+void clank_sched_run_deferred(lua_State *L) {
+  clank_sched_t *s = clank_sched_get(L);
+  s->defer_spawn = 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deferred_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &deferred_key);
+  lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    clank_sched_spawn(L);
+  }
+  lua_pop(L, 1);
+}
+
+void clank_sched_spawn(lua_State *L) {
+  if (clank_sched_get(L)->defer_spawn) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &deferred_key) != LUA_TTABLE) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, LUA_REGISTRYINDEX, &deferred_key);
+    }
+    lua_insert(L, -2);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    lua_pop(L, 1);
+    return;
+  }
+  owned_t *o = owned_new(L, clank_sched_get(L), spawned_resume);
+  o->spawned = 1;
+  lua_pushcfunction(L, protected_body);
+  lua_insert(L, -2);
+  lua_xmove(L, o->task.co, 2);
+  spawned_resume(&o->task, 1);
+}
+
+void clank_sched_spawn_then(lua_State *L) {
+  clank_sched_t *s = clank_sched_get(L);
+  if (s->defer_spawn) luaL_error(L, "clank.spawn: cannot watch a task while the app loads");
+  owned_t *o = owned_new(L, s, spawned_resume);
+  o->spawned = 1;
+  o->done_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcfunction(L, protected_body);
+  lua_insert(L, -2);
+  lua_xmove(L, o->task.co, 2);
+  spawned_resume(&o->task, 1);
+}
+
+void clank_sched_retire(clank_sched_t *s) {
+  for (owned_t *o = (owned_t *)s->spawned, *next; o; o = next) {
+    next = o->next;
+    if (o->spawned) owned_free(o, 0);
+  }
+  for (clank_wait_t *w = s->waits, *next; w; w = next) {
+    next = w->next;
+    if (w->retire == NULL) continue;
+    wait_unlink(w);
+    w->retire(w);
+    wait_close(w);
+  }
+}
+
+void clank_sched_cancel_all(clank_sched_t *s) {
+  while (s->ready) ready_remove(s, s->ready);
+  if (s->ready_idle) {
+    uv_close((uv_handle_t *)s->ready_idle, ready_closed);
+    s->ready_idle = NULL;
+  }
+  while (s->spawned) owned_free((owned_t *)s->spawned, 0);
+  while (s->spare) {
+    owned_t *o = s->spare;
+    s->spare = o->next;
+    owned_release(o);
+  }
+  s->nspare = 0;
+  while (s->waits) {
+    clank_wait_t *w = s->waits;
+    wait_unlink(w);
+    wait_close(w);
+  }
+  for (int i = 0; i < CLANK_SCHED_SLOTS; i++) {
+    clank_sched_slot_t *slot = &s->slots[i];
+    if (slot->key && slot->data && slot->close) slot->close(s, slot->data);
+  }
+}
+
+void *clank_sched_slot(clank_sched_t *s, const void *key) {
+  for (int i = 0; i < CLANK_SCHED_SLOTS; i++)
+    if (s->slots[i].key == key) return s->slots[i].data;
+  return NULL;
+}
+
+void clank_sched_set_slot(clank_sched_t *s, const void *key, void *data,
+                          void (*close)(clank_sched_t *s, void *data)) {
+  clank_sched_slot_t *free_slot = NULL;
+  for (int i = 0; i < CLANK_SCHED_SLOTS; i++) {
+    if (s->slots[i].key == key) {
+      s->slots[i].data = data;
+      s->slots[i].close = close;
+      return;
+    }
+    if (s->slots[i].key == NULL && free_slot == NULL) free_slot = &s->slots[i];
+  }
+  if (data == NULL) return;
+  if (free_slot == NULL) abort(); /* more users than CLANK_SCHED_SLOTS: a build error */
+  *free_slot = (clank_sched_slot_t){key, data, close};
+}

@@ -1,0 +1,293 @@
+/* An action's output validated and written as canonical JSON in one walk
+   (SPEC §4 output:parse, §5 step 8).
+
+   The walk follows the schema: an object's properties come out in the
+   schema's order (its keys sorted by bytes, as clank.json sorts them), each
+   value validated as it is written, without a Lua string made or a key
+   sorted. Anything invalid or unusual (a union, a pattern, a metatable other
+   than the array mark, a table under s.unknown, a key the schema does not
+   name, deep nesting) stops the walk: the caller then validates and encodes
+   the general way, which says what is wrong, or writes what this walk would
+   not. What it writes is byte for byte what clank_json_encode_node writes
+   for the same value and schema, and it writes only values that
+   clank_schema_validate finds valid. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "data/json.h"
+#include "data/schema_internal.h"
+#include "core/values.h"
+
+/* Deeper tables go the general way (which stops at 64). */
+#define WALK_MAX_DEPTH 48
+
+typedef struct {
+  lua_State *L;
+  clank_buf_t *out;
+  const void *amt; /* the JSON array metatable, found at the first table that has one */
+} walk_t;
+
+static inline __attribute__((always_inline)) int walk_node(walk_t *w, const clank_schema_node_t *n,
+                                                           int idx, int depth);
+
+/* The bytes JSON strings hold as they are: ASCII but controls, '"' and '\\'. */
+static const unsigned char plain[256] = {
+    [0x20 ... 0x21] = 1, /* '"' is 0x22 */
+    [0x23 ... 0x5B] = 1, /* '\\' is 0x5C */
+    [0x5D ... 0x7F] = 1,
+};
+
+/* [","]"s"[":"]: text that needs no escape (short ASCII keys and values,
+   the common case) copied byte by byte, the rest escaped by
+   clank_json_escape, which checks UTF-8. */
+static inline __attribute__((always_inline)) int put_quoted(walk_t *w, const char *s, size_t len,
+                                                            int comma, int colon) {
+  clank_buf_t *b = w->out;
+  if (b->cap - b->len < len + 4 && clank_buf_reserve(b, len + 4) != 0) return 0;
+  char *d = b->data + b->len;
+  size_t i = 0;
+  if (comma) *d++ = ',';
+  *d++ = '"';
+  for (; i < len && plain[(unsigned char)s[i]]; i++) d[i] = s[i];
+  if (i == len) {
+    d[i] = '"';
+    d[i + 1] = ':';
+    b->len = (size_t)(d - b->data) + len + 1 + (colon != 0);
+    return 1;
+  }
+  b->len = (size_t)(d - b->data) + i;
+  if (clank_json_escape(b, s + i, len - i) != 0 || clank_buf_appendc(b, '"') != 0) return 0;
+  return !colon || clank_buf_appendc(b, ':') == 0;
+}
+
+static int put_string(walk_t *w, const char *s, size_t len) { return put_quoted(w, s, len, 0, 0); }
+
+/* A number as clank.json writes it: integers exact, floats finite. */
+static int put_number(walk_t *w, int idx) {
+  lua_State *L = w->L;
+  char s[64];
+  if (lua_isinteger(L, idx)) {
+    lua_Integer i = lua_tointeger(L, idx);
+    if (i < 0 && clank_buf_appendc(w->out, '-') != 0) return 0;
+    return clank_buf_append_uint(w->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) == 0;
+  }
+  lua_Number d = lua_tonumber(L, idx);
+  if (!isfinite(d)) return 0;
+  return clank_buf_append(w->out, s, clank_json_format_number(d, s)) == 0;
+}
+
+/* Inlined where n is a constant: the copy is a store or two. */
+static inline __attribute__((always_inline)) int put_lit(walk_t *w, const char *s, size_t n) {
+  clank_buf_t *b = w->out;
+  if (b->cap - b->len < n && clank_buf_reserve(b, n) != 0) return 0;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  return 1;
+}
+
+#define PUT_LIT(w, lit) put_lit(w, lit, sizeof lit - 1)
+
+/* A string, a finite number, a boolean or clank.null: what needs no schema. */
+static int put_scalar(walk_t *w, int idx) {
+  lua_State *L = w->L;
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      return put_string(w, s, len);
+    }
+    case LUA_TNUMBER: return put_number(w, idx);
+    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? PUT_LIT(w, "true") : PUT_LIT(w, "false");
+    case LUA_TLIGHTUSERDATA: return clank_is_null(L, idx) && PUT_LIT(w, "null");
+    default: return 0;
+  }
+}
+
+static int walk_string(walk_t *w, const clank_schema_node_t *n, int idx) {
+  size_t len;
+  if (lua_type(w->L, idx) != LUA_TSTRING || n->pattern.s) return 0;
+  const char *s = lua_tolstring(w->L, idx, &len);
+  if (n->has_min || n->has_max) {
+    ptrdiff_t cp = clank_schema_utf8_len(s, len);
+    if (cp < 0 || (n->has_min && cp < n->min.i) || (n->has_max && cp > n->max.i)) return 0;
+  }
+  return put_string(w, s, len); /* UTF-8 checked on the way */
+}
+
+static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
+  lua_State *L = w->L;
+  clank_schema_num_t v;
+  if (lua_type(L, idx) != LUA_TNUMBER) return 0;
+  v.i = lua_tointegerx(L, idx, &v.isint); /* 2.0 too, as validation takes it */
+  if (v.isint) {
+    v.n = 0;
+  } else {
+    v.i = 0;
+    v.n = lua_tonumber(L, idx);
+    if (!isfinite(v.n) || (n->integer && floor(v.n) != v.n)) return 0;
+  }
+  if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
+  if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
+  return put_number(w, idx);
+}
+
+/* Equal bytes; short strings are interned, so equal ones share an address. */
+static int same_bytes(const char *v, size_t len, const clank_schema_str_t *s) {
+  return len == s->len && (v == s->s || (len > CLANK_SCHEMA_SHORTLEN && memcmp(v, s->s, len) == 0));
+}
+
+static int walk_literal(walk_t *w, const clank_schema_node_t *n, int idx) {
+  lua_State *L = w->L;
+  int t = lua_type(L, idx);
+  switch (n->lit_type) {
+    case LUA_TSTRING: {
+      size_t len;
+      if (t != LUA_TSTRING) return 0;
+      const char *s = lua_tolstring(L, idx, &len);
+      if (!same_bytes(s, len, &n->lit_str)) return 0;
+      return put_string(w, s, len);
+    }
+    case LUA_TNUMBER: {
+      clank_schema_num_t v;
+      if (t != LUA_TNUMBER) return 0;
+      v.isint = lua_isinteger(L, idx);
+      v.i = v.isint ? lua_tointeger(L, idx) : 0;
+      v.n = v.isint ? 0 : lua_tonumber(L, idx);
+      if (clank_schema_numcmp(&v, &n->lit_num) != 0) return 0;
+      return put_number(w, idx);
+    }
+    case LUA_TBOOLEAN:
+      if (t != LUA_TBOOLEAN || lua_toboolean(L, idx) != n->lit_bool) return 0;
+      return n->lit_bool ? PUT_LIT(w, "true") : PUT_LIT(w, "false");
+    default: return clank_is_null(L, idx) && PUT_LIT(w, "null");
+  }
+}
+
+static int walk_enum(walk_t *w, const clank_schema_node_t *n, int idx) {
+  size_t len;
+  if (lua_type(w->L, idx) != LUA_TSTRING) return 0;
+  const char *s = lua_tolstring(w->L, idx, &len);
+  for (size_t i = 0; i < n->n; i++)
+    if (same_bytes(s, len, &n->values[i])) return put_string(w, s, len);
+  return 0;
+}
+
+/* The items 1..rawlen of a table with no other key, unmarked or marked as a
+   JSON array (no other metatable). */
+static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
+  lua_State *L = w->L;
+  if (lua_type(L, idx) != LUA_TTABLE || depth >= WALK_MAX_DEPTH || !lua_checkstack(L, 4)) return 0;
+  if (lua_getmetatable(L, idx)) {
+    const void *mt = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    if (w->amt == NULL) { /* the registry keeps it alive while we hold its address */
+      clank_push_array_mt(L);
+      w->amt = lua_topointer(L, -1);
+      lua_pop(L, 1);
+    }
+    if (mt != w->amt) return 0;
+  }
+  lua_Integer len = (lua_Integer)lua_rawlen(L, idx), count = 0;
+  if ((n->has_min && len < n->min.i) || (n->has_max && len > n->max.i)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { /* exactly the keys 1..len */
+    lua_Integer k;
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || (k = lua_tointeger(L, -1)) < 1 || k > len) return 0;
+    count++;
+  }
+  if (count != len || !PUT_LIT(w, "[")) return 0;
+  for (lua_Integer i = 1; i <= len; i++) {
+    if (i > 1 && !PUT_LIT(w, ",")) return 0;
+    lua_rawgeti(L, idx, i);
+    if (!walk_node(w, n->inner, lua_gettop(L), depth + 1)) return 0;
+    lua_pop(L, 1);
+  }
+  return PUT_LIT(w, "]");
+}
+
+/* Index of a Lua string key among n's properties, or -1 (as validation finds it). */
+static ptrdiff_t find_key(const clank_schema_node_t *n, const char *key, size_t len) {
+  if (n->n <= 16) {
+    for (size_t i = 0; i < n->n; i++)
+      if (n->props[i].key.s == key) return (ptrdiff_t)i;
+    if (len <= CLANK_SCHEMA_SHORTLEN) return -1;
+  }
+  return clank_schema_find_prop(n, key, len);
+}
+
+/* A table without metatable whose keys are all properties of n, none
+   required missing. One pass over the table leaves each value on the stack;
+   they are then written in the schema's order. */
+static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
+  lua_State *L = w->L;
+  if (lua_type(L, idx) != LUA_TTABLE || depth >= WALK_MAX_DEPTH || n->n > 64) return 0;
+  if (lua_getmetatable(L, idx)) return 0; /* marked as an array, or a metatable of its own */
+  if (!lua_checkstack(L, 2 * (int)n->n + 4)) return 0;
+  int base = lua_gettop(L), top = base; /* the first value lands at base + 2 */
+  int slot[64]; /* where property i's value sits, when bit i of seen is set */
+  uint64_t seen = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { /* each value stays, its key copied above it for the next */
+    size_t klen;
+    if (lua_type(L, -2) != LUA_TSTRING) return 0;
+    const char *k = lua_tolstring(L, -2, &klen);
+    ptrdiff_t p = find_key(n, k, klen);
+    if (p < 0) return 0; /* unknown: refused when strict, kept otherwise (the general way) */
+    seen |= UINT64_C(1) << p;
+    slot[p] = top += 2; /* key and value stay */
+    lua_pushvalue(L, -2);
+  }
+  if ((seen & n->required_mask) != n->required_mask) return 0; /* a required one is missing */
+  if (!PUT_LIT(w, "{")) return 0;
+  for (size_t i = 0, first = 1; i < n->n; i++) {
+    if (!(seen >> i & 1)) continue;
+    const clank_schema_prop_t *p = &n->props[i];
+    if (!put_quoted(w, p->key.s, p->key.len, !first, 1)) return 0;
+    first = 0;
+    if (!walk_node(w, p->node, slot[i], depth + 1)) return 0;
+  }
+  lua_settop(L, base);
+  return PUT_LIT(w, "}");
+}
+
+/* One node: wrappers unwrapped in a loop, so that this dispatcher is
+   inlined into the walks of containers (a call less per value). */
+static inline __attribute__((always_inline)) int walk_node(walk_t *w, const clank_schema_node_t *n,
+                                                           int idx, int depth) {
+  for (;;) {
+    switch (n->kind) {
+      case CLANK_SK_STRING: return walk_string(w, n, idx);
+      case CLANK_SK_NUMBER: return walk_number(w, n, idx);
+      case CLANK_SK_BOOLEAN:
+        if (lua_type(w->L, idx) != LUA_TBOOLEAN) return 0;
+        return lua_toboolean(w->L, idx) ? PUT_LIT(w, "true") : PUT_LIT(w, "false");
+      case CLANK_SK_LITERAL: return walk_literal(w, n, idx);
+      case CLANK_SK_ENUM: return walk_enum(w, n, idx);
+      case CLANK_SK_UNKNOWN: return put_scalar(w, idx); /* a table: the general way */
+      case CLANK_SK_ARRAY: return walk_array(w, n, idx, depth);
+      case CLANK_SK_OBJECT: return walk_object(w, n, idx, depth);
+      case CLANK_SK_OPTIONAL: /* nil is valid but not JSON: the general way says so */
+        if (lua_isnil(w->L, idx)) return 0;
+        n = n->inner;
+        continue;
+      case CLANK_SK_NULLABLE:
+        if (lua_type(w->L, idx) == LUA_TLIGHTUSERDATA && clank_is_null(w->L, idx))
+          return PUT_LIT(w, "null");
+        n = n->inner;
+        continue;
+      default: return 0; /* a union: the general way */
+    }
+  }
+}
+
+int clank_schema_encode(lua_State *L, const clank_schema_node_t *n, int idx, clank_buf_t *out) {
+  walk_t w = {L, out, NULL};
+  int top = lua_gettop(L);
+  size_t start = out->len;
+  if (walk_node(&w, n, idx > 0 ? idx : lua_absindex(L, idx), 0)) return 1; /* the stack as it was */
+  lua_settop(L, top);
+  out->len = start;
+  return 0;
+}

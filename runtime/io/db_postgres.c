@@ -1,0 +1,1184 @@
+/* clank.db.postgres: the PostgreSQL driver of clank.db (SPEC §12; the
+   contract is in db.h).
+
+   libpq in non-blocking mode on the loop. A connection's socket is watched
+   with uv_poll for what libpq asks (PQconnectPoll while connecting; PQflush,
+   PQconsumeInput, PQisBusy and PQgetResult while a query runs; readable while
+   idle, so a connection the server closed is noticed and dropped). The host
+   name is resolved with uv_getaddrinfo and given to libpq as hostaddr, since
+   libpq 15 resolves names blocking; a unix socket (host=/dir) needs none.
+
+   Cancelling (abort, timeout): PQcancel blocks, so it runs on a thread of its
+   own that reports back through a uv_async. The waiting call returns once the
+   query has ended (the server's "canceling statement" error) and the
+   connection is idle again; when it has not ended CANCEL_GRACE_MS after the
+   cancel's answer (or CANCEL_LIMIT_MS after the abort), the connection is
+   dropped, never reset on the loop.
+
+   Ownership: a pool_t is a clank_db_pool_t of the shared registry (db.h),
+   refcounted by the pool and conn userdata of every Lua state. A conn_t
+   belongs to its pool; it is lent to one box (the conn userdata) at a time,
+   and freed once dropped and its handles are closed. Every handle (poll,
+   timer, resolution, cancel job) is counted in its pool, which tells the
+   registry when none is left. */
+#include <lauxlib.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/abort.h"
+#include "io/db.h"
+#include "io/db_postgres.h"
+#include "data/json.h"
+#include "core/protect.h"
+#include "core/values.h"
+
+#define POOL_MT "clank.db.PostgresPool"
+#define CONN_MT "clank.db.PostgresConnection"
+#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
+
+#define DEFAULT_SIZE 4
+#define CONNECT_TIMEOUT_MS 10000
+#define CANCEL_LIMIT_MS 2000 /* no answer from the cancel at all */
+#define CANCEL_GRACE_MS 250  /* after the answer, the query should have ended */
+#define ROLLBACK_LIMIT_MS 5000
+
+typedef struct pool_s pool_t;
+typedef struct conn_s conn_t;
+typedef struct box_s box_t;
+typedef struct cancel_s cancel_t;
+
+enum { C_RESOLVING, C_CONNECTING, C_IDLE, C_BUSY, C_CANCELLING, C_ROLLBACK, C_DEAD };
+enum { W_ACQUIRE, W_RUN };
+enum { O_NONE, O_CONN, O_RESULT, O_ERROR, O_STOPPED };
+
+struct pool_s {
+  clank_db_pool_t base; /* first: the registry's part */
+  uv_loop_t *loop;
+  PQconninfoOption *opts;
+  char *secret[2]; /* the password as written in the URL and decoded, scrubbed from messages */
+  int size, nconn; /* connections open or opening, lent or not */
+  int handles;     /* open handles of its connections and cancel jobs */
+  int reported;    /* clank_db_pool_handles_closed was called */
+  double connect_timeout;
+  conn_t *conns;
+  cancel_t *cancels;
+  box_t *queue, *queue_tail; /* acquires waiting, FIFO */
+  int dispatching, redispatch;
+};
+
+struct conn_s {
+  pool_t *pool;
+  PGconn *pg;
+  int state;
+  int lent;     /* to a box */
+  int dropped;  /* out of the pool: freed once its handles are closed */
+  int flushing; /* PQflush has more to send */
+  int rollback_ok;
+  box_t *box; /* the box whose run is in flight */
+  uv_poll_t *poll;
+  uv_timer_t timer;
+  int timer_open;
+  uv_getaddrinfo_t gai;
+  int handles;
+  cancel_t *cancel;
+  conn_t *prev, *next;
+};
+
+/* The conn userdata. acquire waits on it before it has a connection. */
+struct box_s {
+  clank_db_wait_t wait; /* first: db.h waits on the userdata */
+  pool_t *pool;         /* one ref */
+  conn_t *conn;
+  int released;
+  int kind, exec, outcome;
+  int queued;
+  box_t *next;
+  PGresult *res;
+  char *message;
+  const char *code;
+};
+
+typedef struct pool_ud_s {
+  pool_t *pool; /* NULL once closed */
+} pool_ud_t;
+
+struct cancel_s {
+  uv_thread_t thread;
+  uv_async_t async;
+  PGcancel *cancel;
+  pool_t *pool;
+  conn_t *conn; /* NULL once the connection went */
+  int joined;
+  cancel_t *prev, *next;
+};
+
+static void dispatch(pool_t *p);
+static void settle(conn_t *c);
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* ---- messages ---- */
+
+/* A malloc'd copy of msg, trailing white space trimmed, every occurrence of
+   the pool's password replaced with stars. */
+static char *scrubbed(char *const secret[2], const char *msg) {
+  char *s = strdup(msg ? msg : "unknown error");
+  if (s == NULL) return NULL;
+  size_t n = strlen(s);
+  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
+  for (int i = 0; i < 2; i++) {
+    const char *k = secret[i];
+    size_t kn = k ? strlen(k) : 0;
+    if (kn < 3) continue; /* starring every "a" would only garble the message */
+    for (char *at = strstr(s, k); at; at = strstr(at + kn, k)) memset(at, '*', kn);
+  }
+  return s;
+}
+
+/* The password as written in a URL's user info (postgresql://user:PASS@host). */
+static char *url_password(const char *url) {
+  const char *p = strstr(url, "://");
+  if (p == NULL) return NULL;
+  p += 3;
+  size_t end = strcspn(p, "/?#");
+  const char *at = NULL;
+  for (size_t i = 0; i < end; i++)
+    if (p[i] == '@') at = p + i;
+  if (at == NULL) return NULL;
+  const char *colon = memchr(p, ':', (size_t)(at - p));
+  if (colon == NULL) return NULL;
+  return strndup(colon + 1, (size_t)(at - colon - 1));
+}
+
+static const char *opt_value(PQconninfoOption *o, const char *keyword) {
+  for (; o && o->keyword; o++)
+    if (strcmp(o->keyword, keyword) == 0) return o->val && *o->val ? o->val : NULL;
+  return NULL;
+}
+
+static void box_set_error(box_t *b, const char *code, const char *msg) {
+  free(b->message);
+  b->message = scrubbed(b->pool->secret, msg);
+  b->code = code;
+  b->outcome = O_ERROR;
+}
+
+/* ---- handles ---- */
+
+static void pool_check_closed(pool_t *p) {
+  if (p->base.closed && p->handles == 0 && p->conns == NULL && !p->reported) {
+    p->reported = 1;
+    clank_db_pool_handles_closed(&p->base); /* may free p */
+  }
+}
+
+static void conn_maybe_free(conn_t *c) {
+  if (!c->dropped || c->handles > 0) return;
+  pool_t *p = c->pool;
+  free(c);
+  pool_check_closed(p);
+}
+
+static void handle_closed(conn_t *c) {
+  c->handles--;
+  c->pool->handles--;
+  conn_maybe_free(c);
+}
+
+static void poll_closed(uv_handle_t *h) {
+  conn_t *c = h->data;
+  free(h);
+  handle_closed(c);
+}
+
+static void timer_closed(uv_handle_t *h) { handle_closed(h->data); }
+
+static void poll_close(conn_t *c) {
+  if (c->poll == NULL) return;
+  uv_close((uv_handle_t *)c->poll, poll_closed);
+  c->poll = NULL;
+}
+
+/* Watches the connection's socket for events. While connecting, libpq may
+   open a new socket under the same number, so each step watches afresh. */
+static int poll_watch(conn_t *c, int events) {
+  int fd = PQsocket(c->pg);
+  if (fd < 0) return UV_EBADF;
+  if (c->poll == NULL) {
+    uv_poll_t *h = malloc(sizeof *h);
+    if (h == NULL) return UV_ENOMEM;
+    int r = uv_poll_init_socket(c->pool->loop, h, fd);
+    if (r < 0) {
+      free(h);
+      return r;
+    }
+    h->data = c;
+    c->poll = h;
+    c->handles++;
+    c->pool->handles++;
+  }
+  return uv_poll_start(c->poll, events, on_poll);
+}
+
+/* Closes the connection and its handles; the struct stays (lent, or until
+   the handles are closed). */
+static void conn_shut(conn_t *c) {
+  c->state = C_DEAD;
+  poll_close(c);
+  if (c->timer_open) {
+    c->timer_open = 0;
+    uv_close((uv_handle_t *)&c->timer, timer_closed);
+  }
+  if (c->handles > 0 && c->gai.data == c) uv_cancel((uv_req_t *)&c->gai);
+  if (c->pg) PQfinish(c->pg);
+  c->pg = NULL;
+  if (c->cancel) c->cancel->conn = NULL;
+  c->cancel = NULL;
+}
+
+/* Out of the pool for good. The caller dispatches afterwards. */
+static void conn_drop(conn_t *c) {
+  pool_t *p = c->pool;
+  if (c->dropped) return;
+  conn_shut(c);
+  c->dropped = 1;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    p->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  p->nconn--;
+  conn_maybe_free(c);
+}
+
+/* ---- the queue of acquires ---- */
+
+static void queue_push(pool_t *p, box_t *b) {
+  b->queued = 1;
+  b->next = NULL;
+  if (p->queue_tail)
+    p->queue_tail->next = b;
+  else
+    p->queue = b;
+  p->queue_tail = b;
+}
+
+static void queue_remove(pool_t *p, box_t *b) {
+  box_t **at = &p->queue, *prev = NULL;
+  while (*at && *at != b) {
+    prev = *at;
+    at = &(*at)->next;
+  }
+  if (*at == NULL) return;
+  *at = b->next;
+  if (p->queue_tail == b) p->queue_tail = prev;
+  b->queued = 0;
+  b->next = NULL;
+}
+
+static box_t *queue_pop(pool_t *p) {
+  box_t *b = p->queue;
+  if (b) queue_remove(p, b);
+  return b;
+}
+
+/* The box's outcome is set: resume its task from the loop. */
+static void box_ready(box_t *b) { clank_db_wait_due(&b->wait); }
+
+/* ---- connecting ---- */
+
+static void connect_failed(conn_t *c, const char *msg) {
+  pool_t *p = c->pool;
+  box_t *b = queue_pop(p); /* the oldest waiter hears why */
+  if (b) {
+    box_set_error(b, "CONNECT", msg);
+    box_ready(b);
+  }
+  conn_drop(c);
+  dispatch(p);
+}
+
+static void connected(conn_t *c) {
+  uv_timer_stop(&c->timer);
+  if (PQsetnonblocking(c->pg, 1) != 0) {
+    connect_failed(c, PQerrorMessage(c->pg));
+    return;
+  }
+  c->state = C_IDLE;
+  int r = poll_watch(c, UV_READABLE);
+  if (r < 0) {
+    connect_failed(c, uv_strerror(r));
+    return;
+  }
+  dispatch(c->pool);
+}
+
+static void connect_step(conn_t *c) {
+  PostgresPollingStatusType st = PQconnectPoll(c->pg);
+  poll_close(c);
+  int events;
+  switch (st) {
+    case PGRES_POLLING_OK: connected(c); return;
+    case PGRES_POLLING_READING: events = UV_READABLE; break;
+    case PGRES_POLLING_WRITING: events = UV_WRITABLE; break;
+    default: {
+      char *msg = strdup(PQerrorMessage(c->pg));
+      connect_failed(c, msg);
+      free(msg);
+      return;
+    }
+  }
+  int r = poll_watch(c, events);
+  if (r < 0) connect_failed(c, uv_strerror(r));
+}
+
+static void quiet_notice(void *arg, const char *message);
+
+/* PQconnectStartParams with the pool's options, hostaddr when resolved, and
+   client_encoding UTF8 unless the URL names one. Fills err on failure. */
+static int start_connect(conn_t *c, const char *hostaddr, char *err, size_t errlen) {
+  pool_t *p = c->pool;
+  size_t n = 0;
+  for (PQconninfoOption *o = p->opts; o->keyword; o++) n++;
+  const char **kw = calloc(n + 3, sizeof *kw), **vals = calloc(n + 3, sizeof *vals);
+  if (kw == NULL || vals == NULL) {
+    free(kw);
+    free(vals);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  size_t i = 0;
+  int has_encoding = 0;
+  for (PQconninfoOption *o = p->opts; o->keyword; o++) {
+    if (o->val == NULL || *o->val == '\0') continue;
+    if (hostaddr && strcmp(o->keyword, "hostaddr") == 0) continue;
+    if (strcmp(o->keyword, "client_encoding") == 0) has_encoding = 1;
+    kw[i] = o->keyword;
+    vals[i++] = o->val;
+  }
+  if (hostaddr) {
+    kw[i] = "hostaddr";
+    vals[i++] = hostaddr;
+  }
+  if (!has_encoding) {
+    kw[i] = "client_encoding";
+    vals[i++] = "UTF8";
+  }
+  c->pg = PQconnectStartParams(kw, vals, 0);
+  free(kw);
+  free(vals);
+  if (c->pg == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (PQstatus(c->pg) == CONNECTION_BAD) {
+    snprintf(err, errlen, "%s", PQerrorMessage(c->pg));
+    return -1;
+  }
+  PQsetNoticeProcessor(c->pg, quiet_notice, NULL);
+  c->state = C_CONNECTING;
+  /* libpq: before the first PQconnectPoll, behave as if it asked for writing */
+  int r = poll_watch(c, UV_WRITABLE);
+  if (r < 0) {
+    snprintf(err, errlen, "%s", uv_strerror(r));
+    return -1;
+  }
+  return 0;
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  conn_t *c = req->data;
+  req->data = NULL;
+  c->handles--;
+  c->pool->handles--;
+  if (c->state != C_RESOLVING) { /* dropped meanwhile */
+    if (res) uv_freeaddrinfo(res);
+    conn_maybe_free(c);
+    return;
+  }
+  char msg[512];
+  if (status < 0) {
+    snprintf(msg, sizeof msg, "could not resolve host \"%s\": %s", opt_value(c->pool->opts, "host"),
+             uv_strerror(status));
+    connect_failed(c, msg);
+    return;
+  }
+  char ip[64] = "";
+  uv_ip_name(res->ai_addr, ip, sizeof ip);
+  uv_freeaddrinfo(res);
+  if (start_connect(c, ip, msg, sizeof msg) < 0) connect_failed(c, msg);
+}
+
+static void on_conn_timer(uv_timer_t *t);
+
+/* NOTICEs (a DROP ... IF EXISTS that skipped) are not errors: libpq's default
+   prints them to stderr. */
+static void quiet_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
+/* A new connection for the pool (counted at once). Returns -1 and fills err
+   when it failed right away (the connection is dropped then). */
+static int open_conn(pool_t *p, char *err, size_t errlen) {
+  conn_t *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  c->pool = p;
+  c->next = p->conns;
+  if (p->conns) p->conns->prev = c;
+  p->conns = c;
+  p->nconn++;
+  uv_timer_init(p->loop, &c->timer);
+  c->timer.data = c;
+  c->timer_open = 1;
+  c->handles++;
+  p->handles++;
+  uv_timer_start(&c->timer, on_conn_timer, (uint64_t)p->connect_timeout, 0);
+  const char *host = opt_value(p->opts, "host");
+  unsigned char ip[16];
+  if (host && host[0] != '/' && host[0] != '@' && opt_value(p->opts, "hostaddr") == NULL &&
+      uv_inet_pton(AF_INET, host, ip) != 0 && uv_inet_pton(AF_INET6, host, ip) != 0) {
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    c->gai.data = c;
+    int r = uv_getaddrinfo(p->loop, &c->gai, on_resolved, host, NULL, &hints);
+    if (r < 0) {
+      c->gai.data = NULL;
+      snprintf(err, errlen, "could not resolve host \"%s\": %s", host, uv_strerror(r));
+      conn_drop(c);
+      return -1;
+    }
+    c->handles++;
+    p->handles++;
+    c->state = C_RESOLVING;
+    return 0;
+  }
+  const char *hostaddr = NULL;
+  if (host && host[0] != '/' && host[0] != '@' && opt_value(p->opts, "hostaddr") == NULL)
+    hostaddr = host; /* an IP address already */
+  if (start_connect(c, hostaddr, err, errlen) < 0) {
+    conn_drop(c);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the pool hands out connections, FIFO ---- */
+
+static conn_t *idle_conn(pool_t *p) {
+  for (conn_t *c = p->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state != C_IDLE || c->lent) continue;
+    if (PQstatus(c->pg) == CONNECTION_OK) return c;
+    conn_drop(c); /* dead: the next acquire opens another */
+  }
+  return NULL;
+}
+
+static int opening(pool_t *p) {
+  int n = 0;
+  for (conn_t *c = p->conns; c; c = c->next)
+    n += c->state == C_RESOLVING || c->state == C_CONNECTING;
+  return n;
+}
+
+static int queue_len(pool_t *p) {
+  int n = 0;
+  for (box_t *b = p->queue; b; b = b->next) n++;
+  return n;
+}
+
+static void dispatch(pool_t *p) {
+  if (p->dispatching) {
+    p->redispatch = 1;
+    return;
+  }
+  p->dispatching = 1;
+  do {
+    p->redispatch = 0;
+    while (p->queue && !p->base.closed) {
+      conn_t *c = idle_conn(p);
+      if (c) {
+        box_t *b = queue_pop(p);
+        c->lent = 1;
+        b->conn = c;
+        b->outcome = O_CONN;
+        box_ready(b);
+        continue;
+      }
+      if (p->nconn >= p->size || opening(p) >= queue_len(p)) break;
+      char err[512];
+      if (open_conn(p, err, sizeof err) < 0) {
+        box_t *b = queue_pop(p);
+        box_set_error(b, "CONNECT", err);
+        box_ready(b);
+      }
+    }
+  } while (p->redispatch);
+  p->dispatching = 0;
+}
+
+/* ---- queries ---- */
+
+/* The connection failed under a query, a rollback or while idle. */
+static void conn_lost(conn_t *c, const char *why) {
+  pool_t *p = c->pool;
+  box_t *b = c->box;
+  c->box = NULL;
+  if (b && b->outcome == O_NONE) {
+    if (c->state == C_CANCELLING)
+      b->outcome = O_STOPPED;
+    else
+      box_set_error(b, "CONNECTION", why);
+    box_ready(b);
+  }
+  if (c->lent) {
+    conn_shut(c); /* the box releases it */
+    return;
+  }
+  conn_drop(c);
+  dispatch(p);
+}
+
+static void keep_result(conn_t *c, PGresult *r) {
+  box_t *b = c->box;
+  ExecStatusType st = PQresultStatus(r);
+  if (c->state == C_ROLLBACK || b == NULL) {
+    c->rollback_ok = st == PGRES_COMMAND_OK;
+    PQclear(r);
+    return;
+  }
+  int is_error = st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE;
+  if (b->res && PQresultStatus(b->res) == PGRES_FATAL_ERROR && !is_error) {
+    PQclear(r); /* the first error stays */
+    return;
+  }
+  PQclear(b->res);
+  b->res = r;
+}
+
+static void query_done(conn_t *c) {
+  pool_t *p = c->pool;
+  box_t *b = c->box;
+  int was = c->state;
+  c->box = NULL;
+  c->flushing = 0;
+  if (PQstatus(c->pg) != CONNECTION_OK) {
+    if (b) c->box = b;
+    conn_lost(c, PQerrorMessage(c->pg));
+    return;
+  }
+  uv_timer_stop(&c->timer);
+  c->state = C_IDLE;
+  int r = poll_watch(c, UV_READABLE);
+  if (was == C_ROLLBACK) {
+    if (r < 0 || !c->rollback_ok || PQtransactionStatus(c->pg) != PQTRANS_IDLE) {
+      conn_drop(c);
+    }
+    dispatch(p);
+    return;
+  }
+  if (b && b->outcome == O_NONE) {
+    if (was == C_CANCELLING) {
+      PQclear(b->res);
+      b->res = NULL;
+      b->outcome = O_STOPPED;
+    } else {
+      b->outcome = O_RESULT;
+    }
+    box_ready(b);
+  }
+  if (!c->lent) settle(c);
+}
+
+/* Sends what libpq holds and watches for the answer. */
+static int send_flush(conn_t *c) {
+  int r = PQflush(c->pg);
+  if (r < 0) return -1;
+  c->flushing = r == 1;
+  return poll_watch(c, UV_READABLE | (c->flushing ? UV_WRITABLE : 0)) < 0 ? -1 : 0;
+}
+
+static void io_step(conn_t *c, int events) {
+  PGconn *pg = c->pg;
+  if (c->flushing) {
+    int r = PQflush(pg);
+    if (r < 0) {
+      conn_lost(c, PQerrorMessage(pg));
+      return;
+    }
+    c->flushing = r == 1;
+  }
+  if ((events & UV_READABLE) && !PQconsumeInput(pg)) {
+    conn_lost(c, PQerrorMessage(pg));
+    return;
+  }
+  while (!PQisBusy(pg)) {
+    PGresult *r = PQgetResult(pg);
+    if (r == NULL) {
+      query_done(c);
+      return;
+    }
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+      PQclear(r);
+      conn_lost(c, "COPY is not supported");
+      return;
+    }
+    keep_result(c, r);
+  }
+  if (poll_watch(c, UV_READABLE | (c->flushing ? UV_WRITABLE : 0)) < 0)
+    conn_lost(c, "cannot watch the socket");
+}
+
+static void idle_input(conn_t *c) {
+  if (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK) {
+    conn_lost(c, PQerrorMessage(c->pg));
+    return;
+  }
+  PGnotify *n;
+  while ((n = PQnotifies(c->pg)) != NULL) PQfreemem(n);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  conn_t *c = h->data;
+  if (status < 0) events = UV_READABLE | UV_WRITABLE; /* libpq finds the error */
+  switch (c->state) {
+    case C_CONNECTING: connect_step(c); break;
+    case C_BUSY:
+    case C_CANCELLING:
+    case C_ROLLBACK: io_step(c, events); break;
+    case C_IDLE: idle_input(c); break;
+    default: break;
+  }
+}
+
+/* A connection back in the pool, neither lent nor busy: idle, rolled back
+   first when left inside a transaction, or dropped. */
+static void settle(conn_t *c) {
+  pool_t *p = c->pool;
+  if (c->state == C_DEAD || p->base.closed) {
+    conn_drop(c);
+    dispatch(p);
+    return;
+  }
+  switch (PQtransactionStatus(c->pg)) {
+    case PQTRANS_IDLE: dispatch(p); return;
+    case PQTRANS_INTRANS:
+    case PQTRANS_INERROR:
+      if (PQsendQuery(c->pg, "ROLLBACK") && send_flush(c) == 0) {
+        c->state = C_ROLLBACK;
+        c->rollback_ok = 0;
+        uv_timer_start(&c->timer, on_conn_timer, ROLLBACK_LIMIT_MS, 0);
+        return;
+      }
+      /* fall through */
+    default: conn_drop(c); dispatch(p);
+  }
+}
+
+static void conn_return(conn_t *c, int broken) {
+  pool_t *p = c->pool;
+  c->lent = 0;
+  if (c->state == C_BUSY || c->state == C_CANCELLING) broken = 1; /* nobody waits for it */
+  c->box = NULL;
+  if (broken || c->state == C_DEAD || p->base.closed) {
+    conn_drop(c);
+    dispatch(p);
+    return;
+  }
+  settle(c);
+}
+
+/* ---- cancelling, off the loop ---- */
+
+static void cancel_closed(uv_handle_t *h) {
+  cancel_t *k = h->data;
+  pool_t *p = k->pool;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    p->cancels = k->next;
+  if (k->next) k->next->prev = k->prev;
+  free(k);
+  p->handles--;
+  pool_check_closed(p);
+}
+
+static void cancel_thread(void *arg) {
+  cancel_t *k = arg;
+  char err[256];
+  PQcancel(k->cancel, err, sizeof err); /* blocks: connects to the server */
+  uv_async_send(&k->async);
+}
+
+/* The cancel's answer is in: the query should end within the grace. */
+static void on_cancel_answer(uv_async_t *a) {
+  cancel_t *k = a->data;
+  if (!k->joined) uv_thread_join(&k->thread);
+  k->joined = 1;
+  PQfreeCancel(k->cancel);
+  k->cancel = NULL;
+  conn_t *c = k->conn;
+  if (c) {
+    c->cancel = NULL;
+    if (c->state == C_CANCELLING) uv_timer_start(&c->timer, on_conn_timer, CANCEL_GRACE_MS, 0);
+  }
+  uv_close((uv_handle_t *)a, cancel_closed);
+}
+
+static void start_cancel(conn_t *c) {
+  pool_t *p = c->pool;
+  c->state = C_CANCELLING;
+  uv_timer_start(&c->timer, on_conn_timer, CANCEL_LIMIT_MS, 0);
+  cancel_t *k = calloc(1, sizeof *k);
+  if (k == NULL) return; /* the limit drops the connection */
+  k->cancel = PQgetCancel(c->pg);
+  if (k->cancel == NULL || uv_async_init(p->loop, &k->async, on_cancel_answer) < 0) {
+    if (k->cancel) PQfreeCancel(k->cancel);
+    free(k);
+    return;
+  }
+  k->async.data = k;
+  k->pool = p;
+  k->next = p->cancels;
+  if (p->cancels) p->cancels->prev = k;
+  p->cancels = k;
+  p->handles++;
+  if (uv_thread_create(&k->thread, cancel_thread, k) != 0) {
+    k->joined = 1;
+    PQfreeCancel(k->cancel);
+    k->cancel = NULL;
+    uv_close((uv_handle_t *)&k->async, cancel_closed);
+    return;
+  }
+  k->conn = c;
+  c->cancel = k;
+}
+
+static void on_conn_timer(uv_timer_t *t) {
+  conn_t *c = t->data;
+  pool_t *p = c->pool;
+  char msg[128];
+  switch (c->state) {
+    case C_RESOLVING:
+    case C_CONNECTING:
+      snprintf(msg, sizeof msg, "timeout: no connection after %.0f ms", p->connect_timeout);
+      connect_failed(c, msg);
+      break;
+    case C_CANCELLING: conn_lost(c, "the query did not stop when cancelled"); break;
+    case C_ROLLBACK:
+      conn_drop(c);
+      dispatch(p);
+      break;
+    default: break;
+  }
+}
+
+/* ---- the conn userdata ---- */
+
+static box_t *check_box(lua_State *L, int idx) { return luaL_checkudata(L, idx, CONN_MT); }
+
+/* box, nil | nil, err: what the waiting call returns (in protected mode). */
+static int push_outcome(lua_State *L) {
+  box_t *b = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  switch (b->outcome) {
+    case O_CONN:
+      lua_rawgeti(L, LUA_REGISTRYINDEX, b->wait.owner_ref);
+      lua_pushnil(L);
+      return 2;
+    case O_STOPPED: return clank_db_push_stopped(L, &b->wait);
+    case O_ERROR: return clank_db_push_error(L, b->code, b->message ? b->message : "", NULL);
+    default: break;
+  }
+  const PGresult *r = b->res;
+  switch (r ? PQresultStatus(r) : PGRES_FATAL_ERROR) {
+    case PGRES_TUPLES_OK:
+    case PGRES_COMMAND_OK:
+    case PGRES_EMPTY_QUERY:
+    case PGRES_SINGLE_TUPLE:
+      if (b->exec)
+        clank_pg_push_exec(L, r);
+      else
+        clank_pg_push_rows(L, r);
+      lua_pushnil(L);
+      return 2;
+    default:
+      if (r == NULL) return clank_db_push_error(L, "QUERY", "no result", NULL);
+      lua_pushnil(L);
+      clank_pg_push_result_error(L, r);
+      return 2;
+  }
+}
+
+/* A released box needs its pool no more: its ref goes now, not at __gc. */
+static void box_unref_pool(box_t *b) {
+  pool_t *p = b->pool;
+  b->pool = NULL;
+  if (p) clank_db_pool_unref(&p->base);
+}
+
+static void box_clear(box_t *b) {
+  PQclear(b->res);
+  b->res = NULL;
+  free(b->message);
+  b->message = NULL;
+  b->outcome = O_NONE;
+}
+
+/* The wait is due: its outcome goes to the task, from the loop. */
+static void box_due(clank_db_wait_t *w) {
+  box_t *b = (box_t *)w;
+  if (b->outcome == O_NONE && w->stopped) b->outcome = O_STOPPED; /* left the queue */
+  lua_State *L = w->L;
+  lua_State *co = clank_db_wait_target(w);
+  if (co == NULL) { /* its task is gone */
+    if (b->kind == W_ACQUIRE && b->conn) {
+      conn_t *c = b->conn;
+      b->conn = NULL;
+      b->released = 1;
+      conn_return(c, 0);
+    }
+    box_clear(b);
+    if (b->released) box_unref_pool(b);
+    return;
+  }
+  if (b->kind == W_ACQUIRE && b->outcome != O_CONN) b->released = 1;
+  int ok = lua_checkstack(L, 4);
+  if (ok) {
+    lua_pushcfunction(L, push_outcome);
+    lua_pushlightuserdata(L, b);
+    if (clank_pcall(L, 1, 2) != LUA_OK) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "clank.db.postgres: %s", clank_error_message(L, -1));
+      lua_pop(L, 2);
+      clank_db_push_error(L, "DRIVER", msg, NULL);
+    }
+    lua_xmove(L, co, 2);
+  } else {
+    lua_pushnil(co);
+    lua_pushliteral(co, "clank.db.postgres: no stack left");
+  }
+  box_clear(b);
+  if (b->released) box_unref_pool(b);
+  clank_db_wait_resume(w, 2);
+}
+
+/* Abort or timeout: leave the queue, or cancel the query. Never resumes. */
+static void box_stop(clank_db_wait_t *w) {
+  box_t *b = (box_t *)w;
+  if (b->outcome != O_NONE) return; /* its outcome is in already */
+  if (b->kind == W_ACQUIRE) {
+    if (b->queued) queue_remove(b->pool, b);
+    b->outcome = O_STOPPED;
+    clank_db_wait_due(w);
+    return;
+  }
+  conn_t *c = b->conn;
+  if (c && c->state == C_BUSY) start_cancel(c);
+}
+
+static box_t *new_box(lua_State *L, pool_t *p) {
+  box_t *b = lua_newuserdatauv(L, sizeof *b, 0);
+  memset(b, 0, sizeof *b);
+  b->wait.co_ref = b->wait.owner_ref = LUA_NOREF;
+  b->wait.on_stop = box_stop;
+  b->wait.on_due = box_due;
+  luaL_setmetatable(L, CONN_MT);
+  b->pool = p;
+  clank_db_pool_ref(&p->base);
+  return b;
+}
+
+static int conn_run(lua_State *L) {
+  box_t *b = check_box(L, 1);
+  size_t sqllen;
+  const char *sql = luaL_checklstring(L, 2, &sqllen);
+  int params = lua_isnoneornil(L, 3) ? 0 : 3;
+  if (params) luaL_checktype(L, 3, LUA_TTABLE);
+  static const char *const modes[] = {"rows", "exec", NULL};
+  int exec = luaL_checkoption(L, 4, "rows", modes);
+  int signal = lua_isnoneornil(L, 5) ? 0 : 5;
+  if (signal) luaL_checkudata(L, 5, CLANK_ABORT_MT);
+  double timeout = luaL_optnumber(L, 6, 0);
+  if (b->released || b->conn == NULL) return luaL_error(L, "connection already released");
+  if (b->wait.active) return luaL_error(L, "connection busy");
+  if (strlen(sql) != sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
+  clank_pg_check_params(L, params);
+  lua_settop(L, 6);
+  if (clank_db_check_signal(L, signal)) return 2;
+  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  conn_t *c = b->conn;
+  if (c->state != C_IDLE || b->pool->base.closed)
+    return clank_db_push_error(L, "CONNECTION", "the connection was lost", NULL);
+  clank_pg_params_t pp;
+  clank_pg_bind_params(L, params, &pp);
+  int sent = PQsendQueryParams(c->pg, sql, pp.n, pp.types, pp.values, pp.lengths, pp.formats, 0);
+  if (!sent || send_flush(c) < 0) {
+    char *msg = scrubbed(b->pool->secret, PQerrorMessage(c->pg));
+    lua_pushstring(L, msg ? msg : "out of memory");
+    free(msg);
+    if (sent || PQstatus(c->pg) != CONNECTION_OK) conn_shut(c); /* a query half sent */
+    return clank_db_push_error(L, "CONNECTION", lua_tostring(L, -1), NULL);
+  }
+  lua_settop(L, 6);
+  box_clear(b);
+  b->kind = W_RUN;
+  b->exec = exec;
+  c->state = C_BUSY;
+  c->box = b;
+  return clank_db_wait(L, &b->wait, 1, signal, timeout, NULL);
+}
+
+static int conn_release(lua_State *L) {
+  box_t *b = check_box(L, 1);
+  int broken = lua_toboolean(L, 2);
+  if (b->released) return luaL_error(L, "connection already released");
+  if (b->wait.active) return luaL_error(L, "connection busy");
+  b->released = 1;
+  conn_t *c = b->conn;
+  b->conn = NULL;
+  if (c) conn_return(c, broken);
+  box_unref_pool(b);
+  return 0;
+}
+
+/* conn:backendPid(): the server process serving it (for pg_stat_activity). */
+static int conn_backend_pid(lua_State *L) {
+  box_t *b = check_box(L, 1);
+  if (b->conn == NULL || b->conn->pg == NULL) return 0;
+  lua_pushinteger(L, PQbackendPID(b->conn->pg));
+  return 1;
+}
+
+/* Unreleased and unreachable: its coroutine died, or its state is closing. */
+static int conn_gc(lua_State *L) {
+  box_t *b = lua_touserdata(L, 1);
+  if (b->pool == NULL) return 0;
+  clank_db_wait_end(&b->wait);
+  if (b->queued) queue_remove(b->pool, b);
+  conn_t *c = b->conn;
+  b->conn = NULL;
+  if (c) conn_return(c, 0);
+  box_clear(b);
+  box_unref_pool(b);
+  return 0;
+}
+
+static int conn_tostring(lua_State *L) {
+  box_t *b = check_box(L, 1);
+  lua_pushstring(
+      L, b->released ? "clank.db.PostgresConnection (released)" : "clank.db.PostgresConnection");
+  return 1;
+}
+
+/* ---- the pool userdata ---- */
+
+static pool_ud_t *check_pool_ud(lua_State *L, int idx) { return luaL_checkudata(L, idx, POOL_MT); }
+
+static int pool_acquire(lua_State *L) {
+  pool_ud_t *u = check_pool_ud(L, 1);
+  int signal = lua_isnoneornil(L, 2) ? 0 : 2;
+  if (signal) luaL_checkudata(L, 2, CLANK_ABORT_MT);
+  double timeout = luaL_optnumber(L, 3, 0);
+  lua_settop(L, 3);
+  pool_t *p = u->pool;
+  if (p == NULL || p->base.closed)
+    return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
+  if (clank_db_check_signal(L, signal)) return 2;
+  box_t *b = new_box(L, p); /* at 4 */
+  b->kind = W_ACQUIRE;
+  queue_push(p, b);
+  dispatch(p);
+  if (b->outcome == O_CONN) { /* free at once: no wait */
+    b->outcome = O_NONE;
+    return 1;
+  }
+  if (b->outcome == O_ERROR) {
+    b->released = 1;
+    clank_db_push_error(L, b->code, b->message ? b->message : "", NULL);
+    box_clear(b);
+    box_unref_pool(b);
+    return 2;
+  }
+  if (!clank_in_task(L)) {
+    queue_remove(p, b);
+    b->released = 1;
+    box_unref_pool(b);
+    return luaL_error(L, WAIT_MESSAGE);
+  }
+  return clank_db_wait(L, &b->wait, 4, signal, timeout, NULL);
+}
+
+/* pool:stats() -> { size, open, idle, waiting } */
+static int pool_stats(lua_State *L) {
+  pool_ud_t *u = check_pool_ud(L, 1);
+  pool_t *p = u->pool;
+  lua_createtable(L, 0, 4);
+  int idle = 0;
+  for (conn_t *c = p ? p->conns : NULL; c; c = c->next) idle += c->state == C_IDLE && !c->lent;
+  lua_pushinteger(L, p ? p->size : 0);
+  lua_setfield(L, -2, "size");
+  lua_pushinteger(L, p ? p->nconn : 0);
+  lua_setfield(L, -2, "open");
+  lua_pushinteger(L, idle);
+  lua_setfield(L, -2, "idle");
+  lua_pushinteger(L, p ? queue_len(p) : 0);
+  lua_setfield(L, -2, "waiting");
+  return 1;
+}
+
+static int pool_close(lua_State *L) {
+  pool_ud_t *u = check_pool_ud(L, 1);
+  pool_t *p = u->pool;
+  u->pool = NULL;
+  if (p) clank_db_pool_unref(&p->base);
+  return 0;
+}
+
+/* No Lua state refers to the pool any more (wait = 0), or the process ends
+   (wait = 1: threads are joined). */
+static void pool_shutdown(clank_db_pool_t *base, int wait) {
+  pool_t *p = (pool_t *)base;
+  while (p->queue) queue_pop(p); /* their states are closing */
+  for (conn_t *c = p->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->lent)
+      conn_shut(c);
+    else
+      conn_drop(c);
+  }
+  for (cancel_t *k = p->cancels; k && wait; k = k->next) {
+    if (uv_is_closing((uv_handle_t *)&k->async)) continue;
+    if (!k->joined) uv_thread_join(&k->thread);
+    k->joined = 1;
+    PQfreeCancel(k->cancel);
+    k->cancel = NULL;
+    if (k->conn) k->conn->cancel = NULL;
+    k->conn = NULL;
+    uv_close((uv_handle_t *)&k->async, cancel_closed);
+  }
+  pool_check_closed(p);
+}
+
+static void pool_free(clank_db_pool_t *base) {
+  pool_t *p = (pool_t *)base;
+  PQconninfoFree(p->opts);
+  free(p->secret[0]);
+  free(p->secret[1]);
+  free(p);
+}
+
+/* driver.pool(url, { size = 4, connectTimeout = 10000 }) */
+static int pg_pool(lua_State *L) {
+  const char *url = luaL_checkstring(L, 1);
+  lua_Integer size = DEFAULT_SIZE;
+  lua_Number connect_timeout = CONNECT_TIMEOUT_MS;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (lua_getfield(L, 2, "size") != LUA_TNIL) {
+      luaL_argcheck(L, lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1, 2,
+                    "size: expected an integer >= 1");
+      size = lua_tointeger(L, -1);
+    }
+    if (lua_getfield(L, 2, "connectTimeout") != LUA_TNIL) {
+      luaL_argcheck(L, lua_isnumber(L, -1) && lua_tonumber(L, -1) > 0, 2,
+                    "connectTimeout: expected milliseconds > 0");
+      connect_timeout = lua_tonumber(L, -1);
+    }
+  }
+  clank_db_registry_t *r = clank_db_registry_of(L); /* made before the userdata below */
+  const char *key = lua_pushfstring(L, "postgres\n%s\nsize=%I;connect=%f", url, (LUAI_UACINT)size,
+                                    (LUAI_UACNUMBER)connect_timeout);
+  pool_ud_t *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->pool = NULL;
+  luaL_setmetatable(L, POOL_MT);
+  pool_t *p = (pool_t *)clank_db_pool_find(r, key);
+  if (p) {
+    u->pool = p;
+    return 1;
+  }
+  char *secret = url_password(url);
+  char *perr = NULL;
+  PQconninfoOption *opts = PQconninfoParse(url, &perr);
+  char *secrets[2] = {secret, NULL};
+  const char *bad = NULL;
+  char *msg = NULL;
+  if (opts == NULL) {
+    msg = scrubbed(secrets, perr ? perr : "out of memory");
+    bad = "invalid PostgreSQL URL";
+  } else {
+    const char *host = opt_value(opts, "host");
+    if (host && strchr(host, ',')) bad = "several hosts are not supported";
+  }
+  if (perr) PQfreemem(perr);
+  if (bad) {
+    lua_pushfstring(L, "clank.db.postgres: %s%s%s", bad, msg ? ": " : "", msg ? msg : "");
+    free(msg);
+    free(secret);
+    if (opts) PQconninfoFree(opts);
+    return lua_error(L);
+  }
+  p = calloc(1, sizeof *p);
+  if (p == NULL) {
+    free(secret);
+    PQconninfoFree(opts);
+    return luaL_error(L, "clank.db.postgres: out of memory");
+  }
+  p->loop = clank_db_registry_loop(r);
+  p->opts = opts;
+  p->secret[0] = secret;
+  const char *decoded = opt_value(opts, "password");
+  p->secret[1] = decoded ? strdup(decoded) : NULL;
+  p->size = (int)size;
+  p->connect_timeout = connect_timeout;
+  p->base.shutdown = pool_shutdown;
+  p->base.free = pool_free;
+  clank_db_pool_add(r, &p->base, key);
+  u->pool = p;
+  return 1;
+}
+
+static int pool_tostring(lua_State *L) {
+  pool_ud_t *u = check_pool_ud(L, 1);
+  lua_pushstring(L, u->pool ? "clank.db.PostgresPool" : "clank.db.PostgresPool (closed)");
+  return 1;
+}
+
+static const luaL_Reg pool_methods[] = {
+    {"acquire", pool_acquire}, {"close", pool_close}, {"stats", pool_stats}, {NULL, NULL}};
+
+static const luaL_Reg conn_methods[] = {
+    {"run", conn_run}, {"release", conn_release}, {"backendPid", conn_backend_pid}, {NULL, NULL}};
+
+static const luaL_Reg driver_funcs[] = {{"pool", pg_pool}, {NULL, NULL}};
+
+int luaopen_clank_db_postgres(lua_State *L) {
+  if (luaL_newmetatable(L, POOL_MT)) {
+    luaL_newlib(L, pool_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, pool_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, pool_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, CONN_MT)) {
+    luaL_newlib(L, conn_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, conn_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, conn_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  luaL_newlib(L, driver_funcs);
+  return 1;
+}

@@ -1,0 +1,222 @@
+/* clank.db.postgres's values (SPEC §12): parameters as text (bytea in
+   binary for bytes that are not UTF-8 text), results by type OID. */
+#include "io/db_postgres.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/db.h"
+#include "data/json.h"
+#include "core/values.h"
+
+/* Type OIDs (catalog/pg_type_d.h, not installed by libpq-dev). */
+#define BOOLOID 16
+#define BYTEAOID 17
+#define INT8OID 20
+#define INT2OID 21
+#define INT4OID 23
+#define OIDOID 26
+#define FLOAT4OID 700
+#define FLOAT8OID 701
+
+static int is_text(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == 0) return 0;
+    if (ch < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k = clank_json_utf8_char((const unsigned char *)s + i, n - i);
+    if (k == 0) return 0;
+    i += k;
+  }
+  return 1;
+}
+
+static int bind_error(lua_State *L, int pos, int t) {
+  if (t == LUA_TNIL) return luaL_error(L, "parameter $%d: cannot bind nil", pos);
+  return luaL_error(L, "parameter $%d: cannot bind a %s", pos, lua_typename(L, t));
+}
+
+/* Reads the list at idx into pp. The strings stay on the stack (so do the
+   arrays, in a userdata): an error leaks nothing. Raises on a value that
+   cannot be bound, naming its position. */
+void clank_pg_bind_params(lua_State *L, int idx, clank_pg_params_t *pp) {
+  memset(pp, 0, sizeof *pp);
+  if (idx == 0) return;
+  lua_Integer n;
+  if (lua_getfield(L, idx, "n") == LUA_TNUMBER)
+    n = lua_tointeger(L, -1);
+  else
+    n = (lua_Integer)lua_rawlen(L, idx);
+  lua_pop(L, 1);
+  if (n < 0 || n > 65535) luaL_error(L, "%d parameters: PostgreSQL takes at most 65535", (int)n);
+  if (n == 0) return;
+  luaL_checkstack(L, (int)n * 2 + 8, "too many parameters");
+  size_t each = sizeof(char *) + 2 * sizeof(int) + sizeof(Oid);
+  char *mem = lua_newuserdatauv(L, (size_t)n * each, 0);
+  pp->n = (int)n;
+  pp->values = (const char **)mem;
+  pp->lengths = (int *)(mem + (size_t)n * sizeof(char *));
+  pp->formats = pp->lengths + n;
+  pp->types = (Oid *)(pp->formats + n);
+  for (int i = 0; i < (int)n; i++) {
+    int t = lua_rawgeti(L, idx, i + 1);
+    pp->lengths[i] = 0;
+    pp->formats[i] = 0;
+    pp->types[i] = 0;
+    switch (t) {
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) {
+          pp->values[i] = lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
+          pp->types[i] = INT8OID;
+        } else {
+          char buf[32];
+          clank_json_format_number(lua_tonumber(L, -1), buf);
+          pp->values[i] = lua_pushstring(L, buf);
+          pp->types[i] = FLOAT8OID;
+        }
+        break;
+      case LUA_TBOOLEAN:
+        pp->values[i] = lua_toboolean(L, -1) ? "true" : "false";
+        pp->types[i] = BOOLOID;
+        break;
+      case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(L, -1, &len);
+        pp->values[i] = s;
+        if (!is_text(s, len)) { /* raw bytes: bytea, sent as they are */
+          pp->lengths[i] = (int)len;
+          pp->formats[i] = 1;
+          pp->types[i] = BYTEAOID;
+        }
+        break;
+      }
+      case LUA_TLIGHTUSERDATA:
+        if (clank_is_null(L, -1)) {
+          pp->values[i] = NULL;
+          break;
+        }
+        /* fall through */
+      default: bind_error(L, i + 1, t);
+    }
+  }
+}
+
+/* Checks every parameter's type before bind_params pushes anything. */
+void clank_pg_check_params(lua_State *L, int idx) {
+  if (idx == 0) return;
+  lua_Integer n;
+  if (lua_getfield(L, idx, "n") == LUA_TNUMBER)
+    n = lua_tointeger(L, -1);
+  else
+    n = (lua_Integer)lua_rawlen(L, idx);
+  lua_pop(L, 1);
+  for (lua_Integer i = 1; i <= n && i <= 65535; i++) {
+    int t = lua_rawgeti(L, idx, i);
+    int ok = t == LUA_TNUMBER || t == LUA_TBOOLEAN || t == LUA_TSTRING ||
+             (t == LUA_TLIGHTUSERDATA && clank_is_null(L, -1));
+    lua_pop(L, 1);
+    if (!ok) bind_error(L, (int)i, t);
+  }
+}
+
+static int hexval(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return 0;
+}
+
+static void push_bytea(lua_State *L, const char *v, size_t len) {
+  if (len >= 2 && v[0] == '\\' && v[1] == 'x') { /* bytea_output = hex, the default */
+    size_t n = (len - 2) / 2;
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, n);
+    for (size_t i = 0; i < n; i++)
+      out[i] = (char)(hexval(v[2 + 2 * i]) << 4 | hexval(v[3 + 2 * i]));
+    luaL_pushresultsize(&b, n);
+    return;
+  }
+  size_t n = 0;
+  unsigned char *raw = PQunescapeBytea((const unsigned char *)v, &n);
+  if (raw == NULL) {
+    lua_pushlstring(L, v, len);
+    return;
+  }
+  lua_pushlstring(L, (const char *)raw, n);
+  PQfreemem(raw);
+}
+
+static void push_value(lua_State *L, const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) {
+    clank_push_null(L);
+    return;
+  }
+  const char *v = PQgetvalue(r, row, col);
+  size_t len = (size_t)PQgetlength(r, row, col);
+  switch (PQftype(r, col)) {
+    case BOOLOID: lua_pushboolean(L, v[0] == 't'); break;
+    case INT2OID:
+    case INT4OID:
+    case INT8OID:
+    case OIDOID: lua_pushinteger(L, (lua_Integer)strtoll(v, NULL, 10)); break;
+    case FLOAT4OID:
+    case FLOAT8OID: lua_pushnumber(L, (lua_Number)strtod(v, NULL)); break;
+    case BYTEAOID: push_bytea(L, v, len); break;
+    default: lua_pushlstring(L, v, len); /* text, varchar, numeric (SPEC §12), ... */
+  }
+}
+
+void clank_pg_push_rows(lua_State *L, const PGresult *r) {
+  int rows = PQntuples(r), cols = PQnfields(r);
+  lua_createtable(L, rows, 0);
+  for (int i = 0; i < rows; i++) {
+    lua_createtable(L, 0, cols);
+    for (int j = 0; j < cols; j++) {
+      push_value(L, r, i, j);
+      lua_setfield(L, -2, PQfname(r, j));
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+  clank_mark_array(L, -1);
+}
+
+void clank_pg_push_exec(lua_State *L, const PGresult *r) {
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)strtoll(PQcmdTuples((PGresult *)r), NULL, 10));
+  lua_setfield(L, -2, "changes");
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0 &&
+      !PQgetisnull(r, 0, 0)) {
+    push_value(L, r, 0, 0); /* RETURNING id */
+    lua_setfield(L, -2, "lastId");
+  }
+}
+
+void clank_pg_push_result_error(lua_State *L, const PGresult *r) {
+  const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+  if (msg == NULL) {
+    /* libpq's whole message, without its trailing newline */
+    const char *whole = PQresultErrorMessage(r);
+    size_t n = whole ? strlen(whole) : 0;
+    while (n > 0 && (whole[n - 1] == '\n' || whole[n - 1] == ' ' || whole[n - 1] == '\t')) n--;
+    lua_pushlstring(L, n ? whole : "query failed", n ? n : strlen("query failed"));
+    clank_db_push_error(L, code ? code : "QUERY", lua_tostring(L, -1), NULL);
+    lua_remove(L, -2);
+  } else {
+    clank_db_push_error(L, code ? code : "QUERY", msg, NULL);
+  }
+  const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+  if (detail) {
+    lua_pushstring(L, detail);
+    lua_setfield(L, -2, "detail");
+  }
+  const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+  if (hint) {
+    lua_pushstring(L, hint);
+    lua_setfield(L, -2, "hint");
+  }
+}

@@ -1,0 +1,665 @@
+/* clank.db.sqlite: the SQLite driver of clank.db (SPEC §12; the contract is
+   in db.h). Each pool slot is one connection with a thread of its own
+   (never libuv's shared pool): the loop posts a job to the slot, the thread
+   runs it and collects every value into C memory, and uv_async_send hands it
+   back; values become Lua on the loop thread only. A connection is lent to
+   one task at a time. Writes are serialized by SQLite's own lock (WAL mode),
+   waited for in the slot's thread by a busy handler that gives up after
+   busyTimeout ms or when the query is interrupted; clank.db begins its
+   transactions with BEGIN IMMEDIATE, so two transactions never deadlock
+   upgrading a read lock. */
+#include <lauxlib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/db.h"
+#include "io/db_sqlite.h"
+#include "core/values.h"
+
+#define POOL_MT "clank.db.SqlitePool"
+#define CONN_MT "clank.db.SqliteConn"
+#define WAITER_MT "clank.db.SqliteWaiter"
+#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
+
+/* ---- conns and waiters ---- */
+
+struct sq_conn_s {
+  clank_db_wait_t wait; /* first */
+  sq_pool_t *pool;
+  slot_t *slot; /* NULL once released; while set, the conn holds a share of the pool */
+  int busy;     /* a run waits */
+};
+
+struct sq_waiter_s {
+  clank_db_wait_t wait; /* first */
+  sq_pool_t *pool;
+  slot_t *slot; /* handed over, not yet delivered */
+  int queued;
+  sq_waiter_t *prev, *next;
+};
+
+typedef struct pool_ud_s {
+  sq_pool_t *pool; /* NULL once closed */
+} pool_ud_t;
+
+/* ---- the loop's side ---- */
+
+static int post(sq_pool_t *p, slot_t *s, job_t *j) {
+  if (!s->started) {
+    if (uv_thread_create(&s->thread, clank_sqlite_thread, s) != 0) return -1;
+    s->started = 1;
+  }
+  atomic_store(&s->stop, 0);
+  uv_mutex_lock(&p->mu);
+  s->job = j;
+  uv_cond_signal(&s->cv);
+  uv_mutex_unlock(&p->mu);
+  return 0;
+}
+
+static slot_t *free_slot(sq_pool_t *p) {
+  slot_t *fresh = NULL;
+  for (int i = 0; i < p->size; i++) {
+    slot_t *s = &p->slots[i];
+    if (s->lent) continue;
+    if (s->started) return s;
+    if (fresh == NULL) fresh = s;
+  }
+  return fresh;
+}
+
+static void unqueue(sq_waiter_t *w) {
+  sq_pool_t *p = w->pool;
+  if (!w->queued) return;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    p->head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    p->tail = w->prev;
+  w->prev = w->next = NULL;
+  w->queued = 0;
+}
+
+/* Free slots go to waiters in order; each is resumed at the next tick. */
+static void serve(sq_pool_t *p) {
+  if (p->base.closed) return;
+  while (p->head) {
+    slot_t *s = free_slot(p);
+    if (s == NULL) return;
+    sq_waiter_t *w = p->head;
+    unqueue(w);
+    s->lent = 1;
+    w->slot = s;
+    clank_db_wait_due(&w->wait);
+  }
+}
+
+static void post_internal(sq_pool_t *p, slot_t *s, int kind) {
+  job_t *j = calloc(1, sizeof *j);
+  if (j) j->kind = kind;
+  if (j == NULL || post(p, s, j) != 0) {
+    free(j);
+    s->lent = 0;
+    serve(p);
+  }
+}
+
+/* The slot comes back from a conn: rolled back, closed or free. */
+static void slot_release(sq_pool_t *p, slot_t *s, int broken) {
+  s->conn = NULL;
+  if (p->base.closed) {
+    s->lent = 0;
+    return;
+  }
+  uv_mutex_lock(&p->mu);
+  sqlite3 *db = s->db;
+  uv_mutex_unlock(&p->mu);
+  if (db && broken) {
+    post_internal(p, s, JOB_CLOSE);
+  } else if (db && !sqlite3_get_autocommit(db)) {
+    post_internal(p, s, JOB_ROLLBACK);
+  } else {
+    s->lent = 0;
+    serve(p);
+  }
+}
+
+static void push_conn(lua_State *L, sq_pool_t *p, slot_t *s) {
+  sq_conn_t *c = lua_newuserdatauv(L, sizeof *c, 0);
+  memset(c, 0, sizeof *c);
+  c->pool = p;
+  c->slot = s;
+  s->conn = c;
+  clank_db_pool_ref(&p->base);
+  luaL_setmetatable(L, CONN_MT);
+}
+
+static void push_result(lua_State *L, job_t *j) {
+  if (!j->rows) {
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, (lua_Integer)j->changes);
+    lua_setfield(L, -2, "changes");
+    if (j->has_last_id) {
+      lua_pushinteger(L, (lua_Integer)j->last_id);
+      lua_setfield(L, -2, "lastId");
+    }
+    return;
+  }
+  size_t nrows = j->ncols ? j->ncells / (size_t)j->ncols : 0;
+  lua_createtable(L, nrows > INT32_MAX ? 0 : (int)nrows, 0);
+  for (size_t r = 0; r < nrows; r++) {
+    lua_createtable(L, 0, j->ncols);
+    for (int i = 0; i < j->ncols; i++) {
+      const cell_t *c = &j->cells[r * (size_t)j->ncols + (size_t)i];
+      switch (c->type) {
+        case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)c->v.i); break;
+        case SQLITE_FLOAT: lua_pushnumber(L, c->v.d); break;
+        case SQLITE_TEXT:
+        case SQLITE_BLOB: lua_pushlstring(L, c->v.s.p, c->v.s.n); break;
+        default: clank_push_null(L); break;
+      }
+      lua_setfield(L, -2, j->cols[i]);
+    }
+    lua_rawseti(L, -2, (lua_Integer)r + 1);
+  }
+  clank_mark_array(L, -1);
+}
+
+static void run_finished(sq_pool_t *p, slot_t *s, job_t *j) {
+  sq_conn_t *c = s->conn;
+  if (c == NULL) { /* the conn was collected while its query ran */
+    clank_sqlite_job_free(j);
+    slot_release(p, s, 0);
+    return;
+  }
+  c->busy = 0;
+  lua_State *co = clank_db_wait_target(&c->wait);
+  if (co == NULL) { /* its task is gone: the conn goes back, rolled back */
+    clank_sqlite_job_free(j);
+    c->slot = NULL;
+    slot_release(p, s, 0);
+    clank_db_pool_unref(&p->base); /* the conn's share, held with the slot */
+    return;
+  }
+  int n;
+  if (c->wait.stopped) {
+    n = clank_db_push_stopped(co, &c->wait);
+  } else if (j->rc != SQLITE_OK) {
+    n = clank_db_push_error(co, clank_sqlite_code_name(j->rc), j->errmsg ? j->errmsg : "error",
+                            NULL);
+  } else {
+    push_result(co, j);
+    n = 1;
+  }
+  clank_sqlite_job_free(j);
+  clank_db_wait_resume(&c->wait, n);
+}
+
+static void async_closed(uv_handle_t *h) {
+  sq_pool_t *p = h->data;
+  clank_db_pool_handles_closed(&p->base);
+}
+
+static void join_and_close(sq_pool_t *p) {
+  if (!p->joined)
+    for (int i = 0; i < p->size; i++)
+      if (p->slots[i].started) uv_thread_join(&p->slots[i].thread);
+  p->joined = 1;
+  /* jobs nobody will collect: a Lua conn may still point at its slot */
+  for (int i = 0; i < p->size; i++) {
+    slot_t *s = &p->slots[i];
+    clank_sqlite_job_free(s->job);
+    s->job = NULL;
+    s->finished = 0;
+  }
+  if (!p->async_closing) {
+    p->async_closing = 1;
+    uv_close((uv_handle_t *)&p->async, async_closed);
+  }
+}
+
+static void on_async(uv_async_t *a) {
+  sq_pool_t *p = a->data;
+  if (p->joined) return;
+  for (int i = 0; i < p->size; i++) {
+    slot_t *s = &p->slots[i];
+    uv_mutex_lock(&p->mu);
+    job_t *j = s->finished ? s->job : NULL;
+    if (j) {
+      s->job = NULL;
+      s->finished = 0;
+    }
+    uv_mutex_unlock(&p->mu);
+    if (j == NULL) continue;
+    if (j->kind != JOB_RUN) {
+      clank_sqlite_job_free(j);
+      s->lent = 0;
+      serve(p);
+    } else if (p->base.closed) {
+      clank_sqlite_job_free(j);
+      if (s->conn) s->conn->busy = 0;
+    } else {
+      run_finished(p, s, j);
+    }
+  }
+  uv_mutex_lock(&p->mu);
+  int started = 0;
+  for (int i = 0; i < p->size; i++) started += p->slots[i].started;
+  int done = p->quitting && p->exited == started;
+  uv_mutex_unlock(&p->mu);
+  if (done) join_and_close(p);
+}
+
+static void pool_shutdown(clank_db_pool_t *base, int wait) {
+  sq_pool_t *p = (sq_pool_t *)base;
+  uv_mutex_lock(&p->mu);
+  p->quitting = 1;
+  for (int i = 0; i < p->size; i++) {
+    slot_t *s = &p->slots[i];
+    atomic_store(&s->stop, 1);
+    if (s->running && s->db) sqlite3_interrupt(s->db);
+    uv_cond_signal(&s->cv);
+  }
+  uv_mutex_unlock(&p->mu);
+  int started = 0;
+  for (int i = 0; i < p->size; i++) started += p->slots[i].started;
+  if (wait || started == 0)
+    join_and_close(p);
+  else
+    uv_async_send(&p->async); /* on_async joins once every thread is out */
+}
+
+static void pool_free(clank_db_pool_t *base) {
+  sq_pool_t *p = (sq_pool_t *)base;
+  for (int i = 0; i < p->size; i++) {
+    clank_sqlite_job_free(p->slots[i].job);
+    uv_cond_destroy(&p->slots[i].cv);
+  }
+  uv_mutex_destroy(&p->mu);
+  free(p->slots);
+  free(p->path);
+  free(p);
+}
+
+/* ---- Lua: the pool ---- */
+
+static sq_pool_t *check_pool(lua_State *L) {
+  pool_ud_t *u = luaL_checkudata(L, 1, POOL_MT);
+  if (u->pool == NULL) luaL_error(L, "clank.db.sqlite: the pool is closed");
+  return u->pool;
+}
+
+static double opt_timeout(lua_State *L, int idx) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  return luaL_checknumber(L, idx);
+}
+
+static int opt_signal(lua_State *L, int idx) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  luaL_checkudata(L, idx, "clank.AbortSignal");
+  return idx;
+}
+
+static void waiter_stop(clank_db_wait_t *w) {
+  sq_waiter_t *q = (sq_waiter_t *)w;
+  if (q->slot) return; /* already handed a connection: it is delivered */
+  unqueue(q);
+  clank_db_wait_due(w);
+}
+
+static void waiter_due(clank_db_wait_t *w) {
+  sq_waiter_t *q = (sq_waiter_t *)w;
+  sq_pool_t *p = q->pool;
+  slot_t *s = q->slot;
+  q->slot = NULL;
+  lua_State *co = clank_db_wait_target(w);
+  if (co == NULL) {
+    if (s) slot_release(p, s, 0);
+    return;
+  }
+  int n = 1;
+  if (s)
+    push_conn(co, p, s);
+  else
+    n = clank_db_push_stopped(co, w);
+  clank_db_wait_resume(w, n);
+}
+
+static int waiter_gc(lua_State *L) {
+  sq_waiter_t *q = lua_touserdata(L, 1);
+  if (q->pool == NULL) return 0;
+  unqueue(q);
+  clank_db_wait_end(&q->wait);
+  if (q->slot) slot_release(q->pool, q->slot, 0);
+  q->slot = NULL;
+  clank_db_pool_unref(&q->pool->base);
+  q->pool = NULL;
+  return 0;
+}
+
+/* pool:acquire(signal?, timeoutMs?) */
+static int l_acquire(lua_State *L) {
+  sq_pool_t *p = check_pool(L);
+  int signal = opt_signal(L, 2);
+  double timeout = opt_timeout(L, 3);
+  if (p->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
+  if (clank_db_check_signal(L, signal)) return 2;
+  slot_t *s = p->head ? NULL : free_slot(p);
+  if (s) {
+    s->lent = 1;
+    push_conn(L, p, s);
+    return 1;
+  }
+  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  sq_waiter_t *q = lua_newuserdatauv(L, sizeof *q, 0);
+  memset(q, 0, sizeof *q);
+  q->pool = p;
+  clank_db_pool_ref(&p->base);
+  luaL_setmetatable(L, WAITER_MT);
+  q->wait.on_stop = waiter_stop;
+  q->wait.on_due = waiter_due;
+  q->queued = 1;
+  q->prev = p->tail;
+  if (p->tail)
+    p->tail->next = q;
+  else
+    p->head = q;
+  p->tail = q;
+  return clank_db_wait(L, &q->wait, -1, signal, timeout, NULL);
+}
+
+static int l_pool_close(lua_State *L) {
+  pool_ud_t *u = luaL_checkudata(L, 1, POOL_MT);
+  if (u->pool) clank_db_pool_unref(&u->pool->base);
+  u->pool = NULL;
+  return 0;
+}
+
+static int l_pool_tostring(lua_State *L) {
+  pool_ud_t *u = luaL_checkudata(L, 1, POOL_MT);
+  lua_pushfstring(L, "clank.db.sqlite pool (%s)", u->pool ? u->pool->path : "closed");
+  return 1;
+}
+
+/* ---- Lua: the conn ---- */
+
+static int utf8_ok(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c == 0) return 0;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len;
+    unsigned min;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+      min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      min = 0x10000;
+    } else {
+      return 0;
+    }
+    if (i + len > n) return 0;
+    unsigned cp = c & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) return 0;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    i += len;
+  }
+  return 1;
+}
+
+/* params (at idx) → cells; on a value that cannot be bound, frees what it
+   made and raises naming the position. */
+static cell_t *read_params(lua_State *L, int idx, int *count) {
+  *count = 0;
+  if (lua_isnoneornil(L, idx)) return NULL;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_Integer n;
+  if (lua_getfield(L, idx, "n") == LUA_TNUMBER && lua_isinteger(L, -1))
+    n = lua_tointeger(L, -1);
+  else
+    n = (lua_Integer)lua_rawlen(L, idx);
+  lua_pop(L, 1);
+  if (n < 0 || n > 32766) return luaL_error(L, "too many parameters (%I)", n), NULL;
+  if (n == 0) return NULL;
+  cell_t *cells = calloc((size_t)n, sizeof *cells);
+  if (cells == NULL) return luaL_error(L, "clank.db.sqlite: out of memory"), NULL;
+  for (lua_Integer i = 0; i < n; i++) {
+    cell_t *c = &cells[i];
+    int t = lua_rawgeti(L, idx, i + 1);
+    const char *bad = NULL;
+    switch (t) {
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) {
+          c->type = SQLITE_INTEGER;
+          c->v.i = (sqlite3_int64)lua_tointeger(L, -1);
+        } else {
+          c->type = SQLITE_FLOAT;
+          c->v.d = lua_tonumber(L, -1);
+        }
+        break;
+      case LUA_TBOOLEAN:
+        c->type = SQLITE_INTEGER;
+        c->v.i = lua_toboolean(L, -1);
+        break;
+      case LUA_TSTRING: {
+        size_t len;
+        const char *str = lua_tolstring(L, -1, &len);
+        c->v.s.p = malloc(len + 1);
+        if (c->v.s.p == NULL) {
+          bad = "out of memory";
+          break;
+        }
+        memcpy(c->v.s.p, str, len + 1);
+        c->v.s.n = len;
+        c->type = utf8_ok((const unsigned char *)str, len) ? SQLITE_TEXT : SQLITE_BLOB;
+        break;
+      }
+      case LUA_TLIGHTUSERDATA:
+        if (clank_is_null(L, -1)) {
+          c->type = SQLITE_NULL;
+          break;
+        }
+        bad = "a userdata";
+        break;
+      case LUA_TNIL: bad = "nil"; break;
+      case LUA_TTABLE: bad = "a table"; break;
+      case LUA_TFUNCTION: bad = "a function"; break;
+      case LUA_TTHREAD: bad = "a thread"; break;
+      default: bad = "a userdata"; break;
+    }
+    lua_pop(L, 1);
+    if (bad) {
+      clank_sqlite_cells_free(cells, (size_t)n);
+      return luaL_error(L, "parameter $%I: cannot bind %s", i + 1, bad), NULL;
+    }
+  }
+  *count = (int)n;
+  return cells;
+}
+
+static sq_conn_t *check_conn(lua_State *L) {
+  sq_conn_t *c = luaL_checkudata(L, 1, CONN_MT);
+  if (c->slot == NULL) luaL_error(L, "connection already released");
+  return c;
+}
+
+static void conn_stop(clank_db_wait_t *w) {
+  sq_conn_t *c = (sq_conn_t *)w;
+  slot_t *s = c->slot;
+  if (s == NULL) return;
+  sq_pool_t *p = c->pool;
+  atomic_store(&s->stop, 1);
+  uv_mutex_lock(&p->mu);
+  if (s->running && s->db) sqlite3_interrupt(s->db);
+  uv_mutex_unlock(&p->mu);
+}
+
+static void conn_due(clank_db_wait_t *w) { (void)w; }
+
+/* conn:run(sql, params, mode, signal?, timeoutMs?) */
+static int l_run(lua_State *L) {
+  static const char *const modes[] = {"rows", "exec", NULL};
+  sq_conn_t *c = check_conn(L);
+  size_t sql_len;
+  const char *sql = luaL_checklstring(L, 2, &sql_len);
+  int rows = luaL_checkoption(L, 4, NULL, modes) == 0;
+  int signal = opt_signal(L, 5);
+  double timeout = opt_timeout(L, 6);
+  if (c->busy) return luaL_error(L, "connection busy");
+  if (c->pool->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
+  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  if (clank_db_check_signal(L, signal)) return 2;
+  int nparams;
+  cell_t *params = read_params(L, 3, &nparams);
+  job_t *j = calloc(1, sizeof *j);
+  char *copy = j ? malloc(sql_len + 1) : NULL;
+  if (copy == NULL) {
+    free(j);
+    clank_sqlite_cells_free(params, (size_t)nparams);
+    return luaL_error(L, "clank.db.sqlite: out of memory");
+  }
+  memcpy(copy, sql, sql_len + 1);
+  j->kind = JOB_RUN;
+  j->rows = rows;
+  j->sql = copy;
+  j->sql_len = sql_len;
+  j->params = params;
+  j->nparams = nparams;
+  if (post(c->pool, c->slot, j) != 0) {
+    clank_sqlite_job_free(j);
+    return clank_db_push_error(L, "SQLITE_ERROR", "cannot start a database thread", NULL);
+  }
+  c->busy = 1;
+  c->wait.on_stop = conn_stop;
+  c->wait.on_due = conn_due;
+  return clank_db_wait(L, &c->wait, 1, signal, timeout, NULL);
+}
+
+/* conn:release(broken?) */
+static int l_release(lua_State *L) {
+  sq_conn_t *c = check_conn(L);
+  if (c->busy) return luaL_error(L, "connection busy");
+  slot_t *s = c->slot;
+  c->slot = NULL;
+  slot_release(c->pool, s, lua_toboolean(L, 2));
+  clank_db_pool_unref(&c->pool->base); /* the conn's share, held with the slot */
+  return 0;
+}
+
+static int conn_gc(lua_State *L) {
+  sq_conn_t *c = lua_touserdata(L, 1);
+  clank_db_wait_end(&c->wait);
+  slot_t *s = c->slot;
+  if (s == NULL) return 0; /* released: its share of the pool went with the slot */
+  if (c->busy) {
+    conn_stop(&c->wait); /* nobody wants the result: interrupt the query */
+    s->conn = NULL;      /* it ends first; then the slot goes back, rolled back */
+    c->slot = NULL;
+  } else {
+    c->slot = NULL;
+    slot_release(c->pool, s, 0);
+  }
+  clank_db_pool_unref(&c->pool->base);
+  return 0;
+}
+
+/* ---- the module ---- */
+
+static int l_pool(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  luaL_argcheck(L, *path != '\0', 1, "expected a database path");
+  lua_Integer size = 4, busy = 5000;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (lua_getfield(L, 2, "size") != LUA_TNIL) {
+      size = luaL_checkinteger(L, -1);
+      luaL_argcheck(L, size >= 1 && size <= 64, 2, "size must be an integer from 1 to 64");
+    }
+    if (lua_getfield(L, 2, "busyTimeout") != LUA_TNIL) {
+      busy = luaL_checkinteger(L, -1);
+      luaL_argcheck(L, busy >= 0 && busy <= 3600000, 2, "busyTimeout must be 0 to 3600000 ms");
+    }
+    lua_pop(L, 2);
+  }
+  clank_db_registry_t *r = clank_db_registry_of(L);
+  lua_pushfstring(L, "sqlite\n%s\n%I/%I", path, size, busy);
+  const char *key = lua_tostring(L, -1);
+  pool_ud_t *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->pool = NULL;
+  luaL_setmetatable(L, POOL_MT);
+  sq_pool_t *p = (sq_pool_t *)clank_db_pool_find(r, key);
+  if (p == NULL) {
+    p = calloc(1, sizeof *p);
+    slot_t *slots = p ? calloc((size_t)size, sizeof *slots) : NULL;
+    char *copy = slots ? strdup(path) : NULL;
+    if (copy == NULL) {
+      free(slots);
+      free(p);
+      return luaL_error(L, "clank.db.sqlite: out of memory");
+    }
+    p->base.shutdown = pool_shutdown;
+    p->base.free = pool_free;
+    p->loop = clank_db_registry_loop(r);
+    p->path = copy;
+    p->size = (int)size;
+    p->busy_ms = (int)busy;
+    p->slots = slots;
+    uv_mutex_init(&p->mu);
+    for (int i = 0; i < p->size; i++) {
+      slots[i].pool = p;
+      uv_cond_init(&slots[i].cv);
+    }
+    uv_async_init(p->loop, &p->async, on_async);
+    p->async.data = p;
+    clank_db_pool_add(r, &p->base, key);
+  }
+  u->pool = p;
+  return 1;
+}
+
+static const luaL_Reg pool_methods[] = {
+    {"acquire", l_acquire}, {"close", l_pool_close}, {NULL, NULL}};
+static const luaL_Reg conn_methods[] = {{"run", l_run}, {"release", l_release}, {NULL, NULL}};
+static const luaL_Reg funcs[] = {{"pool", l_pool}, {NULL, NULL}};
+
+int luaopen_clank_db_sqlite(lua_State *L) {
+  if (luaL_newmetatable(L, POOL_MT)) {
+    luaL_newlib(L, pool_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_pool_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_pool_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, CONN_MT)) {
+    luaL_newlib(L, conn_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, conn_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, WAITER_MT)) {
+    lua_pushcfunction(L, waiter_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  luaL_newlib(L, funcs);
+  return 1;
+}

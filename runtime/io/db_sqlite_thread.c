@@ -1,0 +1,279 @@
+/* clank.db.sqlite: a slot's thread. It owns the slot's connection (opened
+   on its first job, closed when the pool quits), runs each posted job and
+   collects every value into C memory; the loop turns them into Lua. */
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "io/db_sqlite.h"
+
+void clank_sqlite_cells_free(cell_t *c, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (c[i].type == SQLITE_TEXT || c[i].type == SQLITE_BLOB) free(c[i].v.s.p);
+  free(c);
+}
+
+static void job_clear_rows(job_t *j) {
+  for (int i = 0; i < j->ncols; i++) free(j->cols[i]);
+  free(j->cols);
+  j->cols = NULL;
+  j->ncols = 0;
+  clank_sqlite_cells_free(j->cells, j->ncells);
+  j->cells = NULL;
+  j->ncells = j->cap = 0;
+}
+
+void clank_sqlite_job_free(job_t *j) {
+  if (j == NULL) return;
+  job_clear_rows(j);
+  clank_sqlite_cells_free(j->params, (size_t)j->nparams);
+  free(j->sql);
+  free(j->errmsg);
+  free(j);
+}
+
+static const char *const primary_names[] = {
+    "SQLITE_OK",       "SQLITE_ERROR",   "SQLITE_INTERNAL", "SQLITE_PERM",     "SQLITE_ABORT",
+    "SQLITE_BUSY",     "SQLITE_LOCKED",  "SQLITE_NOMEM",    "SQLITE_READONLY", "SQLITE_INTERRUPT",
+    "SQLITE_IOERR",    "SQLITE_CORRUPT", "SQLITE_NOTFOUND", "SQLITE_FULL",     "SQLITE_CANTOPEN",
+    "SQLITE_PROTOCOL", "SQLITE_EMPTY",   "SQLITE_SCHEMA",   "SQLITE_TOOBIG",   "SQLITE_CONSTRAINT",
+    "SQLITE_MISMATCH", "SQLITE_MISUSE",  "SQLITE_NOLFS",    "SQLITE_AUTH",     "SQLITE_FORMAT",
+    "SQLITE_RANGE",    "SQLITE_NOTADB",  "SQLITE_NOTICE",   "SQLITE_WARNING"};
+
+const char *clank_sqlite_code_name(int rc) {
+  int primary = rc & 0xff;
+  if (primary >= 0 && (size_t)primary < sizeof primary_names / sizeof primary_names[0])
+    return primary_names[primary];
+  return "SQLITE_ERROR";
+}
+
+static int busy_wait(void *arg, int count) {
+  slot_t *s = arg;
+  if (atomic_load(&s->stop)) return 0;
+  /* 1 ms steps for 10 ms, then 5 ms steps */
+  long waited = count < 10 ? count : 10 + (long)(count - 10) * 5;
+  if (waited >= s->pool->busy_ms) return 0;
+  uv_sleep(count < 10 ? 1 : 5);
+  return 1;
+}
+
+static void job_fail(job_t *j, int rc, const char *msg) {
+  j->rc = rc;
+  free(j->errmsg);
+  j->errmsg = strdup(msg ? msg : sqlite3_errstr(rc));
+}
+
+static int slot_open(slot_t *s, job_t *j) {
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(s->pool->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_handler(db, busy_wait, s);
+    /* Switching a new file to WAL takes an exclusive lock without calling
+       the busy handler, so two first opens at once would fail: wait here. */
+    rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    for (int count = 0; (rc & 0xff) == SQLITE_BUSY && busy_wait(s, count); count++)
+      rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+  }
+  if (rc != SQLITE_OK) {
+    job_fail(j, rc, db ? sqlite3_errmsg(db) : NULL);
+    sqlite3_close_v2(db);
+    return -1;
+  }
+  uv_mutex_lock(&s->pool->mu);
+  s->db = db;
+  uv_mutex_unlock(&s->pool->mu);
+  return 0;
+}
+
+static int collect(job_t *j, sqlite3_stmt *st) {
+  int n = sqlite3_column_count(st);
+  if (j->ncols == 0) {
+    j->cols = calloc((size_t)n, sizeof *j->cols);
+    for (int i = 0; j->cols && i < n; i++) {
+      const char *name = sqlite3_column_name(st, i);
+      j->cols[i] = strdup(name ? name : "?");
+    }
+    if (j->cols == NULL) return -1;
+    j->ncols = n;
+  }
+  if (j->ncells + (size_t)n > j->cap) {
+    size_t cap = j->cap ? j->cap * 2 : 64;
+    while (cap < j->ncells + (size_t)n) cap *= 2;
+    cell_t *c = realloc(j->cells, cap * sizeof *c);
+    if (c == NULL) return -1;
+    j->cells = c;
+    j->cap = cap;
+  }
+  for (int i = 0; i < n; i++) {
+    cell_t *c = &j->cells[j->ncells++];
+    c->type = sqlite3_column_type(st, i);
+    switch (c->type) {
+      case SQLITE_INTEGER: c->v.i = sqlite3_column_int64(st, i); break;
+      case SQLITE_FLOAT: c->v.d = sqlite3_column_double(st, i); break;
+      case SQLITE_TEXT:
+      case SQLITE_BLOB: {
+        const void *p = c->type == SQLITE_TEXT ? (const void *)sqlite3_column_text(st, i)
+                                               : sqlite3_column_blob(st, i);
+        size_t len = (size_t)sqlite3_column_bytes(st, i);
+        c->v.s.p = malloc(len + 1);
+        if (c->v.s.p == NULL) {
+          c->type = SQLITE_NULL;
+          return -1;
+        }
+        if (len) memcpy(c->v.s.p, p, len);
+        c->v.s.p[len] = '\0';
+        c->v.s.n = len;
+        break;
+      }
+      default: c->type = SQLITE_NULL; break;
+    }
+  }
+  return 0;
+}
+
+static int bind_params(job_t *j, sqlite3 *db, sqlite3_stmt *st) {
+  int count = sqlite3_bind_parameter_count(st);
+  for (int i = 1; i <= count; i++) {
+    const char *name = sqlite3_bind_parameter_name(st, i);
+    char *end = NULL;
+    long k = name && name[0] == '$' ? strtol(name + 1, &end, 10) : 0;
+    if (end == NULL || *end != '\0' || k < 1) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "placeholder %s: use $1 ... $n", name ? name : "?");
+      job_fail(j, SQLITE_RANGE, msg);
+      return -1;
+    }
+    if (k > j->nparams) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "no value for parameter $%ld (%d given)", k, j->nparams);
+      job_fail(j, SQLITE_RANGE, msg);
+      return -1;
+    }
+    const cell_t *c = &j->params[k - 1];
+    int rc;
+    switch (c->type) {
+      case SQLITE_INTEGER: rc = sqlite3_bind_int64(st, i, c->v.i); break;
+      case SQLITE_FLOAT: rc = sqlite3_bind_double(st, i, c->v.d); break;
+      case SQLITE_TEXT:
+        rc = sqlite3_bind_text64(st, i, c->v.s.p, c->v.s.n, SQLITE_STATIC, SQLITE_UTF8);
+        break;
+      case SQLITE_BLOB: rc = sqlite3_bind_blob64(st, i, c->v.s.p, c->v.s.n, SQLITE_STATIC); break;
+      default: rc = sqlite3_bind_null(st, i); break;
+    }
+    if (rc != SQLITE_OK) {
+      job_fail(j, rc, sqlite3_errmsg(db));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int starts_with_insert(const char *sql) {
+  while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r') sql++;
+  return strncasecmp(sql, "INSERT", 6) == 0 || strncasecmp(sql, "REPLACE", 7) == 0;
+}
+
+/* Every statement of the SQL in turn; "rows" keeps those of the last one
+   that returned columns. */
+static void run_statements(slot_t *s, job_t *j) {
+  sqlite3 *db = s->db;
+  const char *sql = j->sql, *end = j->sql + j->sql_len;
+  sqlite3_int64 before = sqlite3_last_insert_rowid(db);
+  while (sql < end) {
+    sqlite3_stmt *st = NULL;
+    const char *tail = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, (int)(end - sql), &st, &tail);
+    if (rc != SQLITE_OK) {
+      job_fail(j, rc, sqlite3_errmsg(db));
+      return;
+    }
+    if (st == NULL) break; /* only whitespace or comments left */
+    if (bind_params(j, db, st) != 0) {
+      sqlite3_finalize(st);
+      return;
+    }
+    int first_row = 1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (!j->rows) continue;
+      if (first_row) job_clear_rows(j);
+      first_row = 0;
+      if (collect(j, st) != 0) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      job_fail(j, rc, sqlite3_errmsg(db));
+      sqlite3_finalize(st);
+      return;
+    }
+    if (!sqlite3_stmt_readonly(st)) {
+      j->changes = sqlite3_changes64(db);
+      sqlite3_int64 id = sqlite3_last_insert_rowid(db);
+      if (id != before || (j->changes > 0 && starts_with_insert(sql))) {
+        j->last_id = id;
+        j->has_last_id = 1;
+      }
+    }
+    sqlite3_finalize(st);
+    sql = tail;
+  }
+}
+
+static void run_job(slot_t *s, job_t *j) {
+  if (s->db == NULL && j->kind != JOB_RUN) return;
+  if (s->db == NULL && slot_open(s, j) != 0) return;
+  switch (j->kind) {
+    case JOB_ROLLBACK: sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); break;
+    case JOB_CLOSE: {
+      uv_mutex_lock(&s->pool->mu);
+      sqlite3 *db = s->db;
+      s->db = NULL;
+      uv_mutex_unlock(&s->pool->mu);
+      sqlite3_close_v2(db);
+      break;
+    }
+    default:
+      if (atomic_load(&s->stop)) {
+        job_fail(j, SQLITE_INTERRUPT, "interrupted");
+        break;
+      }
+      run_statements(s, j);
+      break;
+  }
+}
+
+static int has_work(slot_t *s) { return s->job && !s->running && !s->finished; }
+
+void clank_sqlite_thread(void *arg) {
+  slot_t *s = arg;
+  sq_pool_t *p = s->pool;
+  uv_mutex_lock(&p->mu);
+  for (;;) {
+    while (!has_work(s) && !p->quitting) uv_cond_wait(&s->cv, &p->mu);
+    if (!has_work(s)) break;
+    job_t *j = s->job;
+    s->running = 1;
+    uv_mutex_unlock(&p->mu);
+    run_job(s, j);
+    uv_mutex_lock(&p->mu);
+    s->running = 0;
+    s->finished = 1;
+    uv_mutex_unlock(&p->mu);
+    uv_async_send(&p->async);
+    uv_mutex_lock(&p->mu);
+  }
+  sqlite3 *db = s->db;
+  s->db = NULL;
+  uv_mutex_unlock(&p->mu);
+  sqlite3_close_v2(db); /* an open transaction rolls back */
+  uv_mutex_lock(&p->mu);
+  p->exited++;
+  uv_mutex_unlock(&p->mu);
+  uv_async_send(&p->async);
+}

@@ -1,0 +1,559 @@
+/* clank.render_core: the walk of clank.render (SPEC §8, §11), an element tree to HTML.
+
+   lua/clank/ui/render.lua keeps the Lua API and makes one renderer, once:
+   renderer{ element, raw, actionName, confirm, valueError } — the element and raw
+   metatables, and Lua helpers for the rare cases (an action object's name,
+   data-clank-confirm, the name of a value no attribute can take). They become the renderer's
+   upvalues. The output and every error message are those of the Lua renderer this replaced
+   (spec/helpers/render_reference.lua; spec/unit/render_c_spec.lua compares the two), and
+   each check runs where it ran there, so a tree with several faults raises the same one. */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/json.h"
+#include "render/render_internal.h"
+#include "core/values.h"
+
+#define STATE_MT "clank.render.State"
+
+/* ---------------------------------------------------------------- shared helpers */
+
+void clank_render_fail(lua_State *L, int n) {
+  lua_concat(L, n);
+  lua_error(L);
+}
+
+void clank_render_fail_lit(lua_State *L, const char *msg) {
+  lua_pushstring(L, msg);
+  lua_error(L);
+}
+
+void clank_render_fail_with(lua_State *L, const char *a, const char *s, size_t n, const char *b) {
+  lua_pushstring(L, a);
+  lua_pushlstring(L, s, n);
+  lua_pushstring(L, b);
+  clank_render_fail(L, 3);
+}
+
+void clank_render_no_memory(lua_State *L) {
+  clank_render_fail_lit(L, "clank.render: not enough memory");
+}
+
+size_t clank_render_format_number(lua_State *L, int idx, char *s) {
+  if (!lua_isinteger(L, idx)) return clank_json_format_number(lua_tonumber(L, idx), s);
+  lua_Integer i = lua_tointeger(L, idx);
+  unsigned long long u = i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i;
+  char d[24];
+  size_t k = sizeof d, n = 0;
+  do {
+    d[--k] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (i < 0) s[n++] = '-';
+  memcpy(s + n, d + k, sizeof d - k);
+  n += sizeof d - k;
+  s[n] = '\0';
+  return n;
+}
+
+int clank_render_has_mt(lua_State *L, int idx, int uv) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  int yes = lua_rawequal(L, -1, RUV(uv));
+  lua_pop(L, 1);
+  return yes;
+}
+
+int clank_render_props_plain(lua_State *L, int props) {
+  if (!lua_getmetatable(L, props)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+static const char escapes[256][8] = {
+    ['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;"};
+
+void clank_render_escaped(clank_render_t *r, const char *s, size_t n) {
+  clank_buf_t *out = &r->out;
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *e = escapes[(unsigned char)s[i]];
+    if (e[0] == '\0') continue;
+    size_t m = strlen(e);
+    if (clank_buf_reserve(out, i - run + m) != 0) clank_render_no_memory(r->L);
+    memcpy(out->data + out->len, s + run, i - run);
+    out->len += i - run;
+    memcpy(out->data + out->len, e, m);
+    out->len += m;
+    run = i + 1;
+  }
+  clank_render_append(r, out, s + run, n - run);
+}
+
+/* ---------------------------------------------------------------- the walk */
+
+static void put(clank_render_t *r, const char *p, size_t n) {
+  clank_render_append(r, &r->out, p, n);
+}
+#define PUT_LIT(r, s) put(r, s, sizeof(s) - 1)
+
+static int eq(const char *s, size_t n, const char *lit, size_t m) {
+  return n == m && memcmp(s, lit, n) == 0;
+}
+#define EQ(s, n, lit) eq(s, n, lit, sizeof(lit) - 1)
+
+static unsigned char lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c | 0x20 : c; }
+
+/* s lower-cased equals lit. */
+static int eq_lower(const char *s, size_t n, const char *lit, size_t m) {
+  if (n != m) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (lower((unsigned char)s[i]) != (unsigned char)lit[i]) return 0;
+  return 1;
+}
+#define EQ_LOWER(s, n, lit) eq_lower(s, n, lit, sizeof(lit) - 1)
+
+/* Tag names: a letter, then letters, digits and dashes (custom elements). */
+static int valid_tag(const char *s, size_t n) {
+  if (n == 0 || (unsigned char)((s[0] | 0x20) - 'a') >= 26) return 0;
+  for (size_t i = 1; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if ((unsigned char)((c | 0x20) - 'a') >= 26 && (unsigned char)(c - '0') >= 10 && c != '-')
+      return 0;
+  }
+  return 1;
+}
+
+/* Elements without a closing tag (compared lower-cased). */
+static int is_void(const char *t, size_t n) {
+  static const char *const tags[] = {"area",  "base", "br",   "col",    "embed", "hr",  "img",
+                                     "input", "link", "meta", "source", "track", "wbr", NULL};
+  if (n < 2 || n > 6) return 0;
+  for (const char *const *v = tags; *v; v++)
+    if (lower((unsigned char)t[0]) == (unsigned char)(*v)[0] && eq_lower(t, n, *v, strlen(*v)))
+      return 1;
+  return 0;
+}
+
+static void emit(clank_render_t *r, int idx, int depth, int sel, int live);
+static void emit_element_node(clank_render_t *r, int idx, int top, int depth, int sel, int live);
+static void emit_element(clank_render_t *r, int tag, int props, int children, int depth, int sel,
+                         int live);
+
+static void nested_too_deeply(lua_State *L) {
+  clank_render_fail_lit(L, "clank.render: elements nested too deeply");
+}
+
+static void room(lua_State *L, int n) {
+  if (!lua_checkstack(L, n)) clank_render_fail_lit(L, "clank.render: stack overflow");
+}
+
+/* The length (#) of children, a table most often; meta: index it through metamethods. */
+static lua_Integer children_len(lua_State *L, int children, int *meta) {
+  switch (lua_type(L, children)) {
+    case LUA_TTABLE:
+      *meta = lua_getmetatable(L, children);
+      if (!*meta) return (lua_Integer)lua_rawlen(L, children);
+      lua_pop(L, 1);
+      lua_len(L, children);
+      lua_Integer n = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      return n;
+    case LUA_TSTRING: *meta = 1; return (lua_Integer)lua_rawlen(L, children);
+    default:
+      lua_pushfstring(L, "attempt to get length of a %s value (field 'children')",
+                      luaL_typename(L, children));
+      lua_error(L);
+      return 0;
+  }
+}
+
+/* The selected values of a select's value prop: a set of strings (and of whatever else its
+   list holds), pushed. */
+static void selected_set(clank_render_t *r, int v) {
+  lua_State *L = r->L;
+  char s[32];
+  lua_createtable(L, 0, 0);
+  int set = lua_gettop(L);
+  if (lua_type(L, v) == LUA_TTABLE) {
+    for (lua_Integer i = 1; lua_geti(L, v, i) != LUA_TNIL; i++) {
+      if (lua_type(L, -1) == LUA_TNUMBER) {
+        size_t n = clank_render_format_number(L, -1, s);
+        lua_pop(L, 1);
+        lua_pushlstring(L, s, n);
+      }
+      lua_pushboolean(L, 1);
+      lua_rawset(L, set);
+    }
+    lua_pop(L, 1);
+  } else if (lua_type(L, v) == LUA_TSTRING) {
+    lua_pushvalue(L, v);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, set);
+  } else if (lua_type(L, v) == LUA_TNUMBER) {
+    size_t n = clank_render_format_number(L, v, s);
+    lua_pushlstring(L, s, n);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, set);
+  }
+}
+
+/* An option under a select with a value: a copy of its props, made the way the Lua renderer
+   made it (so that it iterates in the same order), selected exactly when its value (or
+   without one, its text) is chosen. Pushes the copy. */
+static void option_props(clank_render_t *r, int props, int children, int sel) {
+  lua_State *L = r->L;
+  room(L, 8);
+  if (lua_type(L, props) != LUA_TTABLE) {
+    lua_pushfstring(L, "bad argument #1 to 'for iterator' (table expected, got %s)",
+                    luaL_typename(L, props));
+    lua_error(L);
+  }
+  lua_createtable(L, 0, 0);
+  int copy = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, props)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, copy);
+  }
+  lua_pushvalue(L, RUV(RUV_VALUE));
+  lua_rawget(L, copy);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (lua_type(L, children) == LUA_TTABLE) {
+      for (lua_Integer i = 1; lua_geti(L, children, i) != LUA_TNIL; i++) {
+        if (lua_type(L, -1) == LUA_TSTRING) {
+          luaL_addvalue(&b);
+        } else if (lua_type(L, -1) == LUA_TNUMBER) {
+          char s[32];
+          size_t n = clank_render_format_number(L, -1, s);
+          lua_pop(L, 1);
+          luaL_addlstring(&b, s, n);
+        } else {
+          lua_pop(L, 1);
+        }
+      }
+      lua_pop(L, 1);
+    }
+    luaL_pushresult(&b);
+  } else if (lua_type(L, -1) == LUA_TNUMBER) {
+    char s[32];
+    size_t n = clank_render_format_number(L, -1, s);
+    lua_pop(L, 1);
+    lua_pushlstring(L, s, n);
+  }
+  int selected = lua_rawget(L, sel) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, RUV(RUV_SELECTED));
+  lua_pushboolean(L, selected);
+  lua_rawset(L, copy);
+}
+
+/* The children of an element or the items of a list (at depth + 1). A tr directly under a
+   table is written inside the tbody an HTML parser would imply; keys still count the server's
+   children. Live: path[level] is the index of the element child being written. */
+static void emit_children(clank_render_t *r, int children, int sel, int depth, int live,
+                          int in_table) {
+  lua_State *L = r->L;
+  int meta;
+  lua_Integer len = children_len(L, children, &meta);
+  int level = 0, tbody = 0, n = 0;
+  if (live) {
+    level = r->level + 1;
+    if (level > CLANK_RENDER_MAXLEVEL) nested_too_deeply(L);
+    r->level = level;
+  }
+  int c = lua_gettop(L) + 1;
+  for (lua_Integer i = 1; i <= len; i++) {
+    int type = meta ? lua_geti(L, children, i) : lua_rawgeti(L, children, i);
+    if (type == LUA_TSTRING && depth < CLANK_RENDER_MAXDEPTH) { /* text, most often */
+      size_t tn;
+      const char *text = lua_tolstring(L, c, &tn);
+      clank_render_escaped(r, text, tn);
+      lua_settop(L, c - 1);
+      continue;
+    }
+    int top = c, el = 0; /* the stack top, kept by hand */
+    if (type == LUA_TTABLE && lua_getmetatable(L, c)) el = lua_rawequal(L, ++top, RUV(RUV_ELEMENT));
+    const char *tag = NULL;
+    size_t tlen = 0;
+    int tag_at = 0;
+    if (el) {
+      if (live) r->path[level] = n;
+      n++;
+      if (in_table || sel) {
+        lua_pushvalue(L, RUV(RUV_TAG));
+        if (lua_rawget(L, c) == LUA_TSTRING) tag = lua_tolstring(L, -1, &tlen);
+        tag_at = ++top;
+      }
+      if (in_table) {
+        if (tag == NULL) {
+          lua_pushstring(L, "clank.render: invalid tag name: ");
+          luaL_tolstring(L, tag_at, NULL);
+          clank_render_fail(L, 2);
+        }
+        int tr = EQ_LOWER(tag, tlen, "tr");
+        if (tr && !tbody) {
+          PUT_LIT(r, "<tbody>");
+          tbody = 1;
+        } else if (!tr && tbody) {
+          PUT_LIT(r, "</tbody>");
+          tbody = 0;
+        }
+      }
+    }
+    if (sel && el && tag && EQ(tag, tlen, "option")) {
+      lua_pushvalue(L, RUV(RUV_PROPS));
+      lua_rawget(L, c);
+      lua_pushvalue(L, RUV(RUV_CHILDREN));
+      lua_rawget(L, c);
+      option_props(r, top + 1, top + 2, sel);
+      if (depth + 1 > CLANK_RENDER_MAXDEPTH) nested_too_deeply(L);
+      emit_element(r, tag_at, top + 3, top + 2, depth + 1, 0, live);
+    } else if (el) {
+      emit_element_node(r, c, top, depth + 1, sel && tag && EQ(tag, tlen, "optgroup") ? sel : 0,
+                        live);
+    } else {
+      emit(r, c, depth + 1, 0, live);
+    }
+    if (live) r->level = level;
+    lua_settop(L, c - 1); /* the child and whatever writing it left */
+  }
+  if (live) r->level = level - 1;
+  if (tbody) PUT_LIT(r, "</tbody>");
+}
+
+/* An element: its tag, props and children at those stack indexes. Like every emit function,
+   it may leave values above the stack top it found: the loop over children drops them. */
+static void emit_element(clank_render_t *r, int tag, int props, int children, int depth, int sel,
+                         int live) {
+  lua_State *L = r->L;
+  room(L, 40); /* for this element's attributes and the loop over its children */
+  size_t tlen = 0;
+  const char *t = lua_type(L, tag) == LUA_TSTRING ? lua_tolstring(L, tag, &tlen) : NULL;
+  if (t == NULL || !valid_tag(t, tlen)) {
+    lua_pushstring(L, "clank.render: invalid tag name: ");
+    luaL_tolstring(L, tag, NULL);
+    clank_render_fail(L, 2);
+  }
+  clank_render_attributes(r, props, t, tlen, live);
+  if (clank_buf_reserve(&r->out, tlen + 1) != 0) clank_render_no_memory(L);
+  r->out.data[r->out.len++] = '<';
+  put(r, t, tlen);
+  clank_render_write_attributes(r);
+  put(r, ">", 1);
+  if (is_void(t, tlen)) {
+    int meta;
+    if (children_len(L, children, &meta) > 0)
+      clank_render_fail_with(L, "clank.render: <", t, tlen, "> cannot have children");
+    return;
+  }
+  int textarea = EQ(t, tlen, "textarea"), select = EQ(t, tlen, "select");
+  int value = 0;
+  if (textarea || select) { /* props.value */
+    lua_pushvalue(L, RUV(RUV_VALUE));
+    if (clank_render_props_plain(L, props))
+      lua_rawget(L, props);
+    else
+      lua_gettable(L, props);
+    value = lua_gettop(L);
+  }
+  if (textarea && !lua_isnil(L, value) && !clank_is_null(L, value)) {
+    emit(r, value, depth + 1, 0, 0);
+  } else if (select && !lua_isnil(L, value)) {
+    selected_set(r, value);
+    emit_children(r, children, value + 1, depth, live, 0);
+  } else {
+    emit_children(r, children, sel, depth, live, EQ_LOWER(t, tlen, "table"));
+  }
+  if (clank_buf_reserve(&r->out, tlen + 3) != 0) clank_render_no_memory(L);
+  memcpy(r->out.data + r->out.len, "</", 2);
+  memcpy(r->out.data + r->out.len + 2, t, tlen);
+  r->out.data[r->out.len + 2 + tlen] = '>';
+  r->out.len += tlen + 3;
+}
+
+/* A table that is neither a raw node nor an element: a mounted view (node:tree()), or it
+   cannot be rendered. */
+static void emit_view(clank_render_t *r, int idx, int depth, int live) {
+  lua_State *L = r->L;
+  lua_pushvalue(L, RUV(RUV_TREE));
+  if (lua_gettable(L, idx) != LUA_TFUNCTION)
+    clank_render_fail_lit(L, "clank.render: cannot render a table");
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 1);
+  emit(r, lua_gettop(L), depth + 1, 0, live);
+  lua_pop(L, 1);
+}
+
+/* An element node (its metatable is the element one); top is the stack top. */
+static void emit_element_node(clank_render_t *r, int idx, int top, int depth, int sel, int live) {
+  lua_State *L = r->L;
+  if (depth > CLANK_RENDER_MAXDEPTH) nested_too_deeply(L);
+  lua_pushvalue(L, RUV(RUV_TAG));
+  int type = lua_rawget(L, idx);
+  if (type == LUA_TNIL || (type == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
+    lua_settop(L, top);
+    emit_view(r, idx, depth, live);
+    return;
+  }
+  lua_pushvalue(L, RUV(RUV_PROPS));
+  lua_rawget(L, idx);
+  lua_pushvalue(L, RUV(RUV_CHILDREN));
+  lua_rawget(L, idx);
+  emit_element(r, top + 1, top + 2, top + 3, depth, sel, live);
+}
+
+/* A table node: a raw node, an element (any table with a tag), a list or a mounted view. */
+static void emit_table(clank_render_t *r, int idx, int depth, int sel, int live) {
+  lua_State *L = r->L;
+  room(L, 40); /* for a list's loop, or an element's tag, props and children */
+  int top = lua_gettop(L);
+  int meta = lua_getmetatable(L, idx);
+  if (meta && lua_rawequal(L, -1, RUV(RUV_ELEMENT))) {
+    lua_settop(L, top);
+    emit_element_node(r, idx, top, depth, sel, live);
+    return;
+  }
+  if (meta && lua_rawequal(L, -1, RUV(RUV_RAW))) {
+    lua_pushvalue(L, RUV(RUV_HTML));
+    switch (lua_rawget(L, idx)) {
+      case LUA_TSTRING:
+      case LUA_TNUMBER: {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        put(r, s, n);
+        break;
+      }
+      case LUA_TNIL: break; /* nothing, as table.concat saw it */
+      default:
+        lua_pushfstring(L, "invalid value (at index %d) in table for 'concat'", 1);
+        lua_error(L);
+    }
+    lua_settop(L, top);
+    return;
+  }
+  lua_settop(L, top);
+  lua_pushvalue(L, RUV(RUV_TAG));
+  if (meta ? lua_gettable(L, idx) : lua_rawget(L, idx)) {
+    if (lua_toboolean(L, -1)) { /* a table with a tag is written as an element */
+      lua_pushvalue(L, RUV(RUV_PROPS));
+      meta ? lua_gettable(L, idx) : lua_rawget(L, idx);
+      lua_pushvalue(L, RUV(RUV_CHILDREN));
+      meta ? lua_gettable(L, idx) : lua_rawget(L, idx);
+      emit_element(r, top + 1, top + 2, top + 3, depth, sel, live);
+      lua_settop(L, top);
+      return;
+    }
+  }
+  lua_settop(L, top);
+  if (!meta)
+    emit_children(r, idx, 0, depth, live, 0); /* a list */
+  else
+    emit_view(r, idx, depth, live);
+}
+
+static void emit(clank_render_t *r, int idx, int depth, int sel, int live) {
+  lua_State *L = r->L;
+  if (depth > CLANK_RENDER_MAXDEPTH) nested_too_deeply(L);
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(L, idx, &n);
+      clank_render_escaped(r, s, n);
+      return;
+    }
+    case LUA_TNUMBER: {
+      char s[32];
+      put(r, s, clank_render_format_number(L, idx, s));
+      return;
+    }
+    case LUA_TTABLE: emit_table(r, idx, depth, sel, live); return;
+    case LUA_TNIL:
+    case LUA_TBOOLEAN: return;
+    default:
+      lua_pushfstring(L, "clank.render: cannot render a %s", luaL_typename(L, idx));
+      lua_error(L);
+  }
+}
+
+/* ---------------------------------------------------------------- the module */
+
+static void free_state(clank_render_t *r) {
+  clank_buf_free(&r->out);
+  clank_buf_free(&r->action);
+  clank_buf_free(&r->on);
+  clank_buf_free(&r->key);
+  free(r->attrs);
+  free(r->events);
+  r->attrs = NULL;
+  r->events = NULL;
+  r->cap = r->evcap = r->nattrs = r->nevents = 0;
+}
+
+static int state_gc(lua_State *L) {
+  free_state(luaL_checkudata(L, 1, STATE_MT));
+  return 0;
+}
+
+/* render(node, live, actions) -> html */
+static int render_call(lua_State *L) {
+  int live = lua_toboolean(L, 2);
+  lua_settop(L, 3);
+  clank_render_t *r = lua_newuserdatauv(L, sizeof *r, 0);
+  memset(r, 0, sizeof *r);
+  luaL_setmetatable(L, STATE_MT);
+  r->L = L;
+  r->actions = 3;
+  for (int i = 0; i <= CLANK_RENDER_MAXLEVEL; i++) r->path[i] = -1;
+  r->path[1] = 0;
+  if (clank_buf_reserve(&r->out, 4096) != 0) clank_render_no_memory(L);
+  if (live && lua_type(L, 1) == LUA_TTABLE) {
+    /* a single top element is "0"; a list's elements are "0", "1", ... */
+    if (clank_render_has_mt(L, 1, RUV_ELEMENT) || lua_getfield(L, 1, "tree") == LUA_TFUNCTION)
+      r->level = 1;
+    lua_settop(L, 4);
+  }
+  emit(r, 1, 0, 0, live);
+  lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
+  free_state(r); /* now, not at the next collection */
+  return 1;
+}
+
+/* renderer{ element = ELEMENT, raw = RAW, actionName = f, confirm = f, valueError = f }
+   -> render(node, live, actions) */
+static int render_renderer(lua_State *L) {
+  static const char *const given[] = {"element", "raw", "actionName", "confirm", "valueError"};
+  static const char *const keys[] = {"tag",        "props",       "children", "value", "agentLabel",
+                                     "aria-label", "agentAction", "html",     "tree",  "selected"};
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checkstack(L, RUV_COUNT, NULL);
+  for (int i = 0; i < 5; i++) {
+    int want = i < 2 ? LUA_TTABLE : LUA_TFUNCTION;
+    if (lua_getfield(L, 1, given[i]) != want)
+      return luaL_error(L, "clank.render_core.renderer: %s must be a %s", given[i],
+                        lua_typename(L, want));
+  }
+  for (int i = 0; i < (int)(sizeof keys / sizeof *keys); i++) lua_pushstring(L, keys[i]);
+  lua_pushcclosure(L, render_call, RUV_COUNT);
+  return 1;
+}
+
+static const luaL_Reg render_funcs[] = {
+    {"renderer", render_renderer},
+    {"elementMaker", clank_render_element_maker}, /* element.c */
+    {NULL, NULL},
+};
+
+int luaopen_clank_render_core(lua_State *L) {
+  if (luaL_newmetatable(L, STATE_MT)) {
+    lua_pushcfunction(L, state_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  luaL_newlib(L, render_funcs);
+  return 1;
+}

@@ -1,0 +1,113 @@
+/* clank.render_core internals shared by its two files: render.c (the walk over the tree and
+   the module) and render_attrs.c (from an element's props to its attributes).
+
+   One clank_render_t per clank.render call, inside a userdata whose __gc frees what it holds,
+   so an error unwinding through the walk leaks nothing. Attribute names and values point into
+   Lua strings the element holds (its props, or values left on the stack until the element is
+   written) or into the state's own buffers; Lua never moves strings. (A metamethod that
+   rewrites an element's props while that element is being written is not supported: the Lua
+   renderer's pairs() did not support it either.) */
+#ifndef CLANK_RENDER_INTERNAL_H
+#define CLANK_RENDER_INTERNAL_H
+
+#include <lua.h>
+#include <stddef.h>
+
+#include "util/buf.h"
+
+#define CLANK_RENDER_MAXDEPTH 200
+/* live levels: at most one per depth, plus the top */
+#define CLANK_RENDER_MAXLEVEL (CLANK_RENDER_MAXDEPTH + 4)
+
+/* The renderer's upvalues: what render.lua gave it, then the keys the walk reads, pushed once
+   so that no lookup interns a C string per element. */
+enum {
+  RUV_ELEMENT = 1,
+  RUV_RAW,
+  RUV_ACTION_NAME,
+  RUV_CONFIRM,
+  RUV_VALUE_ERROR,
+  RUV_TAG,
+  RUV_PROPS,
+  RUV_CHILDREN,
+  RUV_VALUE,
+  RUV_AGENT_LABEL,
+  RUV_ARIA_LABEL,
+  RUV_AGENT_ACTION,
+  RUV_HTML,
+  RUV_TREE,
+  RUV_SELECTED,
+  RUV_COUNT = RUV_SELECTED
+};
+#define RUV(i) lua_upvalueindex(i)
+
+/* One attribute of the element being written; val NULL and isnum 0: bare. A number is
+   formatted into num and read from there at write time (the array may move). */
+typedef struct {
+  const char *name;
+  size_t nlen;
+  const char *val;
+  size_t vlen;
+  int isnum;
+  char num[32];
+} clank_render_attr_t;
+
+/* An event name of data-clank-on: a prop key after its "on", lower-cased when written. */
+typedef struct {
+  const char *s;
+  size_t len;
+} clank_render_event_t;
+
+typedef struct {
+  lua_State *L;
+  clank_buf_t out;
+  clank_buf_t action; /* the element's agentAction name, when an action object gave it */
+  clank_buf_t on;     /* the element's data-clank-on */
+  clank_buf_t key;    /* the element's data-clank-key */
+  clank_render_attr_t *attrs;
+  size_t nattrs, cap;
+  clank_render_event_t *events;
+  size_t nevents, evcap;
+  int actions; /* stack index of live.actions */
+  int level;   /* live: path[1..level] are the indexes down to the element being written */
+  int path[CLANK_RENDER_MAXLEVEL + 1];
+} clank_render_t;
+
+/* Raise the concatenation of the n strings on top of the stack, "msg", or "a" s "b" (s of
+   any bytes); no position is added (the Lua renderer raised with level 0). */
+void clank_render_fail(lua_State *L, int n);
+void clank_render_fail_lit(lua_State *L, const char *msg);
+void clank_render_fail_with(lua_State *L, const char *a, const char *s, size_t n, const char *b);
+void clank_render_no_memory(lua_State *L);
+
+/* clank.json.formatNumber of the number at idx into s (>= 32 bytes); returns the length. */
+size_t clank_render_format_number(lua_State *L, int idx, char *s);
+
+/* Whether the metatable of the value at idx is the upvalue uv (RUV_ELEMENT, RUV_RAW). */
+int clank_render_has_mt(lua_State *L, int idx, int uv);
+
+/* Whether props (a table) has a metatable: then props.x goes through it. */
+int clank_render_props_plain(lua_State *L, int props);
+
+/* The attributes of an element (tag, and the props table at props): the element's own
+   (semantic props, aliases, URL checks, duplicates: attributes.lua's rules), then with live
+   data-clank-confirm, data-clank-key and data-clank-on. May leave values on the stack that
+   attributes point into: the caller drops them once the attributes are written. */
+void clank_render_attributes(clank_render_t *r, int props, const char *tag, size_t tlen, int live);
+/* Writes them, sorted by name (byte order): ` name="value"`, or ` name` when bare. */
+void clank_render_write_attributes(clank_render_t *r);
+
+/* Appends to an output buffer; raises when memory runs out. */
+static inline void clank_render_append(clank_render_t *r, clank_buf_t *b, const void *p, size_t n) {
+  if (clank_buf_append(b, p, n) != 0) clank_render_no_memory(r->L);
+}
+
+/* render_core.elementMaker(ELEMENT, RAW) → make(tag) → a builder (element.c). */
+int clank_render_element_maker(lua_State *L);
+
+/* Appends s with & < > " escaped. */
+void clank_render_escaped(clank_render_t *r, const char *s, size_t n);
+
+int luaopen_clank_render_core(lua_State *L);
+
+#endif
