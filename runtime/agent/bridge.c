@@ -21,6 +21,7 @@
 #include "data/schema.h"
 #include "data/schema_decode.h"
 #include "core/values.h"
+#include "util/bytes.h"
 
 typedef struct bridge_s {
   const void *tag; /* &bridge_tag: tells a bridge from other userdata without a registry lookup */
@@ -103,41 +104,15 @@ static int manifest_path(const char *p, size_t n) {
   return ends_with(p, n, "/.well-known/clank") || ends_with(p, n, "/manifest");
 }
 
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* decodeURIComponent: every %XX must be hex and the bytes valid UTF-8; '+'
-   stays '+'. Pushes the name, or returns 0 for a bad escape. */
+/* decodeURIComponent (util/bytes.h). Pushes the name, or returns 0 for a bad
+   escape or bytes that are not UTF-8. */
 static int push_decoded_name(lua_State *L, const char *s, size_t n) {
   luaL_Buffer b;
   char *out = luaL_buffinitsize(L, &b, n + 1);
-  size_t k = 0;
-  int ok = 1;
-  for (size_t i = 0; i < n && ok; i++) {
-    if (s[i] != '%') {
-      out[k++] = s[i];
-    } else if (i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
-               hexval((unsigned char)s[i + 2]) >= 0) {
-      out[k++] = (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
-      i += 2;
-    } else {
-      ok = 0;
-    }
-  }
-  for (size_t i = 0; i < k && ok;) {
-    size_t len = (unsigned char)out[i] < 0x80
-                     ? 1
-                     : clank_json_utf8_char((const unsigned char *)out + i, k - i);
-    if (len == 0) ok = 0;
-    i += len;
-  }
-  luaL_pushresultsize(&b, ok ? k : 0);
-  if (!ok) lua_pop(L, 1);
-  return ok;
+  size_t k = clank_uri_decode(s, n, out);
+  luaL_pushresultsize(&b, k == CLANK_URI_BAD ? 0 : k);
+  if (k == CLANK_URI_BAD) lua_pop(L, 1);
+  return k != CLANK_URI_BAD;
 }
 
 /* ---- answers ---- */
@@ -256,10 +231,6 @@ static void view_from_table(lua_State *L, int req, clank_bridge_view_t *v) {
   lua_pop(L, 1);
 }
 
-static int span_is(span_t s, const char *lit, size_t n) {
-  return s.p && s.n == n && memcmp(s.p, lit, n) == 0;
-}
-
 /* strtoll(s, NULL, 10) on a span, which need not end with a NUL. */
 static long long span_integer(span_t s) {
   size_t i = 0;
@@ -371,8 +342,8 @@ static void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed,
 /* 1 when step 3 refuses the request: `sec-fetch-site: cross-site`, a
    foreign origin not allowed, or no origin when one is required. */
 static int origin_refused(const clank_bridge_view_t *v, const origin_t *o, int require_origin) {
-  return span_is(v->sec_fetch_site, "cross-site", 10) || (o->value && !o->own && !o->allowed) ||
-         (!o->value && require_origin);
+  return clank_span_is(v->sec_fetch_site.p, v->sec_fetch_site.n, "cross-site") ||
+         (o->value && !o->own && !o->allowed) || (!o->value && require_origin);
 }
 
 /* The origin answers name in access-control-allow-origin: an allowed foreign one. */
@@ -492,7 +463,7 @@ static head_t head_checks(const bridge_t *b, const clank_bridge_view_t *v, const
   *found = find_action(b, name, name_len);
   if (*found == NULL) return HEAD_NO_ACTION;
   if (clank_action_requires_confirmation((*found)->action) &&
-      !span_is(v->confirmation, "confirmed", 9))
+      !clank_span_is(v->confirmation.p, v->confirmation.n, "confirmed"))
     return HEAD_CONFIRM;
   if (v->content_type.p == NULL || !json_media_type(v->content_type.p, v->content_type.n))
     return HEAD_MEDIA;
@@ -816,9 +787,8 @@ static int give_request_id(lua_State *L) {
   uint64_t n = (uint64_t)lua_tointeger(L, -1);
   lua_pushnil(L);
   lua_rawsetp(L, 1, &id_key);
-  static const char hex[] = "0123456789abcdef";
   char id[16];
-  for (int i = 15; i >= 0; i--, n >>= 4) id[i] = hex[n & 15];
+  for (int i = 15; i >= 0; i--, n >>= 4) id[i] = clank_hex_digits[n & 15];
   lua_pushlstring(L, id, sizeof id);
   lua_pushvalue(L, -1);
   lua_setfield(L, 1, "requestId");
@@ -1554,11 +1524,10 @@ static int l_create(lua_State *L) {
   if (!EVP_Digest(b->scratch.data, b->scratch.len, md, &mdlen, EVP_sha256(), NULL))
     return luaL_error(L, "clank.createAgentBridge: SHA-256 failed");
   char etag[19];
-  static const char hex[] = "0123456789abcdef";
   etag[0] = '"';
   for (int i = 0; i < 8; i++) {
-    etag[1 + 2 * i] = hex[md[i] >> 4];
-    etag[2 + 2 * i] = hex[md[i] & 15];
+    etag[1 + 2 * i] = clank_hex_digits[md[i] >> 4];
+    etag[2 + 2 * i] = clank_hex_digits[md[i] & 15];
   }
   etag[17] = '"';
   etag[18] = '\0';

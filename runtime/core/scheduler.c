@@ -15,7 +15,6 @@
 /* Only its address matters: the registry key of the scheduler (a light
    userdata), read on every wait and join, so not a name to intern. */
 static const char sched_key = 0;
-#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
 
 /* ---- tasks ---- */
 
@@ -229,7 +228,7 @@ void clank_sched_timer_cancel(clank_wait_t *w) {
 
 int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx) {
   clank_task_t *task = lua_isyieldable(L) ? clank_task_of(L) : NULL;
-  if (task == NULL) return luaL_error(L, WAIT_MESSAGE);
+  if (task == NULL) return luaL_error(L, CLANK_WAIT_MESSAGE);
   clank_wait_t *w = wait_new(L, task->sched, ms);
   w->task = task;
   task->wait = w;
@@ -446,7 +445,7 @@ int clank_sched_call(lua_State *L, int nargs) {
     clank_sched_cancel(&d.task);
     clank_task_unbind(co);
     lua_resetthread(co);
-    return luaL_error(L, WAIT_MESSAGE);
+    return luaL_error(L, CLANK_WAIT_MESSAGE);
   }
   while (!d.done) {
     s->loop_running = 1;
@@ -634,7 +633,7 @@ int clank_sched_join(lua_State *L, int nargs, double ms, lua_KFunction k, lua_KC
 
 int clank_sched_join_in(lua_State *L, clank_task_t *parent, int nargs, double ms, lua_KFunction k,
                         lua_KContext ctx) {
-  if (parent == NULL || !lua_isyieldable(L)) return luaL_error(L, WAIT_MESSAGE);
+  if (parent == NULL || !lua_isyieldable(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   join_t *j = (join_t *)owned_new(L, parent->sched, join_child_resume);
   lua_State *co = j->owned.task.co;
   lua_xmove(L, co, nargs + 1);

@@ -177,6 +177,9 @@ void clank_sched_retire(clank_sched_t *s);
 void clank_sched_cancel_all(clank_sched_t *s);
 void clank_sched_cancel(clank_task_t *t);
 
+/* SPEC §1: what waiting outside a runtime coroutine raises. */
+#define CLANK_WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
+
 /* Suspends the running task for ms. Call as `return clank_sched_sleep(L, ms, k, ctx)`
    from a lua_CFunction; raises the SPEC §1 message outside a task. */
 int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx);

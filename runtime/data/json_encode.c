@@ -10,6 +10,7 @@
 #include "data/json.h"
 #include "data/schema.h"
 #include "core/values.h"
+#include "util/bytes.h"
 
 #define MAXDEPTH 64
 
@@ -85,7 +86,6 @@ static void putc_(enc_t *e, char c) {
 
 /* Escapes '"', '\\' and control characters only; checks UTF-8 on the way. */
 int clank_json_escape(clank_buf_t *out, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
   const unsigned char *p = (const unsigned char *)s, *end = p + n, *run = p;
   while (p < end) {
     unsigned c = *p;
@@ -100,7 +100,7 @@ int clank_json_escape(clank_buf_t *out, const char *s, size_t n) {
       continue;
     }
     if (clank_buf_append(out, run, (size_t)(p - run)) != 0) return -1;
-    char esc[6] = {'\\', 0, '0', '0', hex[c >> 4], hex[c & 15]};
+    char esc[6] = {'\\', 0, '0', '0', clank_hex_digits[c >> 4], clank_hex_digits[c & 15]};
     switch (c) {
       case '"': esc[1] = '"'; break;
       case '\\': esc[1] = '\\'; break;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "data/schema_internal.h"
+#include "util/bytes.h"
 
 /* The ASCII class of %c, as the inside of an ECMA-262 character class. */
 static const char *class_body(int c) {
@@ -29,10 +30,9 @@ static int is_upper(int c) { return c >= 'A' && c <= 'Z'; }
 static int to_lower(int c) { return is_upper(c) ? c + ('a' - 'A') : c; }
 
 static void add_hex(luaL_Buffer *b, unsigned char c) {
-  static const char hex[] = "0123456789ABCDEF";
   luaL_addstring(b, "\\x");
-  luaL_addchar(b, hex[c >> 4]);
-  luaL_addchar(b, hex[c & 15]);
+  luaL_addchar(b, clank_hex_upper[c >> 4]);
+  luaL_addchar(b, clank_hex_upper[c & 15]);
 }
 
 /* One literal byte outside a class. */

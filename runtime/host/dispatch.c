@@ -25,6 +25,7 @@
 #include "agent/bridge.h"
 #include "data/json.h"
 #include "core/protect.h"
+#include "util/bytes.h"
 
 /* Exchanges and their coroutines are reused: a coroutine bound once as a
    task stays one, and a waiting handler never moves in memory. */
@@ -153,15 +154,6 @@ void clank_dispatch_forget(clank_gen_t *g) {
 
 /* ---- the header block ---- */
 
-static int span_is(const char *p, size_t n, const char *s) {
-  return n == strlen(s) && memcmp(p, s, n) == 0;
-}
-
-static int span_starts(const char *p, size_t n, const char *s) {
-  size_t k = strlen(s);
-  return n >= k && memcmp(p, s, k) == 0;
-}
-
 /* DNS rebinding defence (SPEC §13), on every listener: the Host must be a
    loopback name, the listener's own address, --inspector's host, a host of
    allowedOrigins or --public-origin's; --allow-any-host leaves it to a
@@ -188,8 +180,8 @@ static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank
 }
 
 static int bridge_path(const char *p, size_t n) {
-  return span_is(p, n, "/manifest") || span_is(p, n, "/.well-known/clank") ||
-         span_starts(p, n, "/actions/");
+  return clank_span_is(p, n, "/manifest") || clank_span_is(p, n, "/.well-known/clank") ||
+         clank_span_starts(p, n, "/actions/");
 }
 
 static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx);
@@ -216,11 +208,11 @@ static void answer_stopped(clank_conn_t *c, int status, const char *code, const 
   snprintf(type, sizeof type, "content-type: application/json\r\ncache-control: no-store\r\n%s",
            extra);
   int n;
-  if (span_is(t.path, t.path_len, "/__clank/mcp"))
+  if (clank_span_is(t.path, t.path_len, "/__clank/mcp"))
     n = snprintf(body, sizeof body,
                  "{\"error\":{\"code\":-32603,\"message\":\"%s\"},\"id\":null,\"jsonrpc\":\"2.0\"}",
                  message);
-  else if (bridge_path(t.path, t.path_len) || span_starts(t.path, t.path_len, "/__clank/"))
+  else if (bridge_path(t.path, t.path_len) || clank_span_starts(t.path, t.path_len, "/__clank/"))
     n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
                  code, message);
   else {
@@ -417,13 +409,13 @@ static void release_gen(clank_conn_t *c) {
    surface endpoints and the live channel. */
 static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p, size_t n) {
   int get = method == HTTP_GET || method == HTTP_HEAD;
-  if (get &&
-      (span_is(p, n, "/") || (span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
+  if (get && (clank_span_is(p, n, "/") ||
+              (clank_span_starts(p, n, "/views/") && n > 7 && !memchr(p + 7, '/', n - 7))))
     return &g->page_route;
-  if (span_starts(p, n, "/__clank/sessions/") && n > 23 && span_is(p + n - 5, 5, "/live") &&
-      !memchr(p + 18, '/', n - 23))
+  if (clank_span_starts(p, n, "/__clank/sessions/") && n > 23 &&
+      clank_span_is(p + n - 5, 5, "/live") && !memchr(p + 18, '/', n - 23))
     return &g->live_route;
-  if (span_starts(p, n, "/__clank/views/") || span_starts(p, n, "/__clank/sessions/"))
+  if (clank_span_starts(p, n, "/__clank/views/") || clank_span_starts(p, n, "/__clank/sessions/"))
     return &g->live_http_route;
   return NULL;
 }
@@ -433,7 +425,7 @@ static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p,
 static void serve_client(clank_conn_t *c, const char *p, size_t n) {
   char path[64];
   snprintf(path, sizeof path, "/__clank/client.%s.js", clank_client_js_hash);
-  if (!span_is(p, n, path) || (c->req.method != HTTP_GET && c->req.method != HTTP_HEAD)) {
+  if (!clank_span_is(p, n, path) || (c->req.method != HTTP_GET && c->req.method != HTTP_HEAD)) {
     clank_conn_text(c, 404, "Not found.");
     return;
   }
@@ -464,9 +456,9 @@ static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, cons
   int get = c->req.method == HTTP_GET || c->req.method == HTTP_HEAD;
   if (!clank_inspector_allowed(c, h->opts.inspector_host)) {
     route = NULL;
-  } else if (span_is(p, n, "/__clank/inspector")) {
+  } else if (clank_span_is(p, n, "/__clank/inspector")) {
     if (get) route = &inspector_page_route;
-  } else if (n > 23 && span_is(p + n - 5, 5, "/live") && !memchr(p + 18, '/', n - 23)) {
+  } else if (n > 23 && clank_span_is(p + n - 5, 5, "/live") && !memchr(p + 18, '/', n - 23)) {
     if (!clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
     route = &inspector_live_route;
   }
@@ -489,12 +481,12 @@ static int on_head(clank_conn_t *c) {
   clank_request_target(r, &t);
   const char *path = t.path;
   size_t path_len = t.path_len;
-  int mcp = span_is(path, path_len, "/__clank/mcp");
+  int mcp = clank_span_is(path, path_len, "/__clank/mcp");
   if (clank_inspector_path(path, path_len)) return inspector_head(c, h, g, path, path_len);
   if (!host_allowed(h, g, c, &t)) {
     if (mcp)
       answer_rpc_forbidden(c);
-    else if (bridge_path(path, path_len) || span_starts(path, path_len, "/__clank/"))
+    else if (bridge_path(path, path_len) || clank_span_starts(path, path_len, "/__clank/"))
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
       clank_conn_text(c, 403,
@@ -517,7 +509,7 @@ static int on_head(clank_conn_t *c) {
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->bridge_route);
   }
-  if (span_starts(path, path_len, "/__clank/client.")) {
+  if (clank_span_starts(path, path_len, "/__clank/client.")) {
     serve_client(c, path, path_len);
     return CLANK_HTTP_ANSWERED;
   }

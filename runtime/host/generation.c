@@ -18,6 +18,7 @@
 #include "io/db.h"
 #include "modules/modules.h"
 #include "core/protect.h"
+#include "util/bytes.h"
 
 /* print(...) in an app: one line through the logger (SPEC §13), so stdout
    carries only the start-up line. */
@@ -797,48 +798,9 @@ size_t clank_gen_allow(const clank_gen_t *g, const char *path, size_t path_len, 
   return k;
 }
 
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* Percent-decodes s as decodeURIComponent does, into b when given: 0 for a
-   malformed escape or bytes that are not UTF-8 (where it throws). */
-static int uri_decode(const char *s, size_t n, luaL_Buffer *b) {
-  int need = 0;
-  unsigned long cp = 0, min = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned c = (unsigned char)s[i];
-    if (c == '%') {
-      if (i + 2 >= n || hexval((unsigned char)s[i + 1]) < 0 || hexval((unsigned char)s[i + 2]) < 0)
-        return 0;
-      c = (unsigned)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
-      i += 2;
-    }
-    if (need == 0) {
-      if (c >= 0xC2 && c <= 0xDF)
-        need = 1, cp = c & 0x1F, min = 0x80;
-      else if (c >= 0xE0 && c <= 0xEF)
-        need = 2, cp = c & 0x0F, min = 0x800;
-      else if (c >= 0xF0 && c <= 0xF4)
-        need = 3, cp = c & 0x07, min = 0x10000;
-      else if (c >= 0x80)
-        return 0;
-    } else {
-      if ((c & 0xC0) != 0x80) return 0;
-      cp = cp << 6 | (c & 0x3F);
-      if (--need == 0 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) return 0;
-    }
-    if (b) luaL_addchar(b, (char)c);
-  }
-  return need == 0;
-}
-
 static void check_param(void *ud, const clank_seg_t *seg, const char *v, size_t n) {
   (void)seg;
-  if (!uri_decode(v, n, NULL)) *(int *)ud = 0;
+  if (clank_uri_decode(v, n, NULL) == CLANK_URI_BAD) *(int *)ud = 0;
 }
 
 int clank_route_params_valid(const clank_route_t *r, const char *path, size_t path_len) {
@@ -852,13 +814,12 @@ static void set_param(void *ud, const clank_seg_t *seg, const char *v, size_t n)
   lua_State *L = ud;
   lua_pushlstring(L, seg->text, seg->len);
   luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  if (!uri_decode(v, n, &b)) {
-    luaL_pushresult(&b);
+  char *out = luaL_buffinitsize(L, &b, n);
+  size_t k = clank_uri_decode(v, n, out);
+  luaL_pushresultsize(&b, k == CLANK_URI_BAD ? 0 : k);
+  if (k == CLANK_URI_BAD) { /* kept as it is */
     lua_pop(L, 1);
     lua_pushlstring(L, v, n);
-  } else {
-    luaL_pushresult(&b);
   }
   lua_rawset(L, -3);
 }

@@ -6,13 +6,7 @@
 #include <string.h>
 
 #include "core/scheduler.h"
-
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+#include "util/bytes.h"
 
 /* application/x-www-form-urlencoded decoding, as URLSearchParams does it:
    '+' is a space, a bad escape stays as it is. */
@@ -23,10 +17,8 @@ static void push_form_decoded(lua_State *L, const char *s, size_t n) {
     char c = s[i];
     if (c == '+') {
       luaL_addchar(&b, ' ');
-    } else if (c == '%' && i + 2 < n && hexval((unsigned char)s[i + 1]) >= 0 &&
-               hexval((unsigned char)s[i + 2]) >= 0) {
-      luaL_addchar(&b,
-                   (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2])));
+    } else if (c == '%' && clank_percent_byte(s, n, i) >= 0) {
+      luaL_addchar(&b, (char)clank_percent_byte(s, n, i));
       i += 2;
     } else {
       luaL_addchar(&b, c);

@@ -14,6 +14,7 @@
 
 #include "host/host.h"
 #include "host/live.h"
+#include "util/bytes.h"
 
 typedef struct static_req_s {
   uv_fs_t fs;
@@ -67,13 +68,6 @@ static const char *content_type(const char *path) {
   return "application/octet-stream";
 }
 
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 /* The path below the prefix, percent-decoded into out; 0 when it names no
    file we serve: empty (no listings), a segment starting with '.' (dotfiles,
    "..") or a NUL or bad escape. */
@@ -84,10 +78,8 @@ static int decode_rest(const char *p, size_t n, char *out, size_t cap) {
   for (size_t i = 0; i < n; i++) {
     int ch = (unsigned char)p[i];
     if (ch == '%') {
-      if (i + 2 >= n) return 0;
-      int hi = hexval((unsigned char)p[i + 1]), lo = hexval((unsigned char)p[i + 2]);
-      if (hi < 0 || lo < 0) return 0;
-      ch = hi * 16 + lo;
+      ch = clank_percent_byte(p, n, i);
+      if (ch < 0) return 0;
       i += 2;
     }
     if (ch == 0 || k + 1 >= cap) return 0;

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "http/server.h"
+#include "util/bytes.h"
 
 const char *clank_status_reason(int status) {
   switch (status) {
@@ -243,12 +244,11 @@ void clank_conn_stream_chunk(clank_conn_t *c, const char *data, size_t len) {
   if (len == 0 || c->closing) return; /* an empty chunk would end the stream */
   clank_buf_t *out = &c->out;
   if (c->chunked) {
-    static const char hex[] = "0123456789abcdef";
     char size[20];
     int k = (int)sizeof size;
     size_t n = len;
     do {
-      size[--k] = hex[n & 15];
+      size[--k] = clank_hex_digits[n & 15];
       n >>= 4;
     } while (n);
     clank_buf_append(out, size + k, sizeof size - (size_t)k);

@@ -8,8 +8,6 @@
 
 #include "core/abort.h"
 
-#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
-
 struct clank_db_registry_s {
   uv_loop_t *loop;
   uv_timer_t timer; /* deadlines and due waits */
@@ -208,7 +206,7 @@ static int on_abort(lua_State *L) {
 int clank_db_wait(lua_State *L, clank_db_wait_t *w, int owner, int signal, double timeout_ms,
                   lua_KFunction k) {
   clank_task_t *task = lua_isyieldable(L) ? clank_task_of(L) : NULL;
-  if (task == NULL) return luaL_error(L, WAIT_MESSAGE);
+  if (task == NULL) return luaL_error(L, CLANK_WAIT_MESSAGE);
   owner = lua_absindex(L, owner);
   if (signal) signal = lua_absindex(L, signal);
   clank_db_registry_t *r = clank_db_registry_of(L);

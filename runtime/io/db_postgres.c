@@ -36,7 +36,6 @@
 
 #define POOL_MT "clank.db.PostgresPool"
 #define CONN_MT "clank.db.PostgresConnection"
-#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
 
 #define DEFAULT_SIZE 4
 #define CONNECT_TIMEOUT_MS 10000
@@ -914,7 +913,7 @@ static int conn_run(lua_State *L) {
   clank_pg_check_params(L, params);
   lua_settop(L, 6);
   if (clank_db_check_signal(L, signal)) return 2;
-  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   conn_t *c = b->conn;
   if (c->state != C_IDLE || b->pool->base.closed)
     return clank_db_push_error(L, "CONNECTION", "the connection was lost", NULL);
@@ -1012,7 +1011,7 @@ static int pool_acquire(lua_State *L) {
     queue_remove(p, b);
     b->released = 1;
     box_unref_pool(b);
-    return luaL_error(L, WAIT_MESSAGE);
+    return luaL_error(L, CLANK_WAIT_MESSAGE);
   }
   return clank_db_wait(L, &b->wait, 4, signal, timeout, NULL);
 }

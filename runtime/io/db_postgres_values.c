@@ -9,6 +9,7 @@
 #include "io/db.h"
 #include "data/json.h"
 #include "core/values.h"
+#include "util/bytes.h"
 
 /* Type OIDs (catalog/pg_type_d.h, not installed by libpq-dev). */
 #define BOOLOID 16
@@ -123,11 +124,10 @@ void clank_pg_check_params(lua_State *L, int idx) {
   }
 }
 
+/* A hex digit of bytea's output (PostgreSQL writes only valid ones). */
 static int hexval(char ch) {
-  if (ch >= '0' && ch <= '9') return ch - '0';
-  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-  return 0;
+  int v = clank_hex_value((unsigned char)ch);
+  return v < 0 ? 0 : v;
 }
 
 static void push_bytea(lua_State *L, const char *v, size_t len) {

@@ -21,7 +21,6 @@
 #define POOL_MT "clank.db.SqlitePool"
 #define CONN_MT "clank.db.SqliteConn"
 #define WAITER_MT "clank.db.SqliteWaiter"
-#define WAIT_MESSAGE "clank.sleep: cannot wait here (not in a handler coroutine)"
 
 /* ---- conns and waiters ---- */
 
@@ -355,7 +354,7 @@ static int l_acquire(lua_State *L) {
     push_conn(L, p, s);
     return 1;
   }
-  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   sq_waiter_t *q = lua_newuserdatauv(L, sizeof *q, 0);
   memset(q, 0, sizeof *q);
   q->pool = p;
@@ -523,7 +522,7 @@ static int l_run(lua_State *L) {
   double timeout = opt_timeout(L, 6);
   if (c->busy) return luaL_error(L, "connection busy");
   if (c->pool->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
-  if (!clank_in_task(L)) return luaL_error(L, WAIT_MESSAGE);
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   if (clank_db_check_signal(L, signal)) return 2;
   int nparams;
   cell_t *params = read_params(L, 3, &nparams);

@@ -268,8 +268,7 @@ static double opt_number(lua_State *L, const char *key, double def) {
 static int fetch_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
-  if (!clank_in_task(L))
-    return luaL_error(L, "clank.sleep: cannot wait here (not in a handler coroutine)");
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   pool_t *p = clank_fetch_pool_of(L, abandon_all);
   lua_getfield(L, 1, "host");
   const char *host = luaL_checkstring(L, -1);
@@ -374,8 +373,7 @@ static int stream_read(lua_State *L) {
     lua_pushnil(L);
     return 1;
   }
-  if (!clank_in_task(L))
-    return luaL_error(L, "clank.sleep: cannot wait here (not in a handler coroutine)");
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   if (f->wait.active) return luaL_error(L, "clank.fetch: another coroutine is reading this body");
   f->want = all ? WANT_ALL : WANT_CHUNK;
   return clank_db_wait(L, &f->wait, 1, signal, timeout, request_k);

@@ -1,4 +1,5 @@
 #include "util/log.h"
+#include "util/bytes.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -95,7 +96,6 @@ static size_t plain_run(const char *s, size_t n, int json) {
 }
 
 static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
-  static const char hex[] = "0123456789abcdef";
   size_t plain = plain_run(s, n, json); /* most lines have nothing to escape */
   clank_buf_append(b, s, plain);
   for (size_t i = plain; i < n; i++) {
@@ -107,7 +107,7 @@ static void append_escaped(clank_buf_t *b, const char *s, size_t n, int json) {
     } else if (c == '\t') {
       clank_buf_append(b, "\\t", 2);
     } else if (c < 0x20 || c == 0x7f) {
-      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      char e[6] = {'\\', 'u', '0', '0', clank_hex_digits[c >> 4], clank_hex_digits[c & 15]};
       clank_buf_append(b, e, 6);
     } else if (json && (c == '"' || c == '\\')) {
       char e[2] = {'\\', (char)c};
