@@ -1109,7 +1109,7 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   }
   clank_sched_t *s = clank_sched_get(L);
   clank_task_t *task = clank_task_on(s, L);
-  int inline_run = out && task && task->action_timeout && !task->action_inline;
+  int inline_run = out && task && task->on_deadline && !task->deadline_on_wait;
   /* a valid input, no authorize: the pipeline's one step left, its handler,
      is called right here */
   int direct = inline_run && valid == 1 ? clank_action_direct(L, 4) : 0;
@@ -1135,9 +1135,9 @@ static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
     lua_pushlightuserdata(L, task); /* 9, for the continuation */
     /* in this task: its driver arms the timeout if it waits, and answers
        504 itself at the deadline (clank_bridge_timeout_answer) */
-    task->action_ms = b->timeout_ms;
-    task->action_late = 0;
-    task->action_inline = 1;
+    task->deadline_ms = b->timeout_ms;
+    task->deadline_passed = 0;
+    task->deadline_on_wait = 1;
     if (direct) {
       clank_action_push_handler(L, 4); /* 10 its message handler, 11 the handler */
       lua_pushvalue(L, 5);
@@ -1220,7 +1220,7 @@ static int direct_end(lua_State *L, int ok, clank_task_t *task) {
     clank_action_handler_failed(L, 4);
     return 0;
   }
-  if (!task->action_late || clank_action_output(lua_touserdata(L, 4)) == NULL) return 1;
+  if (!task->deadline_passed || clank_action_output(lua_touserdata(L, 4)) == NULL) return 1;
   /* no one waits for it: the pipeline checked it, its failure logged */
   lua_pushcfunction(L, clank_action_check_output);
   lua_pushvalue(L, 4);
@@ -1241,13 +1241,13 @@ static int inline_out_k(lua_State *L, int status, lua_KContext k) {
     ok = direct_end(L, ok, task);
     if (status == LUA_ERRMEM) status = LUA_ERRRUN;
   }
-  if (task->action_timer) clank_sched_timer_cancel(task->action_timer);
-  task->action_timer = NULL;
-  task->action_inline = 0;
+  if (task->deadline_timer) clank_sched_timer_cancel(task->deadline_timer);
+  task->deadline_timer = NULL;
+  task->deadline_on_wait = 0;
   if (!ok) /* an error, or one made of a good end (direct_end): the budget's when over it */
     clank_task_budget_error(L, task, status == LUA_OK || status == LUA_YIELD ? LUA_ERRRUN : status);
-  if (task->action_late) {
-    task->action_late = 0;
+  if (task->deadline_passed) {
+    task->deadline_passed = 0;
     if (!ok)
       clank_log(L, "error", "an action that timed out failed later: %s", clank_error_text(L, -1));
     lua_settop(L, 0);

@@ -198,9 +198,9 @@ static clank_wait_t *wait_new(lua_State *L, clank_sched_t *s, double ms) {
 
 void clank_sched_cancel(clank_task_t *t) {
   ready_remove(t->sched, t);
-  if (t->action_timer) {
-    clank_wait_t *a = t->action_timer;
-    t->action_timer = NULL;
+  if (t->deadline_timer) {
+    clank_wait_t *a = t->deadline_timer;
+    t->deadline_timer = NULL;
     wait_unlink(a);
     wait_close(a);
   }
@@ -343,13 +343,13 @@ static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   clank_watchdog_enter(s->watchdog, t->co, now + slice);
 }
 
-/* The action timeout of an inline action (scheduler.h) is over. */
-static void action_fired(clank_wait_t *w) {
+/* The deadline from a task's first wait (scheduler.h) passed. */
+static void deadline_fired(clank_wait_t *w) {
   clank_task_t *t = w->task;
   w->task = NULL;
-  t->action_timer = NULL;
-  t->action_late = 1;
-  t->action_timeout(t);
+  t->deadline_timer = NULL;
+  t->deadline_passed = 1;
+  t->on_deadline(t);
 }
 
 void clank_task_hold_signal(clank_task_t *t) {
@@ -361,15 +361,15 @@ void clank_task_hold_signal(clank_task_t *t) {
   t->signal_ref = t->hold_slot;
 }
 
-/* An inline action waits: its timeout counts from its first wait, as a
+/* A task with a deadline from its first wait waits: it counts from now, as a
    joined child's does from the child's. */
-static void action_yielded(clank_task_t *t) {
-  if (t->action_timer || t->action_late || t->action_ms <= 0) return;
+static void arm_deadline(clank_task_t *t) {
+  if (t->deadline_timer || t->deadline_passed || t->deadline_ms <= 0) return;
   lua_State *L = main_thread_of(t->co);
-  clank_wait_t *w = wait_new(L, t->sched, t->action_ms);
-  w->fire = action_fired;
+  clank_wait_t *w = wait_new(L, t->sched, t->deadline_ms);
+  w->fire = deadline_fired;
   w->task = t;
-  t->action_timer = w;
+  t->deadline_timer = w;
 }
 
 /* A task whose coroutine yielded something else than a wait is a bug in the
@@ -398,12 +398,12 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
   if (st == LUA_YIELD) clank_task_hold_signal(t); /* it may be aborted from now on */
   if (st == LUA_YIELD && t->preempted && *nres == 0) {
     ready_push(s, t);
-    if (t->action_inline) action_yielded(t);
+    if (t->deadline_on_wait) arm_deadline(t);
     return LUA_YIELD;
   }
   if (is_wait(t->co, s, st, *nres)) {
     lua_pop(t->co, 1);
-    if (t->action_inline) action_yielded(t);
+    if (t->deadline_on_wait) arm_deadline(t);
     return LUA_YIELD;
   }
   if (st == LUA_YIELD) {
@@ -694,7 +694,7 @@ clank_task_t *clank_task_parent(clank_task_t *t) {
 int clank_task_awaited(clank_task_t *t) {
   if (t == NULL) return 0;
   if (t->resume == join_child_resume) return ((join_t *)t)->parent != NULL;
-  return t->action_inline && !t->action_late;
+  return t->deadline_on_wait && !t->deadline_passed;
 }
 
 /* The done function of a task that ended runs as a task of its own, from the

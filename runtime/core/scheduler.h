@@ -73,15 +73,17 @@ struct clank_task_s {
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
   size_t mem_charged;  /* bytes allocated while it ran */
-  /* An action run inline in this task (bridge.c), when its driver can answer
-     the action timeout from outside (action_timeout set): the timer is armed
-     only when the task first yields inside it; at the deadline action_late
-     is set and action_timeout called, and the action's later end dropped. */
-  void (*action_timeout)(clank_task_t *t);
-  clank_wait_t *action_timer;
-  double action_ms;
-  unsigned action_inline : 1;
-  unsigned action_late : 1;
+  /* A deadline that starts at the task's first wait (the bridge's inline
+     action: its timeout counts from then, and a driver that can answer it
+     from outside sets on_deadline): once deadline_on_wait is set, the timer
+     is armed when the task first yields; at the deadline deadline_passed is
+     set and on_deadline called, and the run's later end is the driver's to
+     drop. */
+  void (*on_deadline)(clank_task_t *t);
+  clank_wait_t *deadline_timer;
+  double deadline_ms;
+  unsigned deadline_on_wait : 1;
+  unsigned deadline_passed : 1;
   char request_id[65]; /* x-request-id of the request it serves ("" when none) */
 };
 
@@ -152,7 +154,7 @@ void clank_task_hold_signal(clank_task_t *t);
    action run for a request), else NULL. */
 clank_task_t *clank_task_parent(clank_task_t *t);
 /* 1 when the action t runs is still waited for: a joined child whose parent
-   waits, or an inline action (clank_task_t.action_inline) not timed out. */
+   waits, or an inline action (clank_task_t.deadline_on_wait) not timed out. */
 int clank_task_awaited(clank_task_t *t);
 /* The task running co, or NULL. */
 clank_task_t *clank_task_of(lua_State *co);

@@ -54,15 +54,15 @@ static exchange_t *exchange_get(clank_gen_t *g) {
     x->task.hold_slot = luaL_ref(g->L, LUA_REGISTRYINDEX);
     x->task.sched = &g->sched;
     x->task.resume = resume_task;
-    x->task.action_timeout = action_timed_out;
+    x->task.on_deadline = action_timed_out;
     clank_task_bind(&x->task, co);
   }
   x->gen = g;
   x->next = NULL;
   x->serial++;
   x->waited = x->abandoned = x->streaming = x->stream_closed = x->late = 0;
-  x->task.action_inline = x->task.action_late = 0;
-  x->task.action_timer = NULL;
+  x->task.deadline_on_wait = x->task.deadline_passed = 0;
+  x->task.deadline_timer = NULL;
   x->send_waiter = NULL;
   x->task.wait = NULL;
   x->task.signal_ref = 0;
@@ -925,7 +925,7 @@ static void conn_goes_on(clank_conn_t *c) {
 }
 
 static void finish(exchange_t *x, int reusable) {
-  if (x->task.action_timer) clank_sched_cancel(&x->task);
+  if (x->task.deadline_timer) clank_sched_cancel(&x->task);
   request_over(x);
   if (x->streaming) {
     clank_stream_finish(x);
@@ -1002,7 +1002,7 @@ static void log_failure(exchange_t *x, lua_State *co) {
 static void action_failed(exchange_t *x, lua_State *co) {
   lua_State *L = x->gen->L;
   clank_conn_t *c = x->conn;
-  x->task.action_inline = 0;
+  x->task.deadline_on_wait = 0;
   lua_pushcfunction(L, clank_bridge_failed);
   lua_rawgeti(L, LUA_REGISTRYINDEX, x->gen->bridge_ref);
   lua_pushvalue(co, -1);
@@ -1056,7 +1056,7 @@ static int run(exchange_t *x, int nargs) {
     late_end(x, st);
     return 0;
   }
-  if (st != LUA_OK && x->task.action_inline) {
+  if (st != LUA_OK && x->task.deadline_on_wait) {
     action_failed(x, co);
   } else if (st != LUA_OK) {
     clank_conn_t *c = x->conn;
