@@ -1,3 +1,5 @@
+/* Parses clank-run's command line and CLANK_TEST_LIMITS (options.h); the
+   options point into argv, nothing is allocated. */
 #include "options.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+/* clank.AbortSignal (abort.h): making, reading and firing signals; a
+   signal's state (aborted, reason, onAbort callbacks) lives in its Lua table. */
 #include "core/abort.h"
 
 #include <lauxlib.h>

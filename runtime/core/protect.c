@@ -1,3 +1,5 @@
+/* The one protected call and its message handler (protect.h); owns nothing
+   but the traceback it keeps beside an error. */
 #include "core/protect.h"
 
 #include <lauxlib.h>

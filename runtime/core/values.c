@@ -1,3 +1,5 @@
+/* clank.null and the JSON-array mark (values.h), made once per Lua state and
+   held in the scheduler's held slot. */
 #include "core/values.h"
 
 #include <lauxlib.h>

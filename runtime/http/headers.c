@@ -1,3 +1,5 @@
+/* Header blocks piece by piece into a clank_request_t (headers.h); owns
+   nothing beyond the request's buffers. */
 #include "http/headers.h"
 
 #include <stdint.h>

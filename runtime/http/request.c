@@ -1,3 +1,5 @@
+/* The parsed request (request.h): its head, headers and body in buffers it
+   owns and reuses, and the target split into path, query and authority. */
 #include "http/request.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+/* Client TLS in memory over OpenSSL (tls.h): contexts (the CA store and
+   verification) and sessions, each freed by its own function. */
 #include "http/tls.h"
 
 #include <openssl/err.h>

@@ -1,3 +1,5 @@
+/* clank.fetch's keep-alive pool and TLS contexts (fetch_pool.h); owns the
+   idle connections and the sweep timer, closed with the scheduler. */
 #include "io/fetch_pool.h"
 
 #include <lauxlib.h>

@@ -1,3 +1,5 @@
+/* Registers every C module of `require "clank"` in package.preload
+   (modules.h). */
 #include "modules/modules.h"
 
 #include "agent/action.h"

@@ -1,3 +1,4 @@
+/* Growable byte buffers (buf.h); each owns its memory. */
 #include "buf.h"
 
 #include <stdarg.h>

@@ -1,3 +1,5 @@
+/* The logger (log.h): formats text or JSON lines, escapes them, counts
+   repeats, and owns the buffer flushed once per loop iteration. */
 #include "util/log.h"
 #include "util/bytes.h"
 

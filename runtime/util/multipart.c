@@ -1,3 +1,5 @@
+/* The incremental multipart/form-data parser (multipart.h); owns the bytes
+   of a part it is still reading. */
 #include "util/multipart.h"
 
 #include <stdio.h>
