@@ -5,7 +5,7 @@
    metatables, and Lua helpers for the rare cases (an action object's name,
    data-clank-confirm, the name of a value no attribute can take). They become the renderer's
    upvalues. The output and every error message are those of the Lua renderer this replaced
-   (spec/helpers/render_reference.lua; spec/unit/render_c_spec.lua compares the two), and
+   (spec/helpers/render_reference.lua; spec/unit/render/render_c_spec.lua compares the two), and
    each check runs where it ran there, so a tree with several faults raises the same one. */
 #include <lauxlib.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 -- What the agent bridge answers (SPEC §5, with §3 for messages), written out for the specs
--- that check it in process (spec/unit/bridge_spec) and over HTTP (spec/functional/*):
+-- that check it in process (spec/unit/agent/bridge_spec) and over HTTP (spec/functional/*):
 -- the expected bodies, byte for byte, and the checks every answer of one kind passes.
 local assert = require "luassert"
 local json = require "dkjson"

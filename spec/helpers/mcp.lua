@@ -1,5 +1,5 @@
 -- What the MCP endpoint answers (SPEC §6), written out for the specs that drive it in process
--- (spec/unit/mcp_spec) and over HTTP (spec/functional/mcp_spec): JSON-RPC bodies byte for byte,
+-- (spec/unit/lua/mcp_spec) and over HTTP (spec/functional/mcp_spec): JSON-RPC bodies byte for byte,
 -- and the initialize exchange both start with.
 local assert = require "luassert"
 local encode = require("clank.json").encode

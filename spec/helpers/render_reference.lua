@@ -1,6 +1,6 @@
 -- The reference renderer: clank.render as it was written in Lua (lua/clank/ui/render.lua and
 -- lua/clank/ui/attributes.lua before the hot path moved into C, runtime/render/render.c), kept as
--- the oracle of spec/unit/render_c_spec.lua. Do not "fix" it: it is what the C must match, byte
+-- the oracle of spec/unit/render/render_c_spec.lua. Do not "fix" it: it is what the C must match, byte
 -- for byte and error for error.
 local json = require "clank.json"
 local element = require "clank.ui.element"

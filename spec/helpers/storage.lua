@@ -1,4 +1,4 @@
--- The databases the tasks app's specs run against, in process (spec/unit/tasks_store_spec)
+-- The databases the tasks app's specs run against, in process (spec/unit/apps/tasks_store_spec)
 -- and through clank-run (spec/functional/tasks_spec): a fresh SQLite file each time, and
 -- PostgreSQL when CLANK_TEST_POSTGRES_URL is set (./dev test starts a throwaway cluster).
 local storage = {}

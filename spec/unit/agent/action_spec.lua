@@ -514,7 +514,7 @@ describe("clank.ActionError", function()
 end)
 
 -- SPEC §6: outside MCP, ctx.log and ctx.progress go to the log. The logger writes to stderr in
--- plain lua5.4, so the lines are read from a child lua5.4 (as spec/unit/core_spec.lua does).
+-- plain lua5.4, so the lines are read from a child lua5.4 (as spec/unit/core/core_spec.lua does).
 describe("ctx.log and ctx.progress outside MCP", function()
   -- Runs code in a child lua5.4 (CLANK_DEBUG=1: debug lines too) and returns its stderr.
   local function stderr_of(code)
