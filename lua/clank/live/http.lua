@@ -2,6 +2,7 @@
 -- without a browser (sessions and their surface). Both run in a task: load may wait.
 local core = require "clank.core"
 local json = require "clank.json"
+local bridge = require "clank.bridge"
 local token = require "clank.live.token"
 local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
@@ -97,10 +98,10 @@ local function header(request, name)
   return type(v) == "string" and v or nil
 end
 
--- The JSON body of a request as §5 reads it → value | nil, response
+-- The JSON body of a request as §5 reads it (the media type by the bridge's own rule) →
+-- value | nil, response
 local function body_of(live, request)
-  local ctype = (header(request, "content-type") or ""):match("^%s*([^;%s]*)"):lower()
-  if not (ctype == "application/json" or ctype:find("^[%w!#$&^_.+-]+/[%w!#$&^_.+-]*%+json$")) then
+  if not bridge.isJsonMediaType(header(request, "content-type")) then
     return nil, fail(415, "UNSUPPORTED_MEDIA_TYPE", "Expected an application/json request body.")
   end
   local body = request.body
