@@ -179,11 +179,6 @@ static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank
   return clank_host_names_address(v, name_len, c->server->addr);
 }
 
-static int bridge_path(const char *p, size_t n) {
-  return clank_span_is(p, n, "/manifest") || clank_span_is(p, n, "/.well-known/clank") ||
-         clank_span_starts(p, n, "/actions/");
-}
-
 static void write_response(lua_State *co, clank_conn_t *c, clank_gen_t *g, int idx);
 
 /* ---- the runtime's own envelopes ---- */
@@ -212,7 +207,8 @@ static void answer_stopped(clank_conn_t *c, int status, const char *code, const 
     n = snprintf(body, sizeof body,
                  "{\"error\":{\"code\":-32603,\"message\":\"%s\"},\"id\":null,\"jsonrpc\":\"2.0\"}",
                  message);
-  else if (bridge_path(t.path, t.path_len) || clank_span_starts(t.path, t.path_len, "/__clank/"))
+  else if (clank_router_bridge_path(t.path, t.path_len) ||
+           clank_span_starts(t.path, t.path_len, "/__clank/"))
     n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
                  code, message);
   else {
@@ -438,7 +434,7 @@ static void serve_client(clank_conn_t *c, const char *p, size_t n) {
 /* A path some route has with other methods only: 405 with allow (SPEC §15). */
 static int method_not_allowed(clank_conn_t *c, clank_gen_t *g, const char *path, size_t n) {
   char allow[96], lines[160];
-  if (clank_gen_allow(g, path, n, allow, sizeof allow) == 0) return 0;
+  if (clank_router_allow(&g->router, path, n, allow, sizeof allow) == 0) return 0;
   snprintf(lines, sizeof lines, "content-type: text/plain; charset=utf-8\r\nallow: %s\r\n", allow);
   clank_conn_answer(c, 405, lines, "Method not allowed.", sizeof "Method not allowed." - 1);
   return 1;
@@ -486,7 +482,8 @@ static int on_head(clank_conn_t *c) {
   if (!host_allowed(h, g, c, &t)) {
     if (mcp)
       answer_rpc_forbidden(c);
-    else if (bridge_path(path, path_len) || clank_span_starts(path, path_len, "/__clank/"))
+    else if (clank_router_bridge_path(path, path_len) ||
+             clank_span_starts(path, path_len, "/__clank/"))
       answer_failure(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.");
     else
       clank_conn_text(c, 403,
@@ -504,7 +501,7 @@ static int on_head(clank_conn_t *c) {
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->mcp_route);
   }
-  if (bridge_path(path, path_len)) {
+  if (clank_router_bridge_path(path, path_len)) {
     if (bridge_answers_early(c, g)) return CLANK_HTTP_ANSWERED;
     c->body_limit = (size_t)g->bridge_max_bytes;
     return hold(c, g, &g->bridge_route);
@@ -524,11 +521,11 @@ static int on_head(clank_conn_t *c) {
     }
   }
   const clank_route_t *route = NULL;
-  int reserved = clank_bridge_reserved_path(path, path_len, g->has_views);
+  int reserved = clank_router_reserved(path, path_len, g->has_views);
   if (!reserved) {
-    route = clank_gen_route(g, r->method, path, path_len);
+    route = clank_router_find(&g->router, r->method, path, path_len);
     if (route == NULL && r->method == HTTP_HEAD)
-      route = clank_gen_route(g, HTTP_GET, path, path_len);
+      route = clank_router_find(&g->router, HTTP_GET, path, path_len);
   }
   if (route && route->segs && !clank_route_params_valid(route, path, path_len)) {
     clank_conn_text(c, 400, "Bad request."); /* where decodeURIComponent throws */
