@@ -1,3 +1,8 @@
+/* Loading an app (SPEC §2): a generation's Lua state, its paths and
+   print, the app file run (off the loop for a reload), and what the app
+   returned read into the generation: name, context, views, statics, allowed
+   hosts, the bridge, the MCP env, the live object, the routes (router.c).
+   Owns the generation and its state until clank_gen_close. */
 #include "host/generation.h"
 
 #include <ctype.h>
