@@ -295,6 +295,7 @@ static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, cons
 typedef struct head_s {
   clank_host_t *h;
   clank_gen_t *g;
+  clank_target_t t; /* the request's target, parsed once */
   const char *path;
   size_t path_len;
   int method;
@@ -325,9 +326,7 @@ static int handle_inspector(clank_conn_t *c, head_t *hd) {
 
 /* A Host the rules of SPEC §13 refuse: 403. */
 static int match_foreign_host(clank_conn_t *c, head_t *hd) {
-  clank_target_t t;
-  clank_request_target(&c->req, &t);
-  return !host_allowed(hd->h, hd->g, c, &t);
+  return !host_allowed(hd->h, hd->g, c, &hd->t);
 }
 static int handle_foreign_host(clank_conn_t *c, head_t *hd) {
   clank_answer_host_forbidden(c, hd->path, hd->path_len);
@@ -477,10 +476,13 @@ static const row_t dispatch_order[] = {
 
 static int on_head(clank_conn_t *c) {
   clank_host_t *h = c->server->data;
-  clank_target_t t;
-  clank_request_target(&c->req, &t);
-  head_t hd = {
-      .h = h, .g = h->gen, .path = t.path, .path_len = t.path_len, .method = c->req.method};
+  head_t hd; /* each row sets what it finds before it reads it */
+  hd.h = h;
+  hd.g = h->gen;
+  clank_request_target(&c->req, &hd.t);
+  hd.path = hd.t.path;
+  hd.path_len = hd.t.path_len;
+  hd.method = c->req.method;
   ((clank_conn_state_t *)c->data)->bridge_passed = NULL;
   for (const row_t *row = dispatch_order;; row++)
     if (row->match(c, &hd)) return row->handle(c, &hd);
