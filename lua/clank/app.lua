@@ -14,6 +14,8 @@ local fields = {
   page = "table", principal = "function", static = "table",
 }
 
+-- The route rules (method, pattern syntax, bodyLimit) live here alone: the host's router
+-- (runtime/host/router.c) reads the routes this accepted and checks none of them again.
 local methods = { GET = true, HEAD = true, POST = true, PUT = true, DELETE = true,
                   PATCH = true, OPTIONS = true }
 

@@ -1,3 +1,6 @@
+/* What clank-run logs on start besides its start-up line (the manifest, the
+   MCP endpoint, the inspector) and the hint for a port that is taken. Owns
+   nothing: it formats and logs. */
 #include "host/announce.h"
 
 #include <stdio.h>

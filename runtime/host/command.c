@@ -1,3 +1,6 @@
+/* clank-run new and clank-run test (SPEC §16): runs the runtime's Lua
+   script for the command (lua/clank/cli/) in a Lua state of its own, which it
+   owns and closes, with clank-run's modules. */
 #include "host/command.h"
 
 #include <errno.h>

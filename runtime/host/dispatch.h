@@ -38,13 +38,7 @@ extern const clank_http_handler_t clank_dispatch_handler;
 /* A retired generation's bound passed: its requests are dropped (their
    connections closed) so its state can close. */
 void clank_dispatch_drop(clank_server_t *s, struct clank_gen_s *g);
-/* Frees the generation's spare exchanges (before it closes). */
-void clank_dispatch_forget(struct clank_gen_s *g);
 /* After the loop ended: frees what connections still held. */
 void clank_dispatch_free_leftovers(clank_server_t *s);
-/* Writes a Lua headers table (name → value or list of values) through the
-   response writer; raises on a bad name or value, undoing the answer.
-   *has_type is set when a content-type was among them. */
-void clank_write_headers(lua_State *L, clank_conn_t *c, int idx, int *has_type);
 
 #endif

@@ -1,6 +1,6 @@
 /* One request in a handler: its task (coroutine), its connection, its
-   generation. Shared by dispatch.c (running handlers) and stream.c
-   (answers written while the handler runs). */
+   generation. Pooled by exchange.c, run by drive.c, started by dispatch.c;
+   stream.c writes answers while the handler runs. */
 #ifndef CLANK_EXCHANGE_H
 #define CLANK_EXCHANGE_H
 
@@ -31,6 +31,24 @@ typedef struct exchange_s {
 } exchange_t;
 
 static inline exchange_t *exchange_of(lua_State *co) { return (exchange_t *)clank_task_of(co); }
+/* An exchange for a request of g, from its spares or new (a coroutine bound
+   as a task once, and kept). */
+exchange_t *clank_exchange_get(clank_gen_t *g);
+/* Whether x's coroutine may serve again after it ended with status st. */
+static inline int clank_exchange_reusable(const exchange_t *x, int st) {
+  return st == LUA_OK && !x->task.exhausted && !x->task.mem_over;
+}
+/* x back among its generation's spares when reusable and there is room,
+   else freed: a coroutine that failed keeps its broken stack. */
+void clank_exchange_put(exchange_t *x, int reusable);
+/* x's action timed out while it waited: x serves no connection now and
+   waits in its generation's late list until its coroutine ends; unlate
+   takes it off again. */
+void clank_exchange_late(exchange_t *x);
+void clank_exchange_unlate(exchange_t *x);
+/* Frees the generation's spare and late exchanges (before it closes). */
+void clank_exchange_forget(clank_gen_t *g);
+
 /* The exchange co serves: its own task's, or the one of a task it was joined
    from (an action the request's handler runs), or NULL. */
 exchange_t *clank_exchange_serving(lua_State *co);

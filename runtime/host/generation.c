@@ -1,9 +1,13 @@
+/* Loading an app (SPEC §2): a generation's Lua state, its paths and
+   print, the app file run (off the loop for a reload), and what the app
+   returned read into the generation: name, context, views, statics, allowed
+   hosts, the bridge, the MCP env, the live object, the routes (router.c).
+   Owns the generation and its state until clank_gen_close. */
 #include "host/generation.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
 #include <limits.h>
-#include <llhttp.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,108 +58,6 @@ static void set_paths(lua_State *L, const char *app_path, char app_dir[PATH_MAX]
   lua_pushfstring(L, "%s/?.so;%s", app_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "cpath");
   lua_pop(L, 2);
-}
-
-static const struct {
-  const char *name;
-  int method;
-} route_methods[] = {
-    {"GET", HTTP_GET},       {"HEAD", HTTP_HEAD},   {"POST", HTTP_POST},       {"PUT", HTTP_PUT},
-    {"DELETE", HTTP_DELETE}, {"PATCH", HTTP_PATCH}, {"OPTIONS", HTTP_OPTIONS},
-};
-
-/* A path with a segment that starts with ':' or '*' is a pattern (SPEC §15). */
-static int is_pattern(const char *path) {
-  for (const char *p = strchr(path, '/'); p; p = strchr(p + 1, '/'))
-    if (p[1] == ':' || p[1] == '*') return 1;
-  return 0;
-}
-
-/* A pattern's segments: ":name" a parameter, "*name" the rest of the path
-   (last only). clank.app refused malformed patterns already; -1 for one. */
-static int parse_pattern(clank_route_t *r) {
-  const char *p = r->path;
-  size_t n = r->path_len;
-  int nsegs = 0;
-  for (size_t i = 0; i < n; i++) nsegs += p[i] == '/';
-  r->segs = calloc((size_t)nsegs + 1, sizeof *r->segs);
-  if (r->segs == NULL || n == 0 || p[0] != '/') return -1;
-  for (size_t i = 0; i < n;) {
-    size_t start = i + 1, end = start;
-    while (end < n && p[end] != '/') end++;
-    clank_seg_t *seg = &r->segs[r->nsegs++];
-    seg->kind = start == end      ? CLANK_SEG_LITERAL
-                : p[start] == ':' ? CLANK_SEG_PARAM
-                : p[start] == '*' ? CLANK_SEG_REST
-                                  : CLANK_SEG_LITERAL;
-    int sigil = seg->kind != CLANK_SEG_LITERAL;
-    seg->text = p + start + sigil;
-    seg->len = end - start - (size_t)sigil;
-    if ((sigil && seg->len == 0) || (seg->kind == CLANK_SEG_REST && end != n)) return -1;
-    i = end;
-  }
-  return 0;
-}
-
-#define ROUTE_BODY_MAX (64 * 1024 * 1024) /* the largest bodyLimit (SPEC §15) */
-
-/* { handler = fn, bodyLimit = BYTES?, crossSite = bool? } at the top: its
-   options out, and the handler in its place. */
-static void read_route_options(lua_State *L, const char *key, size_t *body_limit, int *cross_site) {
-  if (lua_getfield(L, -1, "bodyLimit") != LUA_TNIL) {
-    int isint;
-    lua_Integer n = lua_tointegerx(L, -1, &isint);
-    if (!isint || n < 1 || n > ROUTE_BODY_MAX)
-      luaL_error(L, "route '%s': bodyLimit must be an integer from 1 to 67108864 (64 MiB)", key);
-    *body_limit = (size_t)n;
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, -1, "crossSite");
-  *cross_site = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  lua_getfield(L, -1, "handler");
-  lua_replace(L, -2);
-}
-
-static void read_routes(clank_gen_t *g, lua_State *L) {
-  if (lua_getfield(L, -1, "routes") != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return;
-  }
-  int n = 0;
-  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
-  g->routes = calloc((size_t)n + 1, sizeof *g->routes);
-  g->patterns = calloc((size_t)n + 1, sizeof *g->patterns);
-  for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
-    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
-    const char *space = strchr(key, ' ');
-    int method = -1;
-    for (size_t i = 0; space && i < sizeof route_methods / sizeof route_methods[0]; i++)
-      if (strlen(route_methods[i].name) == (size_t)(space - key) &&
-          strncmp(key, route_methods[i].name, (size_t)(space - key)) == 0)
-        method = route_methods[i].method;
-    size_t body_limit = 0;
-    int cross_site = 0;
-    if (method >= 0 && lua_istable(L, -1)) read_route_options(L, key, &body_limit, &cross_site);
-    if (method < 0 || space[1] != '/' || !lua_isfunction(L, -1))
-      luaL_error(L, "route '%s' must be \"METHOD /path\" = function", key);
-    clank_route_t *r =
-        is_pattern(space + 1) ? &g->patterns[g->npatterns++] : &g->routes[g->nroutes++];
-    r->method = method;
-    r->path = strdup(space + 1);
-    r->path_len = strlen(r->path);
-    if (is_pattern(r->path) && parse_pattern(r) != 0)
-      luaL_error(L, "route '%s' is not a valid pattern", key);
-    r->body_limit = body_limit;
-    r->cross_site = cross_site;
-    lua_Debug ar;
-    lua_pushvalue(L, -1);
-    lua_getinfo(L, ">u", &ar); /* a C function is a vararg one */
-    r->takes_request = ar.isvararg || ar.nparams >= 1;
-    lua_pushvalue(L, -1);
-    r->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
-  lua_pop(L, 1);
 }
 
 /* app.static = { ["/assets"] = "public" }: folders next to app.lua (their
@@ -572,7 +474,7 @@ static int load_app(lua_State *L) {
   g->static_route.handler_ref = LUA_NOREF;
   if (g->has_views) make_live(L, g, o);
   read_static(g, L, o->app_path);
-  read_routes(g, L);
+  clank_router_read(L, &g->router);
   g->app_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
 }
@@ -704,13 +606,7 @@ void clank_gen_close(clank_gen_t *g) {
   lua_close(g->L);
   clank_alloc_drain(&g->alloc);
   clank_buf_free(&g->scratch);
-  for (int i = 0; i < g->nroutes; i++) free((char *)g->routes[i].path);
-  free(g->routes);
-  for (int i = 0; i < g->npatterns; i++) {
-    free((char *)g->patterns[i].path);
-    free(g->patterns[i].segs);
-  }
-  free(g->patterns);
+  clank_router_free(&g->router);
   for (int i = 0; i < g->nstatics; i++) {
     free(g->statics[i].prefix);
     free(g->statics[i].root);
@@ -720,114 +616,4 @@ void clank_gen_close(clank_gen_t *g) {
   free(g->allowed_hosts);
   free(g->name);
   free(g);
-}
-
-/* Whether path matches the pattern r; with fn, tells it each parameter's
-   span: a parameter is one segment, not empty; the rest is what follows its
-   slash (possibly nothing). No allocation. */
-static int walk_params(const clank_route_t *r, const char *p, size_t n,
-                       void (*fn)(void *ud, const clank_seg_t *seg, const char *v, size_t len),
-                       void *ud) {
-  size_t i = 0;
-  for (int s = 0; s < r->nsegs; s++) {
-    const clank_seg_t *seg = &r->segs[s];
-    if (i >= n || p[i] != '/') return 0;
-    i++;
-    if (seg->kind == CLANK_SEG_REST) {
-      if (fn) fn(ud, seg, p + i, n - i);
-      return 1;
-    }
-    const char *slash = memchr(p + i, '/', n - i);
-    size_t end = slash ? (size_t)(slash - p) : n;
-    if (seg->kind == CLANK_SEG_LITERAL
-            ? end - i != seg->len || memcmp(p + i, seg->text, seg->len) != 0
-            : end == i)
-      return 0;
-    if (fn && seg->kind == CLANK_SEG_PARAM) fn(ud, seg, p + i, end - i);
-    i = end;
-  }
-  return i == n;
-}
-
-/* Precedence (SPEC §15), segment by segment: a literal beats a parameter,
-   a parameter beats the rest. */
-static int more_specific(const clank_route_t *a, const clank_route_t *b) {
-  for (int s = 0; s < a->nsegs && s < b->nsegs; s++)
-    if (a->segs[s].kind != b->segs[s].kind) return a->segs[s].kind < b->segs[s].kind;
-  return 0;
-}
-
-const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,
-                                     size_t path_len) {
-  for (int i = 0; i < g->nroutes; i++) {
-    const clank_route_t *r = &g->routes[i];
-    if (r->method == method && r->path_len == path_len && memcmp(r->path, path, path_len) == 0)
-      return r;
-  }
-  if (g->npatterns == 0) return NULL;
-  const clank_route_t *best = NULL;
-  for (int i = 0; i < g->npatterns; i++) {
-    const clank_route_t *r = &g->patterns[i];
-    if (r->method == method && walk_params(r, path, path_len, NULL, NULL) &&
-        (best == NULL || more_specific(r, best)))
-      best = r;
-  }
-  return best;
-}
-
-size_t clank_gen_allow(const clank_gen_t *g, const char *path, size_t path_len, char *out,
-                       size_t outlen) {
-  static const struct {
-    const char *name;
-    int method;
-  } sorted[] = {
-      {"DELETE", HTTP_DELETE}, {"GET", HTTP_GET},   {"HEAD", HTTP_HEAD}, {"OPTIONS", HTTP_OPTIONS},
-      {"PATCH", HTTP_PATCH},   {"POST", HTTP_POST}, {"PUT", HTTP_PUT},
-  };
-  int get = clank_gen_route(g, HTTP_GET, path, path_len) != NULL;
-  size_t k = 0;
-  if (outlen > 0) out[0] = '\0';
-  for (size_t i = 0; i < sizeof sorted / sizeof sorted[0]; i++) {
-    int has = sorted[i].method == HTTP_GET ? get
-              : sorted[i].method == HTTP_HEAD
-                  ? get || clank_gen_route(g, HTTP_HEAD, path, path_len)
-                  : clank_gen_route(g, sorted[i].method, path, path_len) != NULL;
-    int w = has ? snprintf(out + k, outlen - k, "%s%s", k ? ", " : "", sorted[i].name) : 0;
-    if (w > 0 && (size_t)w < outlen - k) k += (size_t)w;
-  }
-  return k;
-}
-
-static void check_param(void *ud, const clank_seg_t *seg, const char *v, size_t n) {
-  (void)seg;
-  if (clank_uri_decode(v, n, NULL) == CLANK_URI_BAD) *(int *)ud = 0;
-}
-
-int clank_route_params_valid(const clank_route_t *r, const char *path, size_t path_len) {
-  int valid = 1;
-  if (r->segs) walk_params(r, path, path_len, check_param, &valid);
-  return valid;
-}
-
-/* [params] → params[name] = the value decoded (kept as it is when it does not decode) */
-static void set_param(void *ud, const clank_seg_t *seg, const char *v, size_t n) {
-  lua_State *L = ud;
-  lua_pushlstring(L, seg->text, seg->len);
-  luaL_Buffer b;
-  char *out = luaL_buffinitsize(L, &b, n);
-  size_t k = clank_uri_decode(v, n, out);
-  luaL_pushresultsize(&b, k == CLANK_URI_BAD ? 0 : k);
-  if (k == CLANK_URI_BAD) { /* kept as it is */
-    lua_pop(L, 1);
-    lua_pushlstring(L, v, n);
-  }
-  lua_rawset(L, -3);
-}
-
-void clank_route_set_params(lua_State *L, int names, const clank_route_t *r, const char *path,
-                            size_t path_len) {
-  lua_rawgeti(L, names, CLANK_NAME_PARAMS);
-  lua_createtable(L, 0, r->segs ? r->nsegs : 0);
-  if (r->segs) walk_params(r, path, path_len, set_param, L);
-  lua_rawset(L, -3);
 }

@@ -8,27 +8,8 @@
 
 #include "core/alloc.h"
 #include "core/scheduler.h"
+#include "host/router.h"
 #include "util/buf.h"
-
-/* A segment of a route pattern (SPEC §15): text points into the route's path. */
-enum { CLANK_SEG_LITERAL, CLANK_SEG_PARAM, CLANK_SEG_REST };
-typedef struct clank_seg_s {
-  int kind;
-  const char *text; /* the literal, or the parameter's name */
-  size_t len;
-} clank_seg_t;
-
-typedef struct clank_route_s {
-  int method; /* llhttp_method_t */
-  const char *path;
-  size_t path_len;
-  int handler_ref;
-  clank_seg_t *segs; /* a pattern's segments; NULL for an exact path */
-  int nsegs;
-  size_t body_limit; /* bodyLimit (SPEC §15); 0: the 1 MiB of §13 */
-  int cross_site;    /* crossSite = true: no CSRF check on an unsafe method */
-  int takes_request; /* its handler has a parameter, or takes any number */
-} clank_route_t;
 
 typedef struct clank_gen_s {
   lua_State *L;
@@ -46,11 +27,8 @@ typedef struct clank_gen_s {
   int app_ref;
   int context_ref;       /* LUA_NOREF without app.context */
   int names_ref;         /* the field names' table (lua_request.h) by ref: 0 until first used */
-  clank_route_t *routes; /* exact paths */
-  int nroutes;
-  clank_route_t *patterns; /* with :name or *name segments (SPEC §15) */
-  int npatterns;
-  char **allowed_hosts; /* host[:port] of allowedOrigins, lower-case */
+  clank_router_t router; /* app.routes (SPEC §15) */
+  char **allowed_hosts;  /* host[:port] of allowedOrigins, lower-case */
   int nallowed_hosts;
   int has_views;
   int bridge_ref; /* the app's agent bridge (SPEC §2, §5) */
@@ -123,22 +101,5 @@ void clank_gen_attach(clank_gen_t *g, const clank_gen_opts_t *o);
 void clank_gen_tell_kept(const clank_gen_opts_t *o, const clank_buf_t *log,
                          const clank_buf_t *files);
 void clank_gen_close(clank_gen_t *g);
-
-/* The route for method and path: the exact one, else the pattern that
-   matches most specifically (SPEC §15), else NULL. */
-const clank_route_t *clank_gen_route(const clank_gen_t *g, int method, const char *path,
-                                     size_t path_len);
-/* The methods some route has for path, for a 405's allow header ("GET, HEAD,
-   POST"): its length, 0 when no route has the path. */
-size_t clank_gen_allow(const clank_gen_t *g, const char *path, size_t path_len, char *out,
-                       size_t outlen);
-/* Whether the parameters path gives route decode (decodeURIComponent's
-   rules: well-formed escapes, UTF-8). */
-int clank_route_params_valid(const clank_route_t *r, const char *path, size_t path_len);
-/* Sets params (a table, empty for an exact route) on the request table at the
-   top of L's stack: route's parameters in path, decoded. names: the index
-   of the field names' table (clank_names_push). */
-void clank_route_set_params(lua_State *L, int names, const clank_route_t *r, const char *path,
-                            size_t path_len);
 
 #endif

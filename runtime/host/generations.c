@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "host/dispatch.h"
+#include "host/exchange.h"
 #include "host/host.h"
 #include "host/live.h"
 #include "host/static.h"
@@ -87,7 +88,7 @@ static void close_generation(clank_host_t *h, clank_gen_t *g) {
   clank_gen_t **p = &h->retired;
   while (*p && *p != g) p = &(*p)->next_retired;
   if (*p) *p = g->next_retired;
-  clank_dispatch_forget(g);
+  clank_exchange_forget(g);
   clank_gen_close(g);
 #ifdef __GLIBC__
   /* The state was built on a thread of libuv's pool, in that thread's malloc

@@ -2,6 +2,7 @@
 #include "host/host.h"
 
 #include "host/dispatch.h"
+#include "host/exchange.h"
 #include "host/live.h"
 #include "host/announce.h"
 #include "host/handoff.h"
@@ -114,9 +115,7 @@ static void tick_live(uv_timer_t *t) {
 void clank_host_log_sink(void *ud, const char *level, const char *msg, const char *request_id) {
   clank_host_t *h = ud;
   if (strcmp(level, "debug") == 0 && !h->log.debug) return;
-  h->log.request_id = request_id;
-  clank_log_msg(&h->log, level, "%s", msg);
-  h->log.request_id = NULL;
+  clank_log_request(&h->log, request_id, level, "%s", msg);
 }
 
 clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
@@ -299,7 +298,7 @@ done:
   clank_handoff_free(h);
   clank_dispatch_free_leftovers(&h->server);
   if (h->gen) {
-    clank_dispatch_forget(h->gen);
+    clank_exchange_forget(h->gen);
     clank_gen_close(h->gen);
   }
   clank_watchdog_stop(h->watchdog);

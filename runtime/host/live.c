@@ -1,3 +1,6 @@
+/* The live channel of SPEC §11: a view session's WebSocket (wslay over an
+   upgraded connection), bound to the generation's clank.live object. Owns
+   each channel's wslay context, its frames in and out, and its refs. */
 #include "host/live.h"
 
 #include <lauxlib.h>

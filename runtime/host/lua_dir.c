@@ -1,3 +1,5 @@
+/* Where the Lua side of `require "clank"` is (SPEC §16): $CLANK_LUA_DIR or
+   a folder relative to the executable; and putting it on package.path. */
 #include "host/lua_dir.h"
 
 #include <lauxlib.h>

@@ -286,6 +286,10 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   if (m != own) free(m);
 }
 
+int clank_metrics_path(const char *path, size_t n) {
+  return IS(path, n, "/__clank/health") || IS(path, n, "/__clank/metrics");
+}
+
 int clank_metrics_serve(clank_conn_t *c, clank_host_t *h, const char *path, size_t n) {
   int which = IS(path, n, "/__clank/health") ? 1 : IS(path, n, "/__clank/metrics") ? 2 : 0;
   if (which == 0) return 0;

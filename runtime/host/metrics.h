@@ -70,6 +70,8 @@ void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns);
 void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref);
 /* A worker's gauges into its shared slot (host/master.h). */
 void clank_metrics_publish(struct clank_host_s *h);
+/* Whether path is /__clank/health or /__clank/metrics, which it serves. */
+int clank_metrics_path(const char *path, size_t n);
 /* /__clank/health and /__clank/metrics: answers and returns 1, else 0. */
 int clank_metrics_serve(clank_conn_t *c, struct clank_host_s *h, const char *path, size_t n);
 

@@ -1,3 +1,7 @@
+/* Hot reload's eyes (SPEC §14): owns the watch list (the app's files and
+   their folders' uv_fs_event handles, or a polling timer), notices and
+   debounces changes, and skips those that leave a file's contents equal.
+   What a reload does is host.c's. */
 #include "host/reload.h"
 
 #include <fcntl.h>

@@ -8,6 +8,7 @@
 
 #include "host/dispatch.h"
 #include "host/exchange.h"
+#include "host/respond.h"
 
 #define WRITER_MT "clank.StreamWriter"
 

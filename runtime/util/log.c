@@ -274,6 +274,17 @@ void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...) {
   va_end(ap);
 }
 
+void clank_log_request(clank_log_t *log, const char *request_id, const char *level, const char *fmt,
+                       ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const char *outer = log->request_id;
+  log->request_id = request_id;
+  log_line(log, level, NULL, fmt, ap);
+  log->request_id = outer;
+  va_end(ap);
+}
+
 void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt,
                           ...) {
   va_list ap;

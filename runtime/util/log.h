@@ -48,6 +48,9 @@ void clank_log_init(clank_log_t *log, clank_log_format_t format, int fd);
 /* level: "info", "warn", "error". The message is one line; newlines in it are escaped. */
 void clank_log_msg(clank_log_t *log, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, about one request: the line carries request_id (NULL: none). */
+void clank_log_request(clank_log_t *log, const char *request_id, const char *level, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
 /* The same, coloured with the ANSI sequence `colour` when the log is a terminal. */
 void clank_log_msg_colour(clank_log_t *log, const char *level, const char *colour, const char *fmt,
                           ...) __attribute__((format(printf, 4, 5)));
