@@ -19,17 +19,19 @@ typedef clank_bridge_span_t span_t;
 
 /* ---- paths (steps 1, 2 and 4) ---- */
 
-int clank_bridge_compare_entries(const void *x, const void *y) {
+/* static, so that glibc's inline bsearch calls it inline */
+static int compare_entries(const void *x, const void *y) {
   const clank_bridge_entry_t *a = x, *b = y;
   int c = memcmp(a->name, b->name, a->len < b->len ? a->len : b->len);
   return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
-const clank_bridge_entry_t *clank_bridge_find(const clank_bridge_rules_t *r, const char *name,
-                                              size_t n) {
+int clank_bridge_compare_entries(const void *x, const void *y) { return compare_entries(x, y); }
+
+/* The entry of the action named by the n bytes at name, or NULL. */
+static const clank_bridge_entry_t *find(const clank_bridge_rules_t *r, const char *name, size_t n) {
   clank_bridge_entry_t key = {name, n, NULL, 0, 0};
-  return r->nindex ? bsearch(&key, r->index, r->nindex, sizeof key, clank_bridge_compare_entries)
-                   : NULL;
+  return r->nindex ? bsearch(&key, r->index, r->nindex, sizeof key, compare_entries) : NULL;
 }
 
 static int ends_with(const char *p, size_t n, const char *s) {
@@ -37,14 +39,16 @@ static int ends_with(const char *p, size_t n, const char *s) {
   return n >= k && memcmp(p + n - k, s, k) == 0;
 }
 
-const char *clank_bridge_last_actions(const char *p, size_t n) {
+/* The last "/actions/" in the path, or NULL. */
+static const char *last_actions(const char *p, size_t n) {
   const char *found = NULL, *end = p + n;
   for (const char *s = p; end - s >= 9 && (s = memchr(s, '/', (size_t)(end - s - 8))); s++)
     if (memcmp(s, "/actions/", 9) == 0) found = s;
   return found;
 }
 
-int clank_bridge_manifest_path(const char *p, size_t n) {
+/* Step 1: a manifest path (ends with /.well-known/clank or /manifest). */
+static int manifest_path(const char *p, size_t n) {
   return ends_with(p, n, "/.well-known/clank") || ends_with(p, n, "/manifest");
 }
 
@@ -77,7 +81,8 @@ int clank_bridge_etag_matches(const char *inm, size_t n, const char *etag) {
 
 /* ---- the body (step 7) ---- */
 
-long long clank_bridge_span_integer(span_t s) {
+/* strtoll(s, NULL, 10) on a span, which need not end with a NUL. */
+static long long span_integer(span_t s) {
   size_t i = 0;
   while (i < s.n && (s.p[i] == ' ' || (s.p[i] >= '\t' && s.p[i] <= '\r'))) i++;
   int neg = i < s.n && s.p[i] == '-';
@@ -147,28 +152,19 @@ static int origin_is(const char *origin, size_t n, span_t scheme, span_t host) {
          memcmp(origin + scheme.n + 3, host.p, host.n) == 0;
 }
 
-/* Whether o->value is the server's own origin for the request v: its
-   scheme://Host. Behind a TLS proxy (pub) the public origin is, whatever
+/* Behind a TLS proxy (pub) the public origin is the server's own, whatever
    Host the proxy passes on; http://Host stays the server's own for any
    other Host (a loopback tunnel to the inspector), never for the public
    origin's host, whose plain-http pages anyone on the way could have
    written. */
-static int own_origin(const clank_bridge_view_t *v, const clank_bridge_public_t *pub,
-                      const clank_bridge_origin_t *o) {
+int clank_bridge_own_origin(const clank_bridge_view_t *v, const clank_bridge_public_t *pub,
+                            const clank_bridge_origin_t *o) {
   if (pub == NULL || pub->origin == NULL)
     return origin_is(o->value, o->len, v->scheme.p ? v->scheme : (span_t){"http", 4}, v->host);
   if (o->len == pub->len && memcmp(o->value, pub->origin, o->len) == 0) return 1;
   size_t at = pub->host_at, hlen = pub->len - at;
   if (v->host.n == hlen && strncasecmp(v->host.p, pub->origin + at, hlen) == 0) return 0;
   return origin_is(o->value, o->len, (span_t){"http", 4}, v->host);
-}
-
-void clank_bridge_read_origin(const clank_bridge_view_t *v, const clank_bridge_public_t *pub,
-                              clank_bridge_origin_t *o) {
-  o->value = v->origin.p;
-  o->len = v->origin.n;
-  o->own = o->allowed = 0;
-  if (o->value != NULL) o->own = own_origin(v, pub, o);
 }
 
 int clank_bridge_origin_refused(const clank_bridge_view_t *v, const clank_bridge_origin_t *o,
@@ -185,9 +181,8 @@ clank_bridge_step_t clank_bridge_check_head(const clank_bridge_rules_t *r,
                                             size_t name_len, const clank_bridge_entry_t **found) {
   const char *method = v->method, *path = v->path.p;
   size_t plen = v->path.n;
-  if (clank_bridge_manifest_path(path, plen) && strcmp(method, "GET") == 0)
-    return CLANK_BRIDGE_MANIFEST;
-  const char *at = clank_bridge_last_actions(path, plen);
+  if (manifest_path(path, plen) && strcmp(method, "GET") == 0) return CLANK_BRIDGE_MANIFEST;
+  const char *at = last_actions(path, plen);
   if (at && strcmp(method, "OPTIONS") == 0 && o->value && o->allowed) return CLANK_BRIDGE_PREFLIGHT;
   if (!at || strcmp(method, "POST") != 0) return CLANK_BRIDGE_NO_ENDPOINT;
   if (clank_bridge_origin_refused(v, o, r->require_origin)) return CLANK_BRIDGE_ORIGIN;
@@ -197,14 +192,14 @@ clank_bridge_step_t clank_bridge_check_head(const clank_bridge_rules_t *r,
     if (memchr(name, '%', name_len) != NULL) return CLANK_BRIDGE_DECODE;
     if (!clank_bridge_valid_utf8(name, name_len)) return CLANK_BRIDGE_BAD_PATH;
   }
-  *found = clank_bridge_find(r, name, name_len);
+  *found = find(r, name, name_len);
   if (*found == NULL) return CLANK_BRIDGE_NO_ACTION;
   if ((*found)->confirm && !clank_span_is(v->confirmation.p, v->confirmation.n, "confirmed"))
     return CLANK_BRIDGE_CONFIRM;
   if (v->content_type.p == NULL ||
       !clank_bridge_json_media_type(v->content_type.p, v->content_type.n))
     return CLANK_BRIDGE_MEDIA;
-  if (v->content_length.p && clank_bridge_span_integer(v->content_length) > r->max_bytes)
+  if (v->content_length.p && span_integer(v->content_length) > r->max_bytes)
     return CLANK_BRIDGE_TOO_LARGE;
   return CLANK_BRIDGE_PASS;
 }
@@ -213,7 +208,7 @@ clank_bridge_step_t clank_bridge_check_decoded(const clank_bridge_rules_t *r,
                                                const clank_bridge_view_t *v,
                                                const clank_bridge_origin_t *o, char *out,
                                                const clank_bridge_entry_t **found) {
-  const char *name = clank_bridge_last_actions(v->path.p, v->path.n) + 9;
+  const char *name = last_actions(v->path.p, v->path.n) + 9;
   /* decodeURIComponent (util/bytes.h): a bad escape, or bytes that are not UTF-8 */
   size_t n = clank_uri_decode(name, (size_t)(v->path.p + v->path.n - name), out);
   if (n == CLANK_URI_BAD) return CLANK_BRIDGE_BAD_PATH;

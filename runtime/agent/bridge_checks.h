@@ -108,10 +108,20 @@ clank_bridge_step_t clank_bridge_check_body(const clank_bridge_rules_t *r,
 /* Step 7 for a body the JSON decoder refused: why (not UTF-8, or not JSON). */
 clank_bridge_step_t clank_bridge_malformed_body(const clank_bridge_view_t *v);
 
+/* Step 3: whether o->value (not NULL) is the server's own origin for the
+   request v: its scheme://Host, or the public origin pub (NULL: none). */
+int clank_bridge_own_origin(const clank_bridge_view_t *v, const clank_bridge_public_t *pub,
+                            const clank_bridge_origin_t *o);
 /* Step 3: reads the origin of v (o->allowed left 0 for the caller); pub:
-   the public origin, or NULL. */
-void clank_bridge_read_origin(const clank_bridge_view_t *v, const clank_bridge_public_t *pub,
-                              clank_bridge_origin_t *o);
+   the public origin, or NULL. Inline: most requests carry no origin. */
+static inline void clank_bridge_read_origin(const clank_bridge_view_t *v,
+                                            const clank_bridge_public_t *pub,
+                                            clank_bridge_origin_t *o) {
+  o->value = v->origin.p;
+  o->len = v->origin.n;
+  o->own = o->allowed = 0;
+  if (o->value != NULL) o->own = clank_bridge_own_origin(v, pub, o);
+}
 /* 1 when step 3 refuses the request: `sec-fetch-site: cross-site`, a
    foreign origin not allowed, or no origin when one is required. */
 int clank_bridge_origin_refused(const clank_bridge_view_t *v, const clank_bridge_origin_t *o,
@@ -122,23 +132,14 @@ static inline const char *clank_bridge_cors_origin(const clank_bridge_origin_t *
   return o->allowed && !o->own ? o->value : NULL;
 }
 
-/* The entry of the action named by the n bytes at name, or NULL. */
-const clank_bridge_entry_t *clank_bridge_find(const clank_bridge_rules_t *r, const char *name,
-                                              size_t n);
 /* qsort's order of entries: their names' bytes. */
 int clank_bridge_compare_entries(const void *x, const void *y);
-/* Step 1: a manifest path (ends with /.well-known/clank or /manifest). */
-int clank_bridge_manifest_path(const char *p, size_t n);
-/* Step 2: the last "/actions/" in the path, or NULL. */
-const char *clank_bridge_last_actions(const char *p, size_t n);
 /* Step 1: If-None-Match (a list of tags, `*`, weak comparison) matches etag. */
 int clank_bridge_etag_matches(const char *inm, size_t n, const char *etag);
 /* Step 7: `application/json` or any `type/subtype+json`, parameters and case ignored. */
 int clank_bridge_json_media_type(const char *v, size_t n);
 /* Step 7: the n bytes at s are UTF-8. */
 int clank_bridge_valid_utf8(const char *s, size_t n);
-/* strtoll(s, NULL, 10) on a span, which need not end with a NUL. */
-long long clank_bridge_span_integer(clank_bridge_span_t s);
 
 /* SPEC §2: the paths the runtime answers itself (the bridge, /__clank/,
    views), where no app route can live. bridge.isReservedPath in Lua. */

@@ -113,9 +113,19 @@ enum { PHASE_HEAD, PHASE_FULL };
 int clank_bridge_check_request(lua_State *L, int phase, answer_t *a, const clank_bridge_view_t *v);
 /* What the checks read of the request table at req. */
 void clank_bridge_view_from_table(lua_State *L, int req, clank_bridge_view_t *v);
-/* The CORS of an answer after the checks: kept in out, else read again from
-   the request table at 2 for the bridge at 1. */
-void clank_bridge_answer_origin(lua_State *L, answer_t *a, const clank_bridge_answer_t *out);
+/* The CORS of an answer after the checks read again from the request table
+   at 2 for the bridge at 1. */
+void clank_bridge_table_origin(lua_State *L, answer_t *a);
+/* The CORS of an answer after the checks: kept in out, else read again. */
+static inline void clank_bridge_answer_origin(lua_State *L, answer_t *a,
+                                              const clank_bridge_answer_t *out) {
+  if (out == NULL) {
+    clank_bridge_table_origin(L, a);
+    return;
+  }
+  a->cors_origin = out->cors_origin;
+  a->cors_len = out->cors_len;
+}
 /* isJsonMediaType, checkOrigin, isReservedPath: the rules for clank.mcp and clank.app. */
 extern const luaL_Reg clank_bridge_rule_funcs[];
 

@@ -73,19 +73,25 @@ static int origin_listed(lua_State *L, int idx, const char *origin, size_t n) {
   return yes;
 }
 
-/* Reads the origin of the request v against the allowed origins at
-   allowed (a set or a list; 0 for none). The public origin behind a proxy
-   (--public-origin, SPEC §13) is clank-run's scheduler's. */
-static void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed, origin_t *o) {
-  if (v->origin.p == NULL) { /* nothing to look up */
-    clank_bridge_read_origin(v, NULL, o);
-    return;
-  }
+/* read_origin for a request with an origin header. The public origin
+   behind a proxy (--public-origin, SPEC §13) is clank-run's scheduler's. */
+static void read_given_origin(lua_State *L, const clank_bridge_view_t *v, int allowed,
+                              origin_t *o) {
   const clank_sched_t *s = clank_sched_held(L);
   clank_bridge_public_t pub = {NULL, 0, 0};
   if (s) pub = (clank_bridge_public_t){s->origin, s->origin_len, s->origin_host_at};
   clank_bridge_read_origin(v, &pub, o);
   o->allowed = allowed && origin_listed(L, allowed, o->value, o->len);
+}
+
+/* Reads the origin of the request v against the allowed origins at
+   allowed (a set or a list; 0 for none). Inline: most requests have none. */
+static inline void read_origin(lua_State *L, const clank_bridge_view_t *v, int allowed,
+                               origin_t *o) {
+  if (v->origin.p == NULL)
+    clank_bridge_read_origin(v, NULL, o);
+  else
+    read_given_origin(L, v, allowed, o);
 }
 
 /* The bridge's (at 1) reading of the origin of v; sets CORS for every answer. */
@@ -110,12 +116,7 @@ static void origin_view(lua_State *L, int req, clank_bridge_view_t *v) {
   if (v->origin.p) clank_bridge_view_from_table(L, req, v);
 }
 
-void clank_bridge_answer_origin(lua_State *L, answer_t *a, const clank_bridge_answer_t *out) {
-  if (out) {
-    a->cors_origin = out->cors_origin;
-    a->cors_len = out->cors_len;
-    return;
-  }
+void clank_bridge_table_origin(lua_State *L, answer_t *a) {
   clank_bridge_view_t v;
   origin_t o;
   origin_view(L, 2, &v);
