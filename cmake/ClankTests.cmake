@@ -38,6 +38,26 @@ foreach(spec ${CLANK_SPECS})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
 endforeach()
 
+# C unit tests: spec/unit/<layer>/<name>_test.c, each a program linked as clank-run links the
+# C modules, seeing its layer's include path (cmake/ClankLayers.cmake); it exits non-zero when a
+# case fails. Registered as unit/<layer>/<name>.
+file(GLOB CLANK_C_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/unit/*/*_test.c)
+get_target_property(clank_run_libraries clank-run LINK_LIBRARIES)
+foreach(test ${CLANK_C_TESTS})
+  get_filename_component(dir ${test} DIRECTORY)
+  get_filename_component(layer ${dir} NAME)
+  get_filename_component(name ${test} NAME_WE)
+  add_executable(${name} ${test} ${CLANK_MODULE_OBJECTS})
+  target_include_directories(${name} PRIVATE ${CMAKE_BINARY_DIR}/layers/${layer}
+    ${LUA_INCLUDE_DIRS})
+  target_compile_definitions(${name} PRIVATE _POSIX_C_SOURCE=200809L)
+  target_link_libraries(${name} PRIVATE ${clank_run_libraries})
+  clank_warnings(${name})
+  string(REGEX REPLACE "_test$" "" short ${name})
+  add_test(NAME unit/${layer}/${short} COMMAND ${name})
+  set_tests_properties(unit/${layer}/${short} PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}")
+endforeach()
+
 # An app's own specs, run as an app author runs them: `clank-run test DIR` (SPEC §16). The
 # tasks app's database is a file of this build (each run of its spec is a user of its own).
 add_test(NAME apps/tasks
@@ -93,7 +113,7 @@ if(CLANG_FORMAT)
   file(GLOB_RECURSE CLANK_C_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/runtime/*.c ${CMAKE_SOURCE_DIR}/runtime/*.h
     ${CMAKE_SOURCE_DIR}/bench/bare/*.c ${CMAKE_SOURCE_DIR}/bench/bare/*.h
-    ${CMAKE_SOURCE_DIR}/fuzz/*.c)
+    ${CMAKE_SOURCE_DIR}/fuzz/*.c ${CMAKE_SOURCE_DIR}/spec/*.c)
   foreach(source IN LISTS CLANK_C_SOURCES)
     string(FIND "${source}" "${CMAKE_BINARY_DIR}/" at)
     if(at EQUAL 0)

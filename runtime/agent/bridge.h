@@ -5,6 +5,7 @@
 
 #include <lua.h>
 
+#include "agent/bridge_checks.h"
 #include "core/scheduler.h"
 
 #define CLANK_BRIDGE_MT "clank.Bridge"
@@ -12,21 +13,8 @@
    clank.bridge.DEFAULT_ACTION_TIMEOUT. */
 #define CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT 30000
 
-/* What steps 1–7 of SPEC §5 read of a request, taken from the parsed
-   request by clank-run (no request table) or from a request table. Every
-   span is NULL when absent; a header repeated is one value joined by ", ". */
-typedef struct clank_bridge_span_s {
-  const char *p;
-  size_t n;
-} clank_bridge_span_t;
-typedef struct clank_bridge_view_s {
-  const char *method; /* NUL-terminated */
-  clank_bridge_span_t path, origin, host, scheme, sec_fetch_site, confirmation, content_type,
-      content_length, if_none_match, body;
-  /* What clank_bridge_head_passes gave for this very request and bridge at
-     its header block, headers unchanged since; NULL: steps 1–7 run in full. */
-  const void *passed;
-} clank_bridge_view_t;
+/* clank_bridge_view_t (the request as steps 1–7 read it) and
+   clank_bridge_reserved_path (SPEC §2): bridge_checks.h. */
 
 /* [bridge, request] → the early answer (a response table) or nil when the
    body is needed. Runs steps 1–7 as far as they go without the body. Never
@@ -96,13 +84,10 @@ void clank_bridge_push_runner(lua_State *L, int idx);
 /* The bridge's maxRequestBytes. */
 long long clank_bridge_max_bytes(lua_State *L, int idx);
 
-/* SPEC §2: the paths the runtime answers itself (the bridge, /__clank/,
-   views), where no app route can live. bridge.isReservedPath in Lua. */
-int clank_bridge_reserved_path(const char *p, size_t n, int has_views);
-
 /* The held slots of the agent layer (core/scheduler.h). */
 enum {
-  CLANK_HELD_CTX_META = CLANK_HELD_CORE_END, /* bridge.c: the metatable of its ctxs for no action */
+  CLANK_HELD_CTX_META =
+      CLANK_HELD_CORE_END, /* bridge_ctx.c: the metatable of its ctxs for no action */
   CLANK_HELD_AGENT_END
 };
 

@@ -123,8 +123,8 @@ struct clank_sched_s {
   uv_idle_t *ready_idle;
   int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
   /* The server's own origin behind a proxy (--public-origin, SPEC §13), or
-     NULL: the origin checks (bridge.c) and request.scheme (the host's request
-     tables) read it. origin_host_at: where its host[:port] starts. The host
+     NULL: the origin checks (agent/bridge_request.c) and request.scheme (the
+     host's request tables) read it. origin_host_at: where its host[:port] starts. The host
      holds the bytes. */
   const char *origin;
   size_t origin_len, origin_host_at;
