@@ -278,7 +278,7 @@ static int ctx_log(lua_State *L) {
   const char *action = lua_tostring(L, lua_upvalueindex(1));
   const char *message = lua_isnil(L, 2) ? "" : lua_tostring(L, 2);
   if (lua_isnil(L, 3)) {
-    clank_log(L, log_as[level], "action %s: %s", action, message);
+    clank_sched_log(L, log_as[level], "action %s: %s", action, message);
     return 0;
   }
   lua_getglobal(L, "require");
@@ -287,8 +287,8 @@ static int ctx_log(lua_State *L) {
   lua_getfield(L, -1, "encode");
   lua_pushvalue(L, 3);
   lua_call(L, 1, 1);
-  clank_log(L, log_as[level], "action %s: %s%s%s", action, message, *message ? " " : "",
-            lua_tostring(L, -1));
+  clank_sched_log(L, log_as[level], "action %s: %s%s%s", action, message, *message ? " " : "",
+                  lua_tostring(L, -1));
   return 0;
 }
 
@@ -300,8 +300,9 @@ static int ctx_progress(lua_State *L) {
   check_optional_string(L, 3, "ctx.progress");
   const char *done = luaL_tolstring(L, 1, NULL);
   const char *total = lua_isnil(L, 2) ? "?" : luaL_tolstring(L, 2, NULL);
-  clank_log(L, "debug", "action %s: progress %s/%s%s%s", lua_tostring(L, lua_upvalueindex(1)), done,
-            total, lua_isnil(L, 3) ? "" : " ", lua_isnil(L, 3) ? "" : lua_tostring(L, 3));
+  clank_sched_log(L, "debug", "action %s: progress %s/%s%s%s", lua_tostring(L, lua_upvalueindex(1)),
+                  done, total, lua_isnil(L, 3) ? "" : " ",
+                  lua_isnil(L, 3) ? "" : lua_tostring(L, 3));
   return 0;
 }
 
@@ -347,7 +348,7 @@ enum { STEP_START, STEP_AUTHORIZED, STEP_HANDLED, STEP_VALIDATED, STEP_MASK = 7 
 static void push_failed(lua_State *L, int action, const char *why) {
   lua_getiuservalue(L, action, 1);
   lua_getfield(L, -1, "name");
-  clank_log(L, "error", "action %s failed: %s", lua_tostring(L, -1), why);
+  clank_sched_log(L, "error", "action %s failed: %s", lua_tostring(L, -1), why);
   clank_action_error_push(L, "ACTION_FAILED", "The action failed.", 500);
 }
 

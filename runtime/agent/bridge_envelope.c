@@ -190,7 +190,7 @@ int clank_bridge_push_error_object(lua_State *L, int idx, int expose, int prefix
 
 int clank_bridge_answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx) {
   int status = clank_bridge_push_error_object(L, idx, b->expose_errors, 0);
-  if (!lua_isnil(L, -1)) clank_log(L, "error", "action failed: %s", lua_tostring(L, -1));
+  if (!lua_isnil(L, -1)) clank_sched_log(L, "error", "action failed: %s", lua_tostring(L, -1));
   lua_pop(L, 1);
   return clank_bridge_send_failure(L, b, a, status);
 }

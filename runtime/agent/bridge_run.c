@@ -295,7 +295,8 @@ static int inline_out_k(lua_State *L, int status, lua_KContext k) {
   if (task->deadline_passed) {
     task->deadline_passed = 0;
     if (!ok)
-      clank_log(L, "error", "an action that timed out failed later: %s", clank_error_text(L, -1));
+      clank_sched_log(L, "error", "an action that timed out failed later: %s",
+                      clank_error_text(L, -1));
     lua_settop(L, 0);
     return 0;
   }

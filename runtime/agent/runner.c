@@ -74,7 +74,7 @@ static void push_signal(lua_State *L, int self, const char *name) {
 
 static void commit(lua_State *L, int base) {
   if (clank_pcall(L, lua_gettop(L) - base - 1, 0) != LUA_OK)
-    clank_log(L, "error", "actionRunner: an effect failed: %s", clank_error_text(L, -1));
+    clank_sched_log(L, "error", "actionRunner: an effect failed: %s", clank_error_text(L, -1));
   lua_settop(L, base);
 }
 

@@ -131,7 +131,7 @@ void clank_abort_fire(lua_State *L, int idx, const char *reason) {
     lua_rawgeti(L, -1, i);
     lua_pushstring(L, reason);
     if (clank_pcall(L, 1, 0) != LUA_OK) {
-      clank_log(L, "error", "an onAbort listener failed: %s", clank_error_text(L, -1));
+      clank_sched_log(L, "error", "an onAbort listener failed: %s", clank_error_text(L, -1));
       lua_pop(L, 2);
     }
     lua_pushnil(L);

@@ -127,7 +127,7 @@ void clank_sched_install(lua_State *L, clank_sched_t *s) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &sched_key);
 }
 
-void clank_log(lua_State *L, const char *level, const char *fmt, ...) {
+void clank_sched_log(lua_State *L, const char *level, const char *fmt, ...) {
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -556,12 +556,12 @@ static void owned_free(owned_t *o, int reusable) {
 static void log_task_error(lua_State *co, const char *what) {
   lua_State *m = main_thread(co);
   if (!lua_checkstack(m, 4)) {
-    clank_log(co, "error", "%s (no stack left to describe the error)", what);
+    clank_sched_log(co, "error", "%s (no stack left to describe the error)", what);
     lua_pop(co, 1);
     return;
   }
   lua_xmove(co, m, 1);
-  clank_log(m, "error", "%s: %s", what, clank_error_text(m, -1));
+  clank_sched_log(m, "error", "%s: %s", what, clank_error_text(m, -1));
   lua_pop(m, 2);
 }
 

@@ -224,7 +224,7 @@ void clank_sched_set_slot(clank_sched_t *s, const void *key, void *data,
                           void (*close)(clank_sched_t *s, void *data));
 
 /* A log line through the host (stderr in plain lua5.4). */
-void clank_log(lua_State *L, const char *level, const char *fmt, ...)
+void clank_sched_log(lua_State *L, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -31,7 +31,7 @@ static int origin_allowed(lua_State *L) {
 int clank_origin_allowed(clank_conn_t *c, clank_gen_t *g, int bridge_rules, const char *what) {
   lua_State *L = g->L;
   lua_pushcfunction(L, origin_allowed);
-  clank_request_push(L, &c->req);
+  clank_lua_request_push(L, &c->req);
   lua_rawgeti(L, LUA_REGISTRYINDEX, g->app_ref);
   lua_pushboolean(L, bridge_rules);
   int allowed = 0;

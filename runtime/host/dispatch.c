@@ -75,7 +75,7 @@ static int host_allowed(const clank_host_t *h, const clank_gen_t *g, const clank
   int named = clank_request_host(&c->req, t, &v, &n, &name_len);
   if (named == 0) return 1; /* HTTP/1.0 */
   if (named < 0) return 0;
-  if (clank_host_is_loopback(v, name_len)) return 1;
+  if (clank_http_is_loopback(v, name_len)) return 1;
   for (int i = 0; i < g->nallowed_hosts; i++)
     if (strlen(g->allowed_hosts[i]) == n && strncasecmp(g->allowed_hosts[i], v, n) == 0) return 1;
   const clank_options_t *o = &h->opts;
@@ -149,7 +149,7 @@ static int bridge_head(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  clank_request_push(L, &c->req); /* 4 */
+  clank_lua_request_push(L, &c->req); /* 4 */
   lua_pushcfunction(L, clank_bridge_head);
   lua_pushvalue(L, 3);
   lua_pushvalue(L, 4);
@@ -212,7 +212,7 @@ static int hold(clank_conn_t *c, clank_gen_t *g, const clank_route_t *route) {
 static void push_request_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int names) {
   clank_conn_state_t *st = c->data;
   if (st->lua_request == 0) {
-    clank_request_push_in(co, &c->req, names);
+    clank_lua_request_push_in(co, &c->req, names);
     return;
   }
   lua_rawgeti(co, LUA_REGISTRYINDEX, st->lua_request);
@@ -220,7 +220,7 @@ static void push_request_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int 
   st->lua_request = 0;
   if (c->req.body.len > 0) {
     lua_pushlstring(co, c->req.body.data, c->req.body.len);
-    clank_request_set_in(co, names, CLANK_NAME_BODY);
+    clank_lua_request_set_in(co, names, CLANK_NAME_BODY);
   }
 }
 

@@ -105,7 +105,7 @@ static int bridge_step(lua_State *co, int status, lua_KContext k) {
    as it was read). */
 static void push_bridge_request(lua_State *co, clank_bridge_answer_t *a) {
   exchange_t *x = (exchange_t *)(void *)((char *)a - offsetof(exchange_t, answer));
-  clank_request_push_maker(co, &x->conn->req);
+  clank_lua_request_push_maker(co, &x->conn->req);
 }
 
 /* [bridge, request or maker or nil, context fn or nil, view, answer, exchange]:

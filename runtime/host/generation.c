@@ -36,7 +36,7 @@ static int log_print(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
-  clank_log(L, "info", "%s", lua_tostring(L, -1));
+  clank_sched_log(L, "info", "%s", lua_tostring(L, -1));
   return 0;
 }
 
@@ -564,8 +564,8 @@ static void rebind_databases(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   if (lua_getfield(L, -1, "clank.db") == LUA_TTABLE &&
       lua_getfield(L, -1, "_rebind") == LUA_TFUNCTION && clank_pcall(L, 0, 0) != LUA_OK) {
-    clank_log(L, "error", "clank.db: reopening the pools after a reload: %s",
-              clank_error_message(L, -1));
+    clank_sched_log(L, "error", "clank.db: reopening the pools after a reload: %s",
+                    clank_error_message(L, -1));
     lua_pop(L, 1);
   }
   lua_settop(L, 0);

@@ -40,7 +40,7 @@ int clank_inspector_allowed(clank_conn_t *c, const char *inspector_host) {
   /* opened on purpose for one Host, wherever the request comes from */
   if (inspector_host && strlen(inspector_host) == n && strncasecmp(inspector_host, name, n) == 0)
     return 1;
-  return clank_host_is_loopback(name, n) && loopback_peer(c);
+  return clank_http_is_loopback(name, n) && loopback_peer(c);
 }
 
 int clank_inspector_path(const char *p, size_t n) {

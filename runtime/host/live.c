@@ -15,6 +15,7 @@
 #include "host/host.h"
 #include "host/inspector.h"
 #include "host/lua_request.h"
+#include "host/respond.h"
 #include "data/json.h"
 #include "core/protect.h"
 #include "core/scheduler.h"
@@ -101,20 +102,10 @@ static int has_body(const clank_request_t *r) {
   return 0;
 }
 
-static void refuse(clank_conn_t *c, int status, const char *code, const char *message,
-                   const char *extra) {
-  char body[256];
-  int n = snprintf(body, sizeof body,
-                   "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}", code, message);
-  clank_conn_begin(c, status);
-  clank_conn_header_raw(c, "content-type: application/json\r\ncache-control: no-store\r\n");
-  if (extra) clank_conn_header_raw(c, extra);
-  clank_conn_body(c, body, (size_t)n);
-}
-
 int clank_live_origin(clank_conn_t *c, clank_gen_t *g) {
   int allowed = clank_origin_allowed(c, g, 1, "live");
-  if (!allowed) refuse(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
+  if (!allowed)
+    clank_answer_envelope(c, 403, "ORIGIN_MISMATCH", "Cross-origin agent request rejected.", NULL);
   return allowed;
 }
 
@@ -123,23 +114,24 @@ int clank_live_check(clank_conn_t *c, clank_gen_t *g) {
   if (!clank_live_origin(c, g)) return 0;
   if (r->method != HTTP_GET || !lists_token(r, header(r, "upgrade"), "websocket") ||
       !lists_token(r, header(r, "connection"), "upgrade")) {
-    refuse(c, 426, "UPGRADE_REQUIRED", "The live channel is a WebSocket.",
-           "upgrade: websocket\r\nconnection: Upgrade\r\n");
+    clank_answer_envelope(c, 426, "UPGRADE_REQUIRED", "The live channel is a WebSocket.",
+                          "upgrade: websocket\r\nconnection: Upgrade\r\n");
     return 0;
   }
   const clank_header_t *version = header(r, "sec-websocket-version");
   if (version == NULL || version->value_len != 2 ||
       memcmp(clank_header_value(r, version), "13", 2) != 0) {
-    refuse(c, 426, "UPGRADE_REQUIRED", "WebSocket version 13 is required.",
-           "sec-websocket-version: 13\r\n");
+    clank_answer_envelope(c, 426, "UPGRADE_REQUIRED", "WebSocket version 13 is required.",
+                          "sec-websocket-version: 13\r\n");
     return 0;
   }
   if (!key_ok(r, header(r, "sec-websocket-key"))) {
-    refuse(c, 400, "BAD_REQUEST", "Sec-WebSocket-Key is missing or not valid.", NULL);
+    clank_answer_envelope(c, 400, "BAD_REQUEST", "Sec-WebSocket-Key is missing or not valid.",
+                          NULL);
     return 0;
   }
   if (has_body(r)) { /* after the 101 its bytes would be read as the client's frames */
-    refuse(c, 400, "BAD_REQUEST", "A WebSocket handshake has no body.", NULL);
+    clank_answer_envelope(c, 400, "BAD_REQUEST", "A WebSocket handshake has no body.", NULL);
     return 0;
   }
   return 1;

@@ -172,13 +172,13 @@ int clank_names_push(lua_State *L) {
   return lua_gettop(L);
 }
 
-void clank_request_set_in(lua_State *L, int names, int name) {
+void clank_lua_request_set_in(lua_State *L, int names, int name) {
   lua_rawgeti(L, names, name);
   lua_insert(L, -2);
   lua_rawset(L, -3);
 }
 
-void clank_request_push_in(lua_State *L, const clank_request_t *r, int n) {
+void clank_lua_request_push_in(lua_State *L, const clank_request_t *r, int n) {
   /* presized for every field it gets: with params (a route's) and a body
      there are 8, which still fit without a rehash */
   lua_createtable(L, 0, 6 + (r->body.len > 0) + 1);
@@ -197,7 +197,7 @@ void clank_request_push_in(lua_State *L, const clank_request_t *r, int n) {
     lua_pop(L, 1);
     lua_pushlstring(L, t.path, t.path_len);
   }
-  clank_request_set_in(L, n, CLANK_NAME_PATH);
+  clank_lua_request_set_in(L, n, CLANK_NAME_PATH);
   lua_rawgeti(L, n, CLANK_NAME_QUERY); /* the key first: no rotation after */
   push_query(L, t.query, t.query_len);
   lua_rawset(L, -3);
@@ -214,9 +214,9 @@ void clank_request_push_in(lua_State *L, const clank_request_t *r, int n) {
   lua_rawset(L, -3);
 }
 
-void clank_request_push(lua_State *L, const clank_request_t *r) {
+void clank_lua_request_push(lua_State *L, const clank_request_t *r) {
   int n = clank_names_push(L);
-  clank_request_push_in(L, r, n);
+  clank_lua_request_push_in(L, r, n);
   lua_replace(L, n);
 }
 
@@ -234,7 +234,7 @@ static const char maker_mt_key = 0;
 /* __call: the request table, made from the copy as from the parsed request. */
 static int maker_call(lua_State *L) {
   const maker_t *m = lua_touserdata(L, 1);
-  clank_request_t parsed, *r = &parsed; /* the fields clank_request_push reads */
+  clank_request_t parsed, *r = &parsed; /* the fields clank_lua_request_push reads */
   r->method = m->method;
   r->nheaders = m->nheaders;
   r->url_len = m->url_len;
@@ -243,11 +243,11 @@ static int maker_call(lua_State *L) {
   r->head.len = r->head.cap = m->head_len;
   r->body.data = r->head.data + m->head_len;
   r->body.len = r->body.cap = m->body_len;
-  clank_request_push(L, r);
+  clank_lua_request_push(L, r);
   return 1;
 }
 
-void clank_request_push_maker(lua_State *L, const clank_request_t *r) {
+void clank_lua_request_push_maker(lua_State *L, const clank_request_t *r) {
   size_t headers = sizeof r->headers[0] * (size_t)r->nheaders;
   maker_t *m = lua_newuserdatauv(L, sizeof *m + headers + r->head.len + r->body.len, 0);
   m->method = r->method;

@@ -15,7 +15,7 @@ enum {
 };
 _Static_assert(CLANK_HELD_HOST_END <= CLANK_HELD_MAX, "more held slots than CLANK_HELD_MAX");
 
-void clank_request_push(lua_State *L, const clank_request_t *r);
+void clank_lua_request_push(lua_State *L, const clank_request_t *r);
 
 /* The request's and a route answer's field names held as Lua strings, so the request path never
    interns a C string: clank_names_push pushes their table (name → at its index) and returns its
@@ -36,13 +36,13 @@ enum {
   CLANK_NAME_META
 };
 int clank_names_push(lua_State *L);
-/* clank_request_push with the names' table at index names. */
-void clank_request_push_in(lua_State *L, const clank_request_t *r, int names);
+/* clank_lua_request_push with the names' table at index names. */
+void clank_lua_request_push_in(lua_State *L, const clank_request_t *r, int names);
 /* [request, value] → request[name] = value (raw), the value popped; the
    names' table at index names. */
-void clank_request_set_in(lua_State *L, int names, int name);
+void clank_lua_request_set_in(lua_State *L, int names, int name);
 /* Pushes a copy of r that makes its request table when called (with no
    arguments), for a handler that may never look at it. */
-void clank_request_push_maker(lua_State *L, const clank_request_t *r);
+void clank_lua_request_push_maker(lua_State *L, const clank_request_t *r);
 
 #endif

@@ -14,19 +14,29 @@
 #include "host/host.h"
 #include "host/router.h"
 #include "host/set_cookie.h"
+#include "agent/bridge_envelope.h"
 #include "data/json.h"
-
-/* ---- the runtime's own answers ---- */
 
 /* ---- the runtime's own envelopes ---- */
 
-/* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
+/* Writes the bridge's failure envelope (agent/bridge_envelope.h, its one
+   writer), with extra header lines (NULL: none). */
+void clank_answer_envelope(clank_conn_t *c, int status, const char *code, const char *message,
+                           const char *extra) {
+  clank_buf_t body = {0};
+  if (clank_bridge_envelope(&body, code, message) != 0) {
+    clank_buf_free(&body); /* out of memory, or a message not in UTF-8 */
+    clank_bridge_envelope(&body, "INTERNAL_ERROR", "Internal server error.");
+  }
+  clank_conn_begin(c, status);
+  clank_conn_header_raw(c, CLANK_BRIDGE_ENVELOPE_HEADERS);
+  if (extra) clank_conn_header_raw(c, extra);
+  clank_conn_body(c, body.data ? body.data : "", body.len);
+  clank_buf_free(&body);
+}
+
 void clank_answer_failure(clank_conn_t *c, int status, const char *code, const char *message) {
-  char body[256];
-  int n = snprintf(body, sizeof body,
-                   "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}", code, message);
-  clank_conn_answer(c, status, "content-type: application/json\r\ncache-control: no-store\r\n",
-                    body, (size_t)n);
+  clank_answer_envelope(c, status, code, message, NULL);
 }
 
 /* A request whose handler was stopped (over its budget: 503) or failed
@@ -35,24 +45,30 @@ void clank_answer_failure(clank_conn_t *c, int status, const char *code, const c
 void clank_answer_stopped(clank_conn_t *c, int status, const char *code, const char *message) {
   clank_target_t t;
   clank_request_target(&c->req, &t);
-  const char *extra = status == 503 ? "retry-after: 1\r\n" : "";
-  char type[96], body[256];
-  snprintf(type, sizeof type, "content-type: application/json\r\ncache-control: no-store\r\n%s",
-           extra);
-  int n;
-  if (clank_span_is(t.path, t.path_len, "/__clank/mcp"))
-    n = snprintf(body, sizeof body,
-                 "{\"error\":{\"code\":-32603,\"message\":\"%s\"},\"id\":null,\"jsonrpc\":\"2.0\"}",
-                 message);
-  else if (clank_router_bridge_path(t.path, t.path_len) ||
-           clank_span_starts(t.path, t.path_len, "/__clank/"))
-    n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"},\"ok\":false}",
-                 code, message);
-  else {
-    snprintf(type, sizeof type, "content-type: text/plain; charset=utf-8\r\n%s", extra);
-    n = snprintf(body, sizeof body, "%s", message);
+  const char *extra = status == 503 ? "retry-after: 1\r\n" : NULL;
+  if (clank_span_is(t.path, t.path_len, "/__clank/mcp")) {
+    clank_buf_t body = {0};
+    int failed = clank_buf_appends(&body, "{\"error\":{\"code\":-32603,\"message\":\"") ||
+                 clank_json_escape(&body, message, strlen(message)) ||
+                 clank_buf_appends(&body, "\"},\"id\":null,\"jsonrpc\":\"2.0\"}");
+    if (!failed) {
+      clank_conn_begin(c, status);
+      clank_conn_header_raw(c, CLANK_BRIDGE_ENVELOPE_HEADERS);
+      if (extra) clank_conn_header_raw(c, extra);
+      clank_conn_body(c, body.data, body.len);
+    } else {
+      clank_conn_text(c, status, message);
+    }
+    clank_buf_free(&body);
+  } else if (clank_router_bridge_path(t.path, t.path_len) ||
+             clank_span_starts(t.path, t.path_len, "/__clank/")) {
+    clank_answer_envelope(c, status, code, message, extra);
+  } else {
+    clank_conn_begin(c, status);
+    clank_conn_header_raw(c, "content-type: text/plain; charset=utf-8\r\n");
+    if (extra) clank_conn_header_raw(c, extra);
+    clank_conn_body(c, message, strlen(message));
   }
-  clank_conn_answer(c, status, type, body, (size_t)n);
 }
 
 /* MCP's 403 for a foreign Host (SPEC §6): a JSON-RPC error. */

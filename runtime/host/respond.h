@@ -14,7 +14,11 @@
 
 /* ---- the runtime's own answers ---- */
 
-/* The bridge's failure envelope {"error":{"code","message"},"ok":false}. */
+/* The bridge's failure envelope {"error":{"code","message"},"ok":false},
+   written by its one writer (agent/bridge_envelope.h), with extra header
+   lines (NULL: none). */
+void clank_answer_envelope(clank_conn_t *c, int status, const char *code, const char *message,
+                           const char *extra);
 void clank_answer_failure(clank_conn_t *c, int status, const char *code, const char *message);
 /* A request whose handler was stopped (503) or failed outside any envelope
    of its own (500), in its path's format (SPEC §13). */

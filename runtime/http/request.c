@@ -108,7 +108,7 @@ int clank_request_host(const clank_request_t *r, const clank_target_t *t, const 
   return 1;
 }
 
-int clank_host_is_loopback(const char *name, size_t n) {
+int clank_http_is_loopback(const char *name, size_t n) {
   if (n == 9 && strncasecmp(name, "localhost", 9) == 0) return 1;
   if (n == 5 && memcmp(name, "[::1]", 5) == 0) return 1;
   if (n == 9 && memcmp(name, "127.0.0.1", 9) == 0) return 1; /* the usual one, without inet_pton */

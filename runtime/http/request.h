@@ -53,7 +53,7 @@ void clank_request_target(const clank_request_t *r, clank_target_t *t);
 int clank_request_host(const clank_request_t *r, const clank_target_t *t, const char **host,
                        size_t *len, size_t *name_len);
 /* Whether a host name (no port) is a loopback one: localhost, 127.0.0.0/8 or [::1]. */
-int clank_host_is_loopback(const char *name, size_t n);
+int clank_http_is_loopback(const char *name, size_t n);
 /* Whether a host name (no port) is an IP literal for addr (16 bytes, an IPv4
    address mapped as ::ffff:a.b.c.d): "192.0.2.1", "[::ffff:c000:201]" and
    "[::FFFF:192.0.2.1]" all name the same one. */

@@ -115,7 +115,7 @@ static int core_log(lua_State *L) {
   static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
   const char *level = levels[luaL_checkoption(L, 1, NULL, levels)];
   const char *message = luaL_checkstring(L, 2);
-  clank_log(L, level, "%s", message);
+  clank_sched_log(L, level, "%s", message);
   return 0;
 }
 
