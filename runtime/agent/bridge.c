@@ -123,7 +123,7 @@ static const char *const bridge_options[] = {"name",           "description",   
                                              "exposeErrors",   "actionTimeout", NULL};
 
 static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
-  b->rules.max_bytes = 65536;
+  b->rules.max_bytes = CLANK_BRIDGE_DEFAULT_MAX_BYTES;
   b->timeout_ms = CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT;
   lua_newtable(L);
   lua_setfield(L, uv, K_ORIGINS);
@@ -354,5 +354,7 @@ int luaopen_clank_bridge(lua_State *L) {
   luaL_setfuncs(L, clank_bridge_ctx_funcs, 0);      /* bridge_ctx.c */
   lua_pushinteger(L, CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT);
   lua_setfield(L, -2, "DEFAULT_ACTION_TIMEOUT");
+  lua_pushinteger(L, CLANK_BRIDGE_DEFAULT_MAX_BYTES);
+  lua_setfield(L, -2, "DEFAULT_MAX_REQUEST_BYTES");
   return 1;
 }

@@ -12,6 +12,9 @@
 /* actionTimeout when the app gives none (ms); Lua sees it as
    clank.bridge.DEFAULT_ACTION_TIMEOUT. */
 #define CLANK_BRIDGE_DEFAULT_ACTION_TIMEOUT 30000
+/* maxRequestBytes when an app gives none (SPEC §5), also
+   clank.bridge.DEFAULT_MAX_REQUEST_BYTES (the live surface's bodies). */
+#define CLANK_BRIDGE_DEFAULT_MAX_BYTES 65536
 
 /* clank_bridge_view_t (the request as steps 1–7 read it) and
    clank_bridge_reserved_path (SPEC §2): bridge_checks.h. */

@@ -108,7 +108,7 @@ local function body_of(live, request)
   if body == nil or body == "" then
     return nil, fail(400, "INVALID_JSON", "A JSON request body is required.")
   end
-  local max = (live.app.bridge and live.app.bridge.maxRequestBytes) or 65536
+  local max = (live.app.bridge and live.app.bridge.maxRequestBytes) or bridge.DEFAULT_MAX_REQUEST_BYTES
   if #body > max then
     return nil, fail(413, "PAYLOAD_TOO_LARGE", "Request body exceeds " .. max .. " bytes.")
   end
