@@ -175,6 +175,17 @@ static void release_body(void *ud, uintptr_t token) {
 static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int status,
                        const char *default_type);
 
+/* A route response's status (raises unless an integer from 200 to 599). */
+static int route_status(lua_State *co, int idx, int names) {
+  clank_get_named(co, names, idx, CLANK_NAME_STATUS);
+  int isint;
+  lua_Integer status = lua_tointegerx(co, -1, &isint);
+  if (!isint || status < 200 || status > 599)
+    luaL_error(co, "bad route response: status must be an integer from 200 to 599");
+  lua_pop(co, 1);
+  return (int)status;
+}
+
 /* Writes { status, headers?, body? } (at idx) into the connection's output;
    raises (with nothing written) when the table is not a valid response.
    names: the field names' table (clank_names_push), or 0. */
@@ -184,12 +195,7 @@ void clank_write_response_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int
                luaL_typename(co, idx));
   idx = lua_absindex(co, idx);
   if (names == 0) names = clank_push_names(co, g);
-  clank_get_named(co, names, idx, CLANK_NAME_STATUS);
-  int isint;
-  lua_Integer status = lua_tointegerx(co, -1, &isint);
-  if (!isint || status < 200 || status > 599)
-    luaL_error(co, "bad route response: status must be an integer from 200 to 599");
-  lua_pop(co, 1);
+  int status = route_status(co, idx, names);
   if (c->closing) return;
 
   int body_idx = lua_gettop(co) + 1;
@@ -211,7 +217,7 @@ void clank_write_response_in(lua_State *co, clank_conn_t *c, clank_gen_t *g, int
   }
 
   write_head(
-      co, c, idx, names, (int)status,
+      co, c, idx, names, status,
       json ? "content-type: application/json\r\n" : "content-type: text/plain; charset=utf-8\r\n");
   if (body_len >= BODY_REF_MIN && !json) {
     /* held once, by a registry ref, until written (SPEC §13) */
@@ -257,15 +263,10 @@ static void write_head(lua_State *co, clank_conn_t *c, int idx, int names, int s
    §15): the head now; pushes send for the stream function. */
 void clank_write_stream_head(lua_State *co, exchange_t *x, int idx, int names) {
   clank_conn_t *c = x->conn;
-  clank_get_named(co, names, idx, CLANK_NAME_STATUS);
-  int isint;
-  lua_Integer status = lua_tointegerx(co, -1, &isint);
-  if (!isint || status < 200 || status > 599)
-    luaL_error(co, "bad route response: status must be an integer from 200 to 599");
-  lua_pop(co, 1);
+  int status = route_status(co, idx, names);
   if (!c->closing && !x->abandoned) {
     if (c->req.http_major == 1 && c->req.http_minor == 0) c->close_after = 1; /* ends with it */
-    write_head(co, c, idx, names, (int)status, "content-type: text/plain; charset=utf-8\r\n");
+    write_head(co, c, idx, names, status, "content-type: text/plain; charset=utf-8\r\n");
   }
   clank_stream_route_begin(co, x, idx);
 }
