@@ -94,6 +94,13 @@ enum {
   CLANK_HELD_AGENT_END
 };
 
+/* The server's public origin behind a TLS proxy (--public-origin, SPEC
+   §13), hung on a state's scheduler by the host: the bridge's origin checks
+   and the host's request tables read it. pub must outlive the state; NULL
+   takes it down. clank_bridge_public_of: NULL when there is none. */
+void clank_bridge_set_public(clank_sched_t *s, const clank_bridge_public_t *pub);
+const clank_bridge_public_t *clank_bridge_public_of(clank_sched_t *s);
+
 int luaopen_clank_bridge(lua_State *L);
 
 #endif

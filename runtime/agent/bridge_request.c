@@ -73,14 +73,23 @@ static int origin_listed(lua_State *L, int idx, const char *origin, size_t n) {
   return yes;
 }
 
+/* Only its address matters: the scheduler slot of the public origin. */
+static const char public_slot = 0;
+
+void clank_bridge_set_public(clank_sched_t *s, const clank_bridge_public_t *pub) {
+  clank_sched_set_slot(s, &public_slot, (void *)pub, NULL);
+}
+
+const clank_bridge_public_t *clank_bridge_public_of(clank_sched_t *s) {
+  return clank_sched_slot(s, &public_slot);
+}
+
 /* read_origin for a request with an origin header. The public origin
    behind a proxy (--public-origin, SPEC §13) is clank-run's scheduler's. */
 static void read_given_origin(lua_State *L, const clank_bridge_view_t *v, int allowed,
                               origin_t *o) {
-  const clank_sched_t *s = clank_sched_held(L);
-  clank_bridge_public_t pub = {NULL, 0, 0};
-  if (s) pub = (clank_bridge_public_t){s->origin, s->origin_len, s->origin_host_at};
-  clank_bridge_read_origin(v, &pub, o);
+  clank_sched_t *s = clank_sched_held(L);
+  clank_bridge_read_origin(v, s ? clank_bridge_public_of(s) : NULL, o);
   o->allowed = allowed && origin_listed(L, allowed, o->value, o->len);
 }
 

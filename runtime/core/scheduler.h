@@ -122,12 +122,6 @@ struct clank_sched_s {
   clank_task_t *ready, *ready_tail;
   uv_idle_t *ready_idle;
   int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
-  /* The server's own origin behind a proxy (--public-origin, SPEC §13), or
-     NULL: the origin checks (agent/bridge_request.c) and request.scheme (the
-     host's request tables) read it. origin_host_at: where its host[:port] starts. The host
-     holds the bytes. */
-  const char *origin;
-  size_t origin_len, origin_host_at;
   /* Values the request path reads each time, held per state: registry refs
      (0: not made yet; they go with the state), read with one lua_rawgeti
      instead of a lookup by address. */

@@ -508,9 +508,10 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
     return NULL;
   }
   g->sched.cpu_limit_ns = o->cpu_limit_ms * 1000000ull;
-  g->sched.origin = o->public_origin; /* before any request table is made */
-  g->sched.origin_len = o->public_origin_len;
-  g->sched.origin_host_at = o->public_host_at;
+  g->public_origin =
+      (clank_bridge_public_t){o->public_origin, o->public_origin_len, o->public_host_at};
+  if (o->public_origin) /* before any request table is made */
+    clank_bridge_set_public(&g->sched, &g->public_origin);
   g->alloc.sched = &g->sched;
   g->alloc.cap = o->memory_limit;
   lua_atpanic(L, panic);

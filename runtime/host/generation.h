@@ -6,12 +6,14 @@
 #include <lua.h>
 #include <stddef.h>
 
+#include "agent/bridge.h"
 #include "core/alloc.h"
 #include "core/scheduler.h"
 #include "host/router.h"
 #include "util/buf.h"
 
 typedef struct clank_gen_s {
+  clank_bridge_public_t public_origin; /* --public-origin, hung on sched (agent/bridge.h) */
   lua_State *L;
   clank_sched_t sched;
   clank_alloc_t alloc; /* its Lua memory, capped (SPEC §13) */

@@ -154,7 +154,8 @@ int clank_names_push(lua_State *L) {
     }
     /* behind a TLS proxy every request is https (--public-origin, SPEC §13) */
     clank_sched_t *s = clank_sched_held(L);
-    if (s && s->origin && strncmp(s->origin, "https:", 6) == 0) {
+    const clank_bridge_public_t *pub = s ? clank_bridge_public_of(s) : NULL;
+    if (pub && pub->origin && strncmp(pub->origin, "https:", 6) == 0) {
       lua_pushliteral(L, "https");
       lua_rawseti(L, -2, CLANK_NAME_SCHEME_VALUE);
     }
