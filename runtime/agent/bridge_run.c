@@ -109,7 +109,7 @@ static int check_input(lua_State *L, bridge_t *b) {
   lua_pushlightuserdata(L, (void *)clank_action_input(action));
   lua_pushvalue(L, RUN_INPUT);
   lua_pushlightuserdata(L, &b->scratch);
-  int valid = lua_pcall(L, 3, 1, 0) == LUA_OK ? (int)lua_tointeger(L, -1) : -1;
+  int valid = clank_pcall(L, 3, 1) == LUA_OK ? (int)lua_tointeger(L, -1) : -1;
   lua_pop(L, 1);
   if (valid == 0) clank_buf_appends(&b->scratch, CLANK_BRIDGE_ENVELOPE_CLOSE);
   return valid;
@@ -235,7 +235,7 @@ static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
         lua_pushcfunction(L, clank_action_check_output);
         lua_pushvalue(L, RUN_ACTION);
         lua_pushvalue(L, output);
-        if (lua_pcall(L, 2, 0, 0) != LUA_OK) return clank_bridge_answer_error(L, b, &a, -1);
+        if (clank_pcall(L, 2, 0) != LUA_OK) return clank_bridge_answer_error(L, b, &a, -1);
       }
       clank_json_encode_node(L, output, schema, &b->scratch);
     }
@@ -270,7 +270,7 @@ static int direct_end(lua_State *L, int ok, clank_task_t *task) {
   lua_pushcfunction(L, clank_action_check_output);
   lua_pushvalue(L, RUN_ACTION);
   lua_pushvalue(L, -3);
-  if (lua_pcall(L, 2, 0, 0) == LUA_OK) return 1;
+  if (clank_pcall(L, 2, 0) == LUA_OK) return 1;
   lua_replace(L, -2);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/protect.h"
 #include "io/db.h"
 #include "modules/modules.h"
 #include "core/scheduler.h"
@@ -202,7 +203,7 @@ static int core_db_registry(lua_State *L) {
    observer), which another task must not see. */
 static int core_pcall_atomic(lua_State *L) {
   luaL_checkany(L, 1);
-  int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  int st = clank_pcall(L, lua_gettop(L) - 1, LUA_MULTRET);
   lua_pushboolean(L, st == LUA_OK);
   lua_insert(L, 1);
   return lua_gettop(L);
