@@ -276,6 +276,46 @@ static int l_is_json_media_type(lua_State *L) {
   return 1;
 }
 
+/* bridge.readJsonBody(request, maxBytes) → the body decoded, or nil,
+   status, code, message: SPEC §5 step 7, for the other JSON endpoints that
+   read a body as the bridge does (view sessions' surface, live/http.lua). */
+static int l_read_json_body(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer max = luaL_checkinteger(L, 2);
+  clank_bridge_view_t v;
+  memset(&v, 0, sizeof v);
+  clank_bridge_rules_t rules;
+  memset(&rules, 0, sizeof rules);
+  rules.max_bytes = max;
+  clank_bridge_step_t step = CLANK_BRIDGE_PASS;
+  const char *type = NULL;
+  size_t type_len = 0;
+  if (lua_getfield(L, 1, "headers") == LUA_TTABLE &&
+      lua_getfield(L, -1, "content-type") == LUA_TSTRING)
+    type = lua_tolstring(L, -1, &type_len);
+  if (type == NULL || !clank_bridge_json_media_type(type, type_len)) step = CLANK_BRIDGE_MEDIA;
+  lua_settop(L, 2);
+  if (step == CLANK_BRIDGE_PASS) {
+    if (lua_getfield(L, 1, "body") == LUA_TSTRING) v.body.p = lua_tolstring(L, -1, &v.body.n);
+    step = clank_bridge_check_body(&rules, &v);
+  }
+  if (step == CLANK_BRIDGE_PASS) {
+    int pushed = clank_json_decode(L, v.body.p, v.body.n);
+    if (pushed == 1) return 1;
+    lua_pop(L, pushed);
+    step = clank_bridge_malformed_body(&v);
+  }
+  const clank_bridge_refusal_t *r = clank_bridge_refusal(step);
+  lua_pushnil(L);
+  lua_pushinteger(L, r->status);
+  lua_pushstring(L, r->code);
+  if (step == CLANK_BRIDGE_TOO_LARGE)
+    lua_pushfstring(L, "Request body exceeds %I bytes.", (LUAI_UACINT)max);
+  else
+    lua_pushstring(L, r->message);
+  return 4;
+}
+
 /* bridge.checkOrigin(request, allowedOrigins?, requireOrigin?) → false when
    step 3 refuses the request; else true and, for an allowed foreign origin,
    that origin (for access-control-allow-origin). */
@@ -308,6 +348,7 @@ static int l_is_reserved_path(lua_State *L) {
 }
 
 const luaL_Reg clank_bridge_rule_funcs[] = {{"isJsonMediaType", l_is_json_media_type},
+                                            {"readJsonBody", l_read_json_body},
                                             {"checkOrigin", l_check_origin},
                                             {"isReservedPath", l_is_reserved_path},
                                             {NULL, NULL}};

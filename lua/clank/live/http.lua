@@ -98,25 +98,11 @@ local function header(request, name)
   return type(v) == "string" and v or nil
 end
 
--- The JSON body of a request as §5 reads it (the media type by the bridge's own rule) →
--- value | nil, response
+-- The JSON body of a request as §5 reads it (the bridge's own step 7) → value | nil, response
 local function body_of(live, request)
-  if not bridge.isJsonMediaType(header(request, "content-type")) then
-    return nil, fail(415, "UNSUPPORTED_MEDIA_TYPE", "Expected an application/json request body.")
-  end
-  local body = request.body
-  if body == nil or body == "" then
-    return nil, fail(400, "INVALID_JSON", "A JSON request body is required.")
-  end
   local max = (live.app.bridge and live.app.bridge.maxRequestBytes) or bridge.DEFAULT_MAX_REQUEST_BYTES
-  if #body > max then
-    return nil, fail(413, "PAYLOAD_TOO_LARGE", "Request body exceeds " .. max .. " bytes.")
-  end
-  if not utf8.len(body) then
-    return nil, fail(400, "INVALID_ENCODING", "Request body must be valid UTF-8.")
-  end
-  local value = json.decode(body)
-  if value == nil then return nil, fail(400, "INVALID_JSON", "Request body is not valid JSON.") end
+  local value, status, code, message = bridge.readJsonBody(request, max)
+  if status then return nil, fail(status, code, message) end
   return value
 end
 

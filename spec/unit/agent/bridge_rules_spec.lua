@@ -290,4 +290,36 @@ describe("clank.bridge rules", function()
     assert.are.equal(30000, bridge.DEFAULT_ACTION_TIMEOUT)
     assert.are.equal("integer", math.type(bridge.DEFAULT_ACTION_TIMEOUT))
   end)
+
+  it("exports the default maxRequestBytes, 65536, once", function()
+    assert.are.equal(65536, bridge.DEFAULT_MAX_REQUEST_BYTES)
+  end)
+
+  it("reads a JSON body as step 7 does, for the endpoints that read one as the bridge does", function()
+    local function read(ctype, body, max)
+      return { bridge.readJsonBody({ headers = { ["content-type"] = ctype }, body = body }, max or 16) }
+    end
+    local ok = read("application/json; charset=utf-8", '{"a":[1]}')
+    assert.are.equal(1, ok[1].a[1])
+    assert.are.equal(1, read("application/vnd.api+json", "[]")[1] and 1)
+    local MEDIA = { 415, "UNSUPPORTED_MEDIA_TYPE", "Expected an application/json request body." }
+    local NO_BODY = { 400, "INVALID_JSON", "A JSON request body is required." }
+    local NOT_JSON = { 400, "INVALID_JSON", "Request body is not valid JSON." }
+    for _, case in ipairs {
+      { "text/plain", "{}", MEDIA },
+      { nil, "{}", MEDIA },
+      { "application/json", nil, NO_BODY },
+      { "application/json", "", NO_BODY },
+      { "application/json", '"' .. ("x"):rep(15) .. '"',
+        { 413, "PAYLOAD_TOO_LARGE", "Request body exceeds 16 bytes." } },
+      { "application/json", '"' .. string.char(0xff) .. '"',
+        { 400, "INVALID_ENCODING", "Request body must be valid UTF-8." } },
+      { "application/json", "{", NOT_JSON },
+      { "application/json", "[1,]", NOT_JSON },
+    } do
+      local got = read(case[1], case[2])
+      assert.are.same({ nil, case[3][1], case[3][2], case[3][3] }, { got[1], got[2], got[3], got[4] },
+        tostring(case[1]) .. " " .. tostring(case[2]))
+    end
+  end)
 end)
