@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 build=${CLANK_FUZZ_BUILD:-$root/build-fuzz}
-harnesses=${CLANK_FUZZERS:-http_request live_frames json_schema render pattern}
+harnesses=${CLANK_FUZZERS:-http_request live_frames json_schema render pattern bridge_checks}
 
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLANK_FUZZ=ON >/dev/null
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target fuzzers >/dev/null
