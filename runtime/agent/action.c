@@ -25,7 +25,8 @@ struct clank_action_s {
   const clank_schema_node_t *output; /* NULL without an output schema */
   int side, confirmation;
   int has_authorize;
-  int takes_ctx; /* its handler has a second parameter, or takes any number */
+  int has_publishes; /* publishes: topics to publish after each successful call (issue 28) */
+  int takes_ctx;     /* its handler has a second parameter, or takes any number */
 };
 
 /* clank.ActionError(code, message, status = 400, details) */
@@ -129,9 +130,9 @@ static void push_json_schema(lua_State *L, int schema_idx) {
   lua_call(L, 1, 1);
 }
 
-static const char *const action_fields[] = {"name",      "description", "input",
-                                            "output",    "sideEffects", "confirmation",
-                                            "authorize", "handler",     NULL};
+static const char *const action_fields[] = {
+    "name",         "description", "input",   "output",    "sideEffects",
+    "confirmation", "authorize",   "handler", "publishes", NULL};
 
 static int l_define_action(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -196,6 +197,20 @@ static int l_define_action(lua_State *L) {
     return luaL_error(L, "clank.defineAction: 'authorize' must be a function");
   a->has_authorize = !lua_isnil(L, -1);
   lua_setfield(L, 3, "authorize");
+  lua_getfield(L, 1, "publishes");
+  if (lua_istable(L, -1)) { /* a list of topics, each checked now */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "clank.pubsub");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "checkTopics");
+    lua_pushvalue(L, -3);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+  } else if (!lua_isnil(L, -1) && !lua_isfunction(L, -1)) {
+    return luaL_error(L, "clank.defineAction: 'publishes' must be a list of topics or a function");
+  }
+  a->has_publishes = !lua_isnil(L, -1);
+  lua_setfield(L, 3, "publishes");
   lua_getfield(L, 1, "handler");
   if (!lua_isfunction(L, -1))
     return luaL_error(L, "clank.defineAction: 'handler' must be a function");
@@ -375,6 +390,42 @@ int clank_action_check_output(lua_State *L) {
   return check_output(L, a, 2);
 }
 
+/* [action, input, output, ctx] → pubsub.publishAction(publishes, input, output, ctx). */
+static int publish_call(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "clank.pubsub");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "publishAction");
+  lua_getiuservalue(L, 1, UV_VALUES);
+  lua_getfield(L, -1, "publishes");
+  lua_remove(L, -2);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_pushvalue(L, 4);
+  lua_call(L, 4, 0);
+  return 0;
+}
+
+/* After a successful call (the output on top; the input at 2, ctx at 3):
+   the action's topics are published (issue 28), on every transport, since
+   every call of an action with publishes runs this pipeline. A failure
+   there is logged; the call still succeeds. */
+static void publish_after(lua_State *L, const clank_action_t *a) {
+  if (!a->has_publishes) return;
+  int output = lua_gettop(L);
+  lua_pushcfunction(L, publish_call);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, output);
+  lua_pushvalue(L, 3);
+  if (clank_pcall(L, 4, 0) != LUA_OK) {
+    clank_action_push_name(L, 1);
+    clank_sched_log(L, "error", "action %s: publishing failed: %s", lua_tostring(L, -1),
+                    clank_error_text(L, -2));
+    lua_pop(L, 2);
+  }
+}
+
 static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
   clank_action_t *a = lua_touserdata(L, 1);
   lua_KContext unchecked = ctx & OUTPUT_UNCHECKED, step = ctx & STEP_MASK;
@@ -426,6 +477,7 @@ static int pipeline_k(lua_State *L, int status, lua_KContext ctx) {
      while it waited): then checked here as before, its failure logged. */
   if (unchecked && step != STEP_VALIDATED && !clank_task_awaited(clank_task_of(L))) unchecked = 0;
   if (!unchecked) check_output(L, a, lua_gettop(L));
+  publish_after(L, a);
   return 1;
 }
 
@@ -444,7 +496,7 @@ void clank_action_handler_failed(lua_State *L, int action) {
 
 int clank_action_direct(lua_State *L, int action) {
   const clank_action_t *a = lua_touserdata(L, action);
-  if (a->has_authorize) return 0;
+  if (a->has_authorize || a->has_publishes) return 0; /* the pipeline runs those */
   return a->takes_ctx ? CLANK_DIRECT_CTX : CLANK_DIRECT_INPUT;
 }
 

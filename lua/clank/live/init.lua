@@ -27,6 +27,7 @@ local runner = require "clank.runner"
 local token = require "clank.live.token"
 local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
+local pubsub = require "clank.pubsub"
 
 local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset =
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset
@@ -255,6 +256,7 @@ function Live:endSession(s)
     self.sessionsById[s.id] = nil
     self.count = self.count - 1
   end
+  self:unwatchTopics(s)
   if s.mounted then s.mounted:dispose() end
   if s.conn and s.conn.open then
     s.conn.open = false
@@ -298,7 +300,9 @@ function Live:mount(id, view, props, request)
     core.requestId(rid) -- its log lines are the request's
     local ok, err = xpcall(function()
       local data
-      if view.load then data = view.load(props, self:context(request)) end
+      local ctx = self:context(request)
+      if view.load then data = view.load(props, ctx) end
+      s.request = request -- a publish re-loads with it
       s.mounted = view_mod.mount(view, props, {
         data = data,
         onRender = function(tree, v)
@@ -323,6 +327,7 @@ function Live:mount(id, view, props, request)
     end
     keep_tree(s, s.mounted:tree(), version(s))
     s.ready = true
+    self:watchTopics(s)
     self:drain(s)
   end, function()
     if s.ready or s.ended then return end
@@ -332,6 +337,82 @@ function Live:mount(id, view, props, request)
   wait_for(function() return s.ready or s.ended end)
   if s.ready then return s end
   return nil, s.outcome or "unknown"
+end
+
+-- ---- topics (issue 28) ----
+
+-- The view's topics(props, ctx), watched: a publish to one queues a re-load of the session.
+-- Computed at mount and after each re-load (the list may change).
+function Live:watchTopics(s)
+  local topics_fn = s.view.topics
+  if not topics_fn or s.ended then return end
+  local ok, topics = xpcall(function() return topics_fn(s.props, self:context(s.request)) end, trace)
+  if not ok or (topics ~= nil and type(topics) ~= "table") then
+    log("error", "live view " .. s.name .. ": topics failed: "
+      .. (ok and "expected a list of topics" or describe_error(topics)))
+    return
+  end
+  local want = {}
+  for _, topic in ipairs(topics or {}) do want[topic] = true end
+  s.watched = s.watched or {}
+  for topic, unwatch in pairs(s.watched) do
+    if not want[topic] then
+      unwatch()
+      s.watched[topic] = nil
+    end
+  end
+  for topic in pairs(want) do
+    if not s.watched[topic] then
+      local watched, unwatch = pcall(pubsub.watch, topic, s, function() self:published(s) end)
+      if watched then
+        s.watched[topic] = unwatch
+      else
+        log("error", "live view " .. s.name .. ": " .. tostring(unwatch))
+      end
+    end
+  end
+end
+
+function Live.unwatchTopics(_, s)
+  for _, unwatch in pairs(s.watched or {}) do unwatch() end
+  s.watched = nil
+end
+
+-- A topic of s got a publish: one re-load is queued on the next loop turn (the publishes of this
+-- one, and those until the re-load starts, add none), and runs in the session's queue like an
+-- event, so it never overlaps a handler.
+function Live:published(s)
+  if s.ended or not s.ready or s.reloadQueued then return end
+  s.reloadQueued = true
+  core.spawn(function()
+    core.sleep(0)
+    if s.ended then return end
+    s.queue[#s.queue + 1] = { fn = function()
+      s.reloadQueued = false
+      self:reload(s)
+    end }
+    self:drain(s)
+  end)
+end
+
+-- Re-runs load (when the view has one) and renders with its data; the change is pushed as any
+-- other. A load that fails keeps the last tree, and the browser gets {"t":"error"}.
+function Live:reload(s)
+  if s.ended then return end
+  local data
+  if s.view.load then
+    local ok, result = xpcall(function() return s.view.load(s.props, self:context(s.request)) end, trace)
+    if not ok then
+      log("error", "live view " .. s.name .. ": re-load failed: " .. describe_error(result))
+      send(s.conn, { t = "error", message = "The view failed to load." })
+      return
+    end
+    data = result
+  else
+    data = s.mounted.data.value
+  end
+  s.mounted:setData(data)
+  self:watchTopics(s)
 end
 
 -- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"

@@ -7,7 +7,8 @@ local type, error, setmetatable, getmetatable, pairs, tostring =
 
 local M = {}
 
-local VIEW_KEYS = { name = true, description = true, props = true, render = true, load = true }
+local VIEW_KEYS = { name = true, description = true, props = true, render = true, load = true,
+  topics = true }
 
 local View = { __name = "clank.View" }
 View.__index = View
@@ -42,19 +43,32 @@ function M.defineView(def)
   if def.load ~= nil and type(def.load) ~= "function" then
     error("clank.defineView: load must be a function", 2)
   end
+  if def.topics ~= nil and type(def.topics) ~= "function" then
+    error("clank.defineView: topics must be a function", 2)
+  end
   if def.props ~= nil and not schema.isSchema(def.props) then
     error("clank.defineView: props must be a schema", 2)
   end
   local manifest = { name = def.name, description = def.description }
   if def.props then manifest.propsSchema = def.props:toJSONSchema() end
   return setmetatable({ viewManifest = manifest, props = def.props, render = def.render,
-    load = def.load }, View)
+    load = def.load, topics = def.topics }, View)
 end
 
 local Mounted = { __name = "clank.MountedView" }
 Mounted.__index = Mounted
 
 function Mounted:tree() return self.current end
+
+-- Replaces render's second argument (a re-load's data), and renders again even when it is the
+-- same value (what render reads besides its signals may have changed: a publish said so).
+function Mounted:setData(data)
+  local signal = require "clank.signal"
+  signal.batch(function()
+    self.data.value = data
+    self.tick.value = self.tick.value + 1
+  end)
+end
 
 function Mounted:dispose()
   if self.stop then
@@ -75,13 +89,17 @@ function M.mount(view, props, options)
   if options ~= nil and type(options) ~= "table" then error("clank.mount: options must be a table", 2) end
   options = options or {}
   local signal = require "clank.signal"
-  local data, on_render, on_error = options.data, options.onRender, options.onError
-  local m = setmetatable({ version = 0 }, Mounted)
+  local on_render, on_error = options.onRender, options.onError
+  -- data is a signal so that setData renders again; a new table is always a change
+  local m = setmetatable({ version = 0, data = signal.signal(options.data), tick = signal.signal(0) },
+    Mounted)
   local function trace(err)
     if type(err) == "string" then return debug.traceback(err, 2) end
     return err
   end
   m.stop = signal.effect(function()
+    local data = m.data.value
+    local _ = m.tick.value -- setData's "render again"
     if m.version == 0 or not on_error then
       m.current = view(props, data)
     else

@@ -1,0 +1,144 @@
+-- clank.publish and clank.subscribe (issue 28): topics, delivered in process. Each generation's
+-- Lua state has its own subscribers, so a reload drops them with the state.
+--
+--   clank.publish(topic, payload?)   topic: ^[A-Za-z0-9_.:/-]{1,200}$; payload: a JSON value of at
+--                                    most 4 KiB as canonical JSON. Never waits: delivery runs from
+--                                    the loop, in publish order, each subscriber once.
+--   clank.subscribe(topic, fn) → unsubscribe
+--                                    fn(topic, payload) runs as a runtime task of its own; one that
+--                                    raises is logged, the others still get the message.
+--
+-- The runtime's own watchers (view sessions, clank.live) are called in the delivering task and
+-- must only take note (a session marks itself stale and queues one re-load).
+local core = require "clank.core"
+local json = require "clank.json"
+
+local type, pairs, ipairs, next, error, format = type, pairs, ipairs, next, error, string.format
+
+local M = {}
+
+local MAX_TOPIC, MAX_PAYLOAD = 200, 4096
+M.MAX_PAYLOAD = MAX_PAYLOAD
+
+-- topic → { [key] = fn }: subscribers (key a fresh table each) and the runtime's watchers
+-- (key the watcher's own table).
+local subscribers, watchers = {}, {}
+local pending, pending_n, scheduled = {}, 0, false
+
+local function check_topic(topic, who)
+  if type(topic) ~= "string" or #topic == 0 or #topic > MAX_TOPIC or not topic:find("^[%w_.:/-]+$") then
+    error(format("%s: topic must be a string matching ^[A-Za-z0-9_.:/-]{1,%d}$, got %s", who,
+      MAX_TOPIC, type(topic) == "string" and format("%q", topic:sub(1, 60)) or type(topic)), 3)
+  end
+end
+
+-- The functions of a set, copied: a subscriber may subscribe or unsubscribe while it runs.
+local function list(set)
+  local fns, n = {}, 0
+  for _, fn in pairs(set) do
+    n = n + 1
+    fns[n] = fn
+  end
+  return fns, n
+end
+
+local function deliver()
+  local i = 1
+  while i <= pending_n do -- publishes made while delivering go out in this turn, in order
+    local topic, payload = pending[2 * i - 1], pending[2 * i]
+    local set = watchers[topic]
+    if set then
+      local fns, n = list(set)
+      for k = 1, n do
+        local ok, err = pcall(fns[k], topic, payload)
+        if not ok then core.log("error", "pubsub: a watcher of " .. topic .. " failed: " .. tostring(err)) end
+      end
+    end
+    set = subscribers[topic]
+    if set then
+      local fns, n = list(set)
+      for k = 1, n do
+        local fn = fns[k]
+        core.spawn(function() fn(topic, payload) end)
+      end
+    end
+    i = i + 1
+  end
+  pending, pending_n, scheduled = {}, 0, false
+end
+
+function M.publish(topic, payload)
+  check_topic(topic, "clank.publish")
+  if payload ~= nil then
+    local ok, text = pcall(json.encode, payload)
+    if not ok or type(text) ~= "string" then
+      error("clank.publish: payload must be a JSON value: " .. tostring(text), 2)
+    end
+    if #text > MAX_PAYLOAD then
+      error(format("clank.publish: payload must be at most %d bytes as canonical JSON, got %d",
+        MAX_PAYLOAD, #text), 2)
+    end
+  end
+  if subscribers[topic] == nil and watchers[topic] == nil then return end -- nobody listens
+  pending[2 * pending_n + 1], pending[2 * pending_n + 2] = topic, payload
+  pending_n = pending_n + 1
+  if not scheduled then
+    scheduled = true
+    core.spawn(function()
+      core.sleep(0) -- the publisher goes on first
+      deliver()
+    end)
+  end
+end
+
+local function add(map, topic, key, fn)
+  local set = map[topic]
+  if not set then
+    set = {}
+    map[topic] = set
+  end
+  set[key] = fn
+  return function()
+    local s = map[topic]
+    if s and s[key] == fn then
+      s[key] = nil
+      if next(s) == nil then map[topic] = nil end
+    end
+  end
+end
+
+function M.subscribe(topic, fn)
+  check_topic(topic, "clank.subscribe")
+  if type(fn) ~= "function" then error("clank.subscribe: expected a function", 2) end
+  return add(subscribers, topic, {}, fn)
+end
+
+-- The runtime's watchers: fn(topic, payload) is called in the delivering task, and must only take
+-- note; key is the watcher's own table (one entry per key and topic) → unwatch.
+function M.watch(topic, key, fn)
+  check_topic(topic, "clank.pubsub.watch")
+  return add(watchers, topic, key, fn)
+end
+
+-- defineAction's publishes = { topic, ... }: checked when the action is defined.
+function M.checkTopics(topics)
+  for i, topic in ipairs(topics) do
+    if type(topic) ~= "string" or #topic == 0 or #topic > MAX_TOPIC or not topic:find("^[%w_.:/-]+$") then
+      error(format("clank.defineAction: 'publishes' item %d must be a topic matching "
+        .. "^[A-Za-z0-9_.:/-]{1,%d}$", i, MAX_TOPIC), 0)
+    end
+  end
+end
+
+-- After an action's successful call: its publishes, a list or function(input, output, ctx) →
+-- a topic or a list of them.
+function M.publishAction(publishes, input, output, ctx)
+  local topics = publishes
+  if type(publishes) == "function" then topics = publishes(input, output, ctx) end
+  if type(topics) == "string" then topics = { topics } end
+  if topics == nil then return end
+  if type(topics) ~= "table" then error("publishes must return a topic or a list of topics", 0) end
+  for _, topic in ipairs(topics) do M.publish(topic) end
+end
+
+return M

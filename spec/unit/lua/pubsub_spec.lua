@@ -1,0 +1,159 @@
+-- clank.publish and clank.subscribe in process, and view sessions that subscribe with `topics`
+-- (issue 28): topic and payload limits, delivery after the publisher goes on, in order, each
+-- subscriber once, a failing subscriber isolated, and one re-load per burst of publishes.
+local clank = require "clank"
+local live_mod = require "clank.live"
+local token = require "clank.live.token"
+local json = clank.json
+local s = clank.schema
+local h = clank.h
+
+local function run(fn)
+  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
+    input = s.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
+  return a({}, {}).v
+end
+
+local function settle(ms) run(function() clank.sleep(ms or 5) end) end
+
+describe("clank.publish", function()
+  it("refuses a bad topic or payload at the call, naming the limit", function()
+    for _, topic in ipairs { "", ("t"):rep(201), "a b", "ü", "a?b" } do
+      local ok, err = pcall(clank.publish, topic)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("clank.publish: topic must be a string matching", 1, true), err)
+    end
+    local ok, err = pcall(clank.publish, 42)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("got number", 1, true), err)
+    assert.is_true(pcall(clank.publish, ("t"):rep(200)))
+    assert.is_true(pcall(clank.publish, "A-z_0.9:/x"))
+    -- 4,096 bytes as canonical JSON: a string of 4,094 characters and its quotes
+    assert.is_true(pcall(clank.publish, "t", ("x"):rep(4094)))
+    ok, err = pcall(clank.publish, "t", ("x"):rep(4095))
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("at most 4096 bytes as canonical JSON, got 4097", 1, true), err)
+    ok, err = pcall(clank.publish, "t", { f = print })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("clank.publish: payload must be a JSON value", 1, true), err)
+  end)
+
+  it("delivers after the publisher goes on, in publish order, to each subscriber once", function()
+    local got = {}
+    local off = clank.subscribe("news", function(topic, payload)
+      got[#got + 1] = topic .. ":" .. json.encode(payload)
+    end)
+    run(function()
+      clank.publish("news", { n = 1 })
+      clank.publish("other", { n = 9 })
+      clank.publish("news", { n = 2 })
+      assert.are.same({}, got) -- not yet: publishing never waits for delivery
+    end)
+    settle()
+    assert.are.same({ 'news:{"n":1}', 'news:{"n":2}' }, got)
+    off()
+    run(function() clank.publish("news", { n = 3 }) end)
+    settle()
+    assert.are.equal(2, #got)
+  end)
+
+  it("still delivers to the other subscribers when one raises", function()
+    local got = 0
+    local off1 = clank.subscribe("boom", function() error("subscriber failed on purpose") end)
+    local off2 = clank.subscribe("boom", function() got = got + 1 end)
+    run(function() clank.publish("boom") end)
+    settle()
+    assert.are.equal(1, got)
+    off1()
+    off2()
+  end)
+end)
+
+describe("defineAction's publishes", function()
+  it("refuses what is not a list of topics or a function, naming the field", function()
+    for _, bad in ipairs { "tasks", 42, { "a b" }, { 7 } } do
+      local ok, err = pcall(clank.defineAction, { name = "x", description = "X.", input = s.object {},
+        publishes = bad, handler = function() end })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("'publishes'", 1, true), err)
+    end
+  end)
+
+  it("publishes after each successful call, on every way in, and not after a failure", function()
+    local got = {}
+    local off1 = clank.subscribe("tasks", function(topic) got[#got + 1] = topic end)
+    local off2 = clank.subscribe("tasks:ada", function(topic) got[#got + 1] = topic end)
+    local fail = false
+    local create = clank.defineAction { name = "tasks.create", description = "Create.",
+      input = s.object { title = s.string() }, output = s.object { id = s.string() },
+      sideEffects = "write", confirmation = "never", publishes = { "tasks" },
+      handler = function(input)
+        if fail then error("store down") end
+        return { id = input.title }
+      end }
+    local mine = clank.defineAction { name = "tasks.mine", description = "Mine.", input = s.object {},
+      sideEffects = "write", confirmation = "never",
+      publishes = function(_, _, ctx) return "tasks:" .. ctx.user end,
+      handler = function() return nil end }
+    local bridge = clank.createAgentBridge { create, mine }
+    run(function() create({ title = "a" }, {}) end)                      -- a plain call
+    run(function() bridge:invoke("tasks.create", { title = "b" }, {}) end) -- bridge:invoke
+    local res = bridge:handle({ method = "POST", url = "/actions/tasks.create", path = "/actions/tasks.create",
+      query = {}, headers = { ["content-type"] = "application/json", host = "localhost" },
+      body = '{"title":"c"}', scheme = "http" })                           -- the HTTP bridge
+    assert.are.equal(200, res.status, res.body)
+    run(function() mine({}, { user = "ada" }) end)
+    fail = true
+    run(function() pcall(create, { title = "d" }, {}) end)
+    settle()
+    table.sort(got)
+    assert.are.same({ "tasks", "tasks", "tasks", "tasks:ada" }, got)
+    off1()
+    off2()
+  end)
+end)
+
+describe("view sessions with topics", function()
+  local function fake_socket()
+    local sock = { frames = {} }
+    function sock.send(self, text) self.frames[#self.frames + 1] = json.decode(text) return true end
+    function sock.close(self, code) self.closed = code end
+    return sock
+  end
+
+  it("re-load once per burst of publishes and push the new html with seq 0", function()
+    local store, loads = { "a" }, 0
+    local List = clank.defineView {
+      name = "list",
+      topics = function(props) return { "list:" .. props.owner } end,
+      props = s.object { owner = s.string() },
+      load = function()
+        loads = loads + 1
+        return { items = { table.unpack(store) } }
+      end,
+      render = function(_, d)
+        local lis = {}
+        for i, item in ipairs(d.items) do lis[i] = h.li(nil, item) end
+        return h.ul({ id = "items" }, lis)
+      end,
+    }
+    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
+    local sock = fake_socket()
+    local id = token.sign("spec-secret", "list", { owner = "ada" }, nil, os.time())
+    run(function() live:connect(id, { method = "GET", url = "/", path = "/", query = {}, headers = {} }, sock) end)
+    settle()
+    assert.are.equal(1, loads)
+    assert.truthy(sock.frames[1].html:find("<li>a</li>", 1, true))
+    store[2] = "b"
+    run(function()
+      clank.publish("list:ada")
+      clank.publish("list:ada")
+      clank.publish("list:grace") -- another owner's topic: not this session's
+    end)
+    settle(80)
+    assert.are.equal(2, loads)
+    local last = sock.frames[#sock.frames]
+    assert.are.same({ "html", 0 }, { last.t, last.seq })
+    assert.truthy(last.html:find("<li>a</li><li>b</li>", 1, true), last.html)
+  end)
+end)
