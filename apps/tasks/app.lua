@@ -75,6 +75,12 @@ local function not_found()
   error(clank.ActionError("NOT_FOUND", "Task not found.", 404), 0)
 end
 
+-- The topic of a user's list: every change to it is published there, and every page showing
+-- it subscribes (clank.publish, issue 28), so other pages and agents' changes show at once.
+local function user_topic(ctx)
+  return "tasks:" .. ctx.user:gsub("[^%w_.:/-]", "_")
+end
+
 local function authorized(_, ctx)
   return type(ctx.user) == "string" and ctx.user ~= ""
 end
@@ -121,6 +127,7 @@ local createTask = clank.defineAction {
   sideEffects = "write",
   confirmation = "write",
   authorize = authorized,
+  publishes = function(_, _, ctx) return user_topic(ctx) end,
   handler = function(input, ctx)
     check_text(input)
     local estimate = input.estimate
@@ -160,6 +167,7 @@ local completeTask = clank.defineAction {
   sideEffects = "write",
   confirmation = "write",
   authorize = authorized,
+  publishes = function(_, _, ctx) return user_topic(ctx) end,
   handler = function(input, ctx)
     if not call("complete", ctx.user, input.id) then
       not_found()
@@ -176,6 +184,7 @@ local archiveTask = clank.defineAction {
   sideEffects = "destructive",
   confirmation = "always",
   authorize = authorized,
+  publishes = function(_, _, ctx) return user_topic(ctx) end,
   handler = function(input, ctx)
     if not call("archive", ctx.user, input.id) then
       not_found()
@@ -188,8 +197,8 @@ local archiveTask = clank.defineAction {
 --------------------------------------------------------------------------------
 -- The page: a live view (SPEC §11) of the user's tasks, with a form to add one and buttons to
 -- complete and archive them. Its state lives in the view session (made by load); the list is
--- read again after every click and submit, so changes made elsewhere (another tab, an agent
--- through the bridge) show on this page's next event.
+-- read again after every click and submit, and whenever the user's topic says it changed, so
+-- changes made elsewhere (another tab, an agent through the bridge or MCP) show at once.
 
 local h = clank.h
 local signal = clank.signal
@@ -284,7 +293,13 @@ local TaskList = clank.defineView {
   name = "tasks",
   description = "Your tasks: add, complete and archive them.",
   -- Per view session: the list as last read, the add form, a runner per row action.
-  load = function(_, load_ctx)
+  -- the list of this user's topic: a change made anywhere re-loads it
+  topics = function(_, ctx) return { user_topic(ctx) } end,
+  load = function(_, load_ctx, previous)
+    if previous then -- a publish: the list read again, the form and runners as they are
+      previous.refresh(load_ctx)
+      return previous
+    end
     local d
     d = {
       tasks = signal.signal(array()),

@@ -375,18 +375,25 @@ describe('the tasks page', () => {
     await page.close();
   });
 
-  test('shows changes made elsewhere on the next event', async () => {
+  test('shows changes made elsewhere at once: another page and an agent, with no event in this page', async () => {
     const page = await openPage(server);
+    const other = await openPage(server);
+    const sentBefore = (await events(page)).length;
+    // an agent over the bridge: the action publishes the user's topic, the page re-reads its list
     const { id } = await action(server, 'tasks.create', { title: 'Made by an agent', priority: 'low', estimate: 0.5, tags: ['bridge'] });
-    assert.equal(await row(page, id).count(), 0); // not pushed: read again on the next event
-    await page.click('[data-clank-id="refresh"]');
-    await row(page, id).waitFor();
+    await row(page, id).waitFor({ timeout: 5000 });
+    await row(other, id).waitFor({ timeout: 5000 });
     await action(server, 'tasks.complete', { id });
-    await fillForm(page, { title: 'Another', estimate: '1', tags: 'ui' });
-    await page.click('[data-clank-id="new-task.submit"]');
-    await rowIdOf(page, 'Another');
+    await page.locator(`[data-clank-id="task-${id}"].done`).waitFor({ timeout: 5000 });
+    // another page: an add there shows here
+    await fillForm(other, { title: 'Added in the other page', estimate: '1', tags: 'ui' });
+    await other.click('[data-clank-id="new-task.submit"]');
+    const added = await rowIdOf(other, 'Added in the other page');
+    await row(page, added).waitFor({ timeout: 5000 });
+    assert.equal((await events(page)).length, sentBefore, 'this page sent no event');
     assert.equal(await row(page, id).getAttribute('class'), 'task done');
     await shot(page, 'tasks-with-tasks.png');
+    await other.close();
     await page.close();
   });
 

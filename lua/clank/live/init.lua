@@ -395,13 +395,19 @@ function Live:published(s)
   end)
 end
 
--- Re-runs load (when the view has one) and renders with its data; the change is pushed as any
--- other. A load that fails keeps the last tree, and the browser gets {"t":"error"}.
+-- Re-runs load(props, ctx, previous) (when the view has one) and renders with its data; the
+-- change is pushed as any other. A load that fails keeps the last tree, and the browser gets
+-- {"t":"error"}.
 function Live:reload(s)
   if s.ended then return end
   local data
   if s.view.load then
-    local ok, result = xpcall(function() return s.view.load(s.props, self:context(s.request)) end, trace)
+    -- load gets what it returned before, to keep what the person was doing (a form being
+    -- typed, a runner's state) and read the rest again
+    local previous = s.mounted.data.value
+    local ok, result = xpcall(function()
+      return s.view.load(s.props, self:context(s.request), previous)
+    end, trace)
     if not ok then
       log("error", "live view " .. s.name .. ": re-load failed: " .. describe_error(result))
       send(s.conn, { t = "error", message = "The view failed to load." })
