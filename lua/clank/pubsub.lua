@@ -42,6 +42,8 @@ local function list(set)
   return fns, n
 end
 
+local count = core.count
+
 local function deliver()
   local i = 1
   while i <= pending_n do -- publishes made while delivering go out in this turn, in order
@@ -50,6 +52,7 @@ local function deliver()
     if set then
       local fns, n = list(set)
       for k = 1, n do
+        count("delivered")
         local ok, err = pcall(fns[k], topic, payload)
         if not ok then core.log("error", "pubsub: a watcher of " .. topic .. " failed: " .. tostring(err)) end
       end
@@ -59,6 +62,7 @@ local function deliver()
       local fns, n = list(set)
       for k = 1, n do
         local fn = fns[k]
+        count("delivered")
         core.spawn(function() fn(topic, payload) end)
       end
     end
@@ -79,6 +83,7 @@ function M.publish(topic, payload)
         MAX_PAYLOAD, #text), 2)
     end
   end
+  count("published")
   if subscribers[topic] == nil and watchers[topic] == nil then return end -- nobody listens
   pending[2 * pending_n + 1], pending[2 * pending_n + 2] = topic, payload
   pending_n = pending_n + 1

@@ -210,6 +210,10 @@ void clank_sched_spawn_then(lua_State *L);
 /* Starts the spawns kept while defer_spawn was set, in order. */
 void clank_sched_run_deferred(lua_State *L);
 
+/* Registry key of count(what), clank-run's counter of runtime events
+   (clank.core.count; absent elsewhere, where counting does nothing). */
+#define CLANK_COUNT_EVENT_KEY "clank.count_event"
+
 /* The data hung on s under key, or NULL. */
 void *clank_sched_slot(clank_sched_t *s, const void *key);
 /* Hangs data (NULL: takes it down) on s under key; raises nothing, aborts

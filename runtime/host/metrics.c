@@ -114,6 +114,20 @@ static int count_call(lua_State *L) {
   return 0;
 }
 
+/* count(what): one event of the topics (issue 28): "published",
+   "delivered" or "rerender"; upvalue 1: the metrics. */
+static int count_event(lua_State *L) {
+  clank_metrics_t *m = lua_touserdata(L, lua_upvalueindex(1));
+  const char *what = luaL_checkstring(L, 1);
+  if (what[0] == 'p')
+    m->published++;
+  else if (what[0] == 'd')
+    m->delivered++;
+  else if (what[0] == 'r')
+    m->rerenders++;
+  return 0;
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const clank_metrics_action_t *)a)->name,
                 ((const clank_metrics_action_t *)b)->name);
@@ -139,6 +153,9 @@ void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref) {
   lua_pushlightuserdata(L, m);
   lua_pushcclosure(L, count_call, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_CALL_KEY);
+  lua_pushlightuserdata(L, m);
+  lua_pushcclosure(L, count_event, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_EVENT_KEY);
   qsort(m->actions, (size_t)m->nactions, sizeof *m->actions,
         by_name); /* scrapes list them sorted */
 }
@@ -206,6 +223,9 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
   t->count += w->count;
   t->reloads_ok += w->reloads_ok;
   t->reloads_failed += w->reloads_failed;
+  t->published += w->published;
+  t->delivered += w->delivered;
+  t->rerenders += w->rerenders;
   t->lua_bytes += w->lua_bytes;
   t->connections += w->connections;
   t->inflight += w->inflight;
@@ -262,6 +282,13 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   family(b, "clank_lua_memory_bytes", "gauge", "Lua memory of the current generation.");
   clank_buf_appendf(b, "clank_lua_memory_bytes %llu\n", (unsigned long long)m->lua_bytes);
 
+  family(b, "clank_pubsub_published_total", "counter", "Publishes to topics.");
+  clank_buf_appendf(b, "clank_pubsub_published_total %llu\n", (unsigned long long)m->published);
+  family(b, "clank_pubsub_delivered_total", "counter",
+         "Publishes delivered to a subscriber or a view session.");
+  clank_buf_appendf(b, "clank_pubsub_delivered_total %llu\n", (unsigned long long)m->delivered);
+  family(b, "clank_live_rerenders_total", "counter", "View sessions re-loaded for a publish.");
+  clank_buf_appendf(b, "clank_live_rerenders_total %llu\n", (unsigned long long)m->rerenders);
   family(b, "clank_reloads_total", "counter", "Reloads, by result.");
   clank_buf_appendf(b, "clank_reloads_total{result=\"ok\"} %llu\n",
                     (unsigned long long)m->reloads_ok);

@@ -45,6 +45,7 @@ typedef struct clank_metrics_s {
   uint64_t buckets[CLANK_METRICS_BUCKETS]; /* not cumulative here; +Inf is the last */
   uint64_t duration_ns, count;
   uint64_t reloads_ok, reloads_failed;
+  uint64_t published, delivered, rerenders; /* topics (issue 28), counted by clank.core.count */
   clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];
   int nactions;
   /* gauges a worker publishes every second for its siblings' scrapes */

@@ -68,6 +68,15 @@ static int core_spawn_then(lua_State *L) {
   return 0;
 }
 
+/* clank.core.count(what): one runtime event for /__clank/metrics, when
+   clank-run counts them (CLANK_COUNT_EVENT_KEY). */
+static int core_count(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_EVENT_KEY) != LUA_TFUNCTION) return 0;
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
 /* clank.core.memoryTight() → true when no new live session should be
    mounted: the generation holds over 80 % of its memory cap (alloc.h). */
 static int core_memory_tight(lua_State *L) {
@@ -215,6 +224,7 @@ static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
                                       {"spawn", core_spawn},
                                       {"spawnThen", core_spawn_then},
                                       {"memoryTight", core_memory_tight},
+                                      {"count", core_count},
                                       {"sha256", core_sha256},
                                       {"hmacSHA256", core_hmac_sha256},
                                       {"randomBytes", core_random_bytes},

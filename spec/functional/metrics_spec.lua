@@ -84,6 +84,9 @@ local FAMILIES = {
   clank_lua_memory_bytes = "gauge",
   clank_reloads = "counter",
   clank_action_calls = "counter",
+  clank_pubsub_published = "counter",
+  clank_pubsub_delivered = "counter",
+  clank_live_rerenders = "counter",
 }
 
 local function wait_for(fn, what)
@@ -242,6 +245,35 @@ describe("clank-run metrics: action calls", function()
     -- every action of the app is listed, calls or not
     assert.is_truthy(text:find('clank_action_calls_total{action="notes.delete",outcome="ok"} 0', 1, true))
     assert.are.equal(2, requests(after, "bridge", "200") - requests(before, "bridge", "200"))
+  end)
+end)
+
+describe("clank-run metrics: topics", function()
+  local s = server.for_describe(server.fixture("pubsub"))
+
+  it("counts publishes, deliveries and the view sessions they re-loaded", function()
+    local ws = require "helpers.websocket"
+    local before = scrape(s)
+    local page = assert(http.get(s.port, "/"))
+    local id = assert(page.body:match('data%-clank%-session="([^"]+)"'))
+    local origin = "127.0.0.1:" .. s.port
+    local live = assert(ws.connect(s.port, "/__clank/sessions/" .. id .. "/live",
+      { Host = origin, Origin = "http://" .. origin }))
+    assert.truthy(assert(live:next_json()).html:find("Notes: 0", 1, true))
+    local res = assert(http.request(s.port, "POST", "/actions/notes.add",
+      { ["content-type"] = "application/json" }, "{}"))
+    assert.are.equal(200, res.status, res.body)
+    -- the session re-loads and pushes, with no event of its own
+    local pushed = assert(live:next_json(function(m) return m.t == "html" and m.html:find("Notes: 1", 1, true) end))
+    assert.are.equal(0, pushed.seq)
+    live:close()
+    local after = scrape(s)
+    local function delta(family)
+      return value(after, family, family .. "_total") - value(before, family, family .. "_total")
+    end
+    assert.are.equal(1, delta("clank_pubsub_published"))
+    assert.are.equal(1, delta("clank_pubsub_delivered"))
+    assert.are.equal(1, delta("clank_live_rerenders"))
   end)
 end)
 

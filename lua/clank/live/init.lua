@@ -400,6 +400,7 @@ end
 -- {"t":"error"}.
 function Live:reload(s)
   if s.ended then return end
+  core.count("rerender")
   local data
   if s.view.load then
     -- load gets what it returned before, to keep what the person was doing (a form being
