@@ -25,8 +25,12 @@ M.MAX_PAYLOAD = MAX_PAYLOAD
 local subscribers, watchers = {}, {}
 local pending, pending_n, scheduled = {}, 0, false
 
+local function valid_topic(topic)
+  return type(topic) == "string" and #topic > 0 and #topic <= MAX_TOPIC and topic:find("^[%w_.:/-]+$") ~= nil
+end
+
 local function check_topic(topic, who)
-  if type(topic) ~= "string" or #topic == 0 or #topic > MAX_TOPIC or not topic:find("^[%w_.:/-]+$") then
+  if not valid_topic(topic) then
     error(format("%s: topic must be a string matching ^[A-Za-z0-9_.:/-]{1,%d}$, got %s", who,
       MAX_TOPIC, type(topic) == "string" and format("%q", topic:sub(1, 60)) or type(topic)), 3)
   end
@@ -128,7 +132,7 @@ end
 -- defineAction's publishes = { topic, ... }: checked when the action is defined.
 function M.checkTopics(topics)
   for i, topic in ipairs(topics) do
-    if type(topic) ~= "string" or #topic == 0 or #topic > MAX_TOPIC or not topic:find("^[%w_.:/-]+$") then
+    if not valid_topic(topic) then
       error(format("clank.defineAction: 'publishes' item %d must be a topic matching "
         .. "^[A-Za-z0-9_.:/-]{1,%d}$", i, MAX_TOPIC), 0)
     end
