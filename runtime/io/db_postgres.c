@@ -6,7 +6,8 @@
    PQconsumeInput, PQisBusy and PQgetResult while a query runs; readable while
    idle, so a connection the server closed is noticed and dropped). The host
    name is resolved with uv_getaddrinfo and given to libpq as hostaddr, since
-   libpq 15 resolves names blocking; a unix socket (host=/dir) needs none.
+   libpq 15 resolves names blocking; a unix socket (host=/dir) needs none
+   (pg_connect.c, shared with pg_listen.c).
 
    Cancelling (abort, timeout): PQcancel blocks, so it runs on a thread of its
    own that reports back through a uv_async. The waiting call returns once the
@@ -30,6 +31,7 @@
 #include "core/abort.h"
 #include "io/db.h"
 #include "io/db_postgres.h"
+#include "io/pg_connect.h"
 #include "data/json.h"
 #include "core/protect.h"
 #include "core/values.h"
@@ -55,11 +57,10 @@ enum { O_NONE, O_CONN, O_RESULT, O_ERROR, O_STOPPED };
 struct pool_s {
   clank_db_pool_t base; /* first: the registry's part */
   uv_loop_t *loop;
-  PQconninfoOption *opts;
-  char *secret[2]; /* the password as written in the URL and decoded, scrubbed from messages */
-  int size, nconn; /* connections open or opening, lent or not */
-  int handles;     /* open handles of its connections and cancel jobs */
-  int reported;    /* clank_db_pool_handles_closed was called */
+  clank_pg_target_t target; /* the URL's options and password */
+  int size, nconn;          /* connections open or opening, lent or not */
+  int handles;              /* open handles of its connections and cancel jobs */
+  int reported;             /* clank_db_pool_handles_closed was called */
   double connect_timeout;
   conn_t *conns;
   cancel_t *cancels;
@@ -119,46 +120,9 @@ static void on_poll(uv_poll_t *h, int status, int events);
 
 /* ---- messages ---- */
 
-/* A malloc'd copy of msg, trailing white space trimmed, every occurrence of
-   the pool's password replaced with stars. */
-static char *scrubbed(char *const secret[2], const char *msg) {
-  char *s = strdup(msg ? msg : "unknown error");
-  if (s == NULL) return NULL;
-  size_t n = strlen(s);
-  while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = '\0';
-  for (int i = 0; i < 2; i++) {
-    const char *k = secret[i];
-    size_t kn = k ? strlen(k) : 0;
-    if (kn < 3) continue; /* starring every "a" would only garble the message */
-    for (char *at = strstr(s, k); at; at = strstr(at + kn, k)) memset(at, '*', kn);
-  }
-  return s;
-}
-
-/* The password as written in a URL's user info (postgresql://user:PASS@host). */
-static char *url_password(const char *url) {
-  const char *p = strstr(url, "://");
-  if (p == NULL) return NULL;
-  p += 3;
-  size_t end = strcspn(p, "/?#");
-  const char *at = NULL;
-  for (size_t i = 0; i < end; i++)
-    if (p[i] == '@') at = p + i;
-  if (at == NULL) return NULL;
-  const char *colon = memchr(p, ':', (size_t)(at - p));
-  if (colon == NULL) return NULL;
-  return strndup(colon + 1, (size_t)(at - colon - 1));
-}
-
-static const char *opt_value(PQconninfoOption *o, const char *keyword) {
-  for (; o && o->keyword; o++)
-    if (strcmp(o->keyword, keyword) == 0) return o->val && *o->val ? o->val : NULL;
-  return NULL;
-}
-
 static void box_set_error(box_t *b, const char *code, const char *msg) {
   free(b->message);
-  b->message = scrubbed(b->pool->secret, msg);
+  b->message = clank_pg_scrub(&b->pool->target, msg);
   b->code = code;
   b->outcome = O_ERROR;
 }
@@ -314,68 +278,27 @@ static void connected(conn_t *c) {
 }
 
 static void connect_step(conn_t *c) {
-  PostgresPollingStatusType st = PQconnectPoll(c->pg);
+  int events = 0;
+  int st = clank_pg_connect_poll(c->pg, &events);
   poll_close(c);
-  int events;
-  switch (st) {
-    case PGRES_POLLING_OK: connected(c); return;
-    case PGRES_POLLING_READING: events = UV_READABLE; break;
-    case PGRES_POLLING_WRITING: events = UV_WRITABLE; break;
-    default: {
-      char *msg = strdup(PQerrorMessage(c->pg));
-      connect_failed(c, msg);
-      free(msg);
-      return;
-    }
+  if (st > 0) {
+    connected(c);
+    return;
+  }
+  if (st < 0) {
+    char *msg = strdup(PQerrorMessage(c->pg));
+    connect_failed(c, msg);
+    free(msg);
+    return;
   }
   int r = poll_watch(c, events);
   if (r < 0) connect_failed(c, uv_strerror(r));
 }
 
-static void quiet_notice(void *arg, const char *message);
-
-/* PQconnectStartParams with the pool's options, hostaddr when resolved, and
-   client_encoding UTF8 unless the URL names one. Fills err on failure. */
+/* Starts connecting (to hostaddr when resolved). Fills err on failure. */
 static int start_connect(conn_t *c, const char *hostaddr, char *err, size_t errlen) {
-  pool_t *p = c->pool;
-  size_t n = 0;
-  for (PQconninfoOption *o = p->opts; o->keyword; o++) n++;
-  const char **kw = calloc(n + 3, sizeof *kw), **vals = calloc(n + 3, sizeof *vals);
-  if (kw == NULL || vals == NULL) {
-    free(kw);
-    free(vals);
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  size_t i = 0;
-  int has_encoding = 0;
-  for (PQconninfoOption *o = p->opts; o->keyword; o++) {
-    if (o->val == NULL || *o->val == '\0') continue;
-    if (hostaddr && strcmp(o->keyword, "hostaddr") == 0) continue;
-    if (strcmp(o->keyword, "client_encoding") == 0) has_encoding = 1;
-    kw[i] = o->keyword;
-    vals[i++] = o->val;
-  }
-  if (hostaddr) {
-    kw[i] = "hostaddr";
-    vals[i++] = hostaddr;
-  }
-  if (!has_encoding) {
-    kw[i] = "client_encoding";
-    vals[i++] = "UTF8";
-  }
-  c->pg = PQconnectStartParams(kw, vals, 0);
-  free(kw);
-  free(vals);
-  if (c->pg == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  if (PQstatus(c->pg) == CONNECTION_BAD) {
-    snprintf(err, errlen, "%s", PQerrorMessage(c->pg));
-    return -1;
-  }
-  PQsetNoticeProcessor(c->pg, quiet_notice, NULL);
+  c->pg = clank_pg_connect_start(&c->pool->target, hostaddr, NULL, err, errlen);
+  if (c->pg == NULL) return -1;
   c->state = C_CONNECTING;
   /* libpq: before the first PQconnectPoll, behave as if it asked for writing */
   int r = poll_watch(c, UV_WRITABLE);
@@ -396,27 +319,14 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     conn_maybe_free(c);
     return;
   }
-  char msg[512];
-  if (status < 0) {
-    snprintf(msg, sizeof msg, "could not resolve host \"%s\": %s", opt_value(c->pool->opts, "host"),
-             uv_strerror(status));
+  char msg[512], ip[64];
+  if (clank_pg_resolved(clank_pg_option(&c->pool->target, "host"), status, res, ip, sizeof ip, msg,
+                        sizeof msg) < 0 ||
+      start_connect(c, ip, msg, sizeof msg) < 0)
     connect_failed(c, msg);
-    return;
-  }
-  char ip[64] = "";
-  uv_ip_name(res->ai_addr, ip, sizeof ip);
-  uv_freeaddrinfo(res);
-  if (start_connect(c, ip, msg, sizeof msg) < 0) connect_failed(c, msg);
 }
 
 static void on_conn_timer(uv_timer_t *t);
-
-/* NOTICEs (a DROP ... IF EXISTS that skipped) are not errors: libpq's default
-   prints them to stderr. */
-static void quiet_notice(void *arg, const char *message) {
-  (void)arg;
-  (void)message;
-}
 
 /* A new connection for the pool (counted at once). Returns -1 and fills err
    when it failed right away (the connection is dropped then). */
@@ -437,16 +347,11 @@ static int open_conn(pool_t *p, char *err, size_t errlen) {
   c->handles++;
   p->handles++;
   uv_timer_start(&c->timer, on_conn_timer, (uint64_t)p->connect_timeout, 0);
-  const char *host = opt_value(p->opts, "host");
-  unsigned char ip[16];
-  if (host && host[0] != '/' && host[0] != '@' && opt_value(p->opts, "hostaddr") == NULL &&
-      uv_inet_pton(AF_INET, host, ip) != 0 && uv_inet_pton(AF_INET6, host, ip) != 0) {
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
+  const char *host, *hostaddr;
+  clank_pg_route(&p->target, &host, &hostaddr);
+  if (host) {
     c->gai.data = c;
-    int r = uv_getaddrinfo(p->loop, &c->gai, on_resolved, host, NULL, &hints);
+    int r = clank_pg_resolve(p->loop, &c->gai, on_resolved, host);
     if (r < 0) {
       c->gai.data = NULL;
       snprintf(err, errlen, "could not resolve host \"%s\": %s", host, uv_strerror(r));
@@ -458,9 +363,6 @@ static int open_conn(pool_t *p, char *err, size_t errlen) {
     c->state = C_RESOLVING;
     return 0;
   }
-  const char *hostaddr = NULL;
-  if (host && host[0] != '/' && host[0] != '@' && opt_value(p->opts, "hostaddr") == NULL)
-    hostaddr = host; /* an IP address already */
   if (start_connect(c, hostaddr, err, errlen) < 0) {
     conn_drop(c);
     return -1;
@@ -921,7 +823,7 @@ static int conn_run(lua_State *L) {
   clank_pg_bind_params(L, params, &pp);
   int sent = PQsendQueryParams(c->pg, sql, pp.n, pp.types, pp.values, pp.lengths, pp.formats, 0);
   if (!sent || send_flush(c) < 0) {
-    char *msg = scrubbed(b->pool->secret, PQerrorMessage(c->pg));
+    char *msg = clank_pg_scrub(&b->pool->target, PQerrorMessage(c->pg));
     lua_pushstring(L, msg ? msg : "out of memory");
     free(msg);
     if (sent || PQstatus(c->pg) != CONNECTION_OK) conn_shut(c); /* a query half sent */
@@ -1069,9 +971,7 @@ static void pool_shutdown(clank_db_pool_t *base, int wait) {
 
 static void pool_free(clank_db_pool_t *base) {
   pool_t *p = (pool_t *)base;
-  PQconninfoFree(p->opts);
-  free(p->secret[0]);
-  free(p->secret[1]);
+  clank_pg_target_free(&p->target);
   free(p);
 }
 
@@ -1104,38 +1004,17 @@ static int pg_pool(lua_State *L) {
     u->pool = p;
     return 1;
   }
-  char *secret = url_password(url);
-  char *perr = NULL;
-  PQconninfoOption *opts = PQconninfoParse(url, &perr);
-  char *secrets[2] = {secret, NULL};
-  const char *bad = NULL;
-  char *msg = NULL;
-  if (opts == NULL) {
-    msg = scrubbed(secrets, perr ? perr : "out of memory");
-    bad = "invalid PostgreSQL URL";
-  } else {
-    const char *host = opt_value(opts, "host");
-    if (host && strchr(host, ',')) bad = "several hosts are not supported";
-  }
-  if (perr) PQfreemem(perr);
-  if (bad) {
-    lua_pushfstring(L, "clank.db.postgres: %s%s%s", bad, msg ? ": " : "", msg ? msg : "");
-    free(msg);
-    free(secret);
-    if (opts) PQconninfoFree(opts);
-    return lua_error(L);
-  }
+  clank_pg_target_t target;
+  char err[512];
+  if (clank_pg_target_parse(&target, url, err, sizeof err) < 0)
+    return luaL_error(L, "clank.db.postgres: %s", err);
   p = calloc(1, sizeof *p);
   if (p == NULL) {
-    free(secret);
-    PQconninfoFree(opts);
+    clank_pg_target_free(&target);
     return luaL_error(L, "clank.db.postgres: out of memory");
   }
   p->loop = clank_db_registry_loop(r);
-  p->opts = opts;
-  p->secret[0] = secret;
-  const char *decoded = opt_value(opts, "password");
-  p->secret[1] = decoded ? strdup(decoded) : NULL;
+  p->target = target;
   p->size = (int)size;
   p->connect_timeout = connect_timeout;
   p->base.shutdown = pool_shutdown;
