@@ -51,7 +51,7 @@ foreach(test ${CLANK_C_TESTS})
   get_filename_component(name ${test} NAME_WE)
   add_executable(${name} ${test} ${CLANK_MODULE_OBJECTS})
   target_include_directories(${name} PRIVATE ${CMAKE_BINARY_DIR}/layers/${layer}
-    ${LUA_INCLUDE_DIRS})
+    ${LUA_INCLUDE_DIRS} ${LIBUV_INCLUDE_DIRS} ${PQ_INCLUDE_DIRS})
   target_compile_definitions(${name} PRIVATE _POSIX_C_SOURCE=200809L)
   target_link_libraries(${name} PRIVATE ${clank_run_libraries})
   clank_warnings(${name})
