@@ -33,6 +33,8 @@ static const char usage[] =
     "                       the origin a TLS proxy serves the app at (https://app.example):\n"
     "                       an allowed Host, the server's own origin, request.scheme, and\n"
     "                       secure cookies when https\n"
+    "  --pubsub URL         PostgreSQL (postgres://...) that carries topics to the other\n"
+    "                       instances of the app (default $CLANK_PUBSUB_URL, else app.pubsub)\n"
     "  --log text|json      log format on stderr (default text)\n"
     "  --check              load the app, print its manifest, exit\n"
     "  --version            print the version and exit\n"
@@ -260,6 +262,9 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
         return bad_usage("--public-origin needs an origin like https://app.example, got %s (%s)",
                          next && *next ? next : "nothing", why);
       i++;
+    } else if (!strcmp(a, "--pubsub")) {
+      if (!next || !*next) return bad_usage("%s needs a PostgreSQL URL", a);
+      o->pubsub_url = argv[++i];
     } else if (!strcmp(a, "--log")) {
       if (next && !strcmp(next, "text"))
         o->log_format = CLANK_LOG_TEXT;

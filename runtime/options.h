@@ -42,6 +42,7 @@ typedef struct clank_options_s {
   unsigned cpu_limit_ms;      /* a handler's CPU time per run (SPEC §13) */
   unsigned memory_limit_mib;  /* an app generation's Lua memory (SPEC §13) */
   const char *inspector_host; /* --inspector HOST opens /__clank/inspector (SPEC §16); NULL */
+  const char *pubsub_url;     /* --pubsub URL: topics across instances (host/pubsub.h); NULL */
   int allow_any_host;         /* --allow-any-host: no Host check (a proxy in front does it) */
   /* --public-origin (SPEC §13): the origin a TLS proxy serves the app at,
      spelled as a browser's Origin header spells it; "" when not given. Its

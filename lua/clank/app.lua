@@ -11,7 +11,7 @@ local fields = {
   name = "string", description = "string", version = "string", actions = "table",
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
   actionTimeout = "number", cpuLimit = "number", mcp = "table", routes = "table",
-  page = "table", principal = "function", static = "table",
+  page = "table", principal = "function", static = "table", pubsub = "string",
 }
 
 -- The route rules (method, pattern syntax, bodyLimit) live here alone: the host's router

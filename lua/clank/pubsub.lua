@@ -1,5 +1,7 @@
--- clank.publish and clank.subscribe (issue 28): topics, delivered in process. Each generation's
--- Lua state has its own subscribers, so a reload drops them with the state.
+-- clank.publish and clank.subscribe (issue 28): topics. Each generation's Lua state has its own
+-- subscribers, so a reload drops them with the state. A publish is delivered here, and clank-run
+-- carries it to the other workers and instances (runtime/host/pubsub.h), whose states get it
+-- through M.receive.
 --
 --   clank.publish(topic, payload?)   topic: ^[A-Za-z0-9_.:/-]{1,200}$; payload: a JSON value of at
 --                                    most 4 KiB as canonical JSON. Never waits: delivery runs from
@@ -46,7 +48,7 @@ local function list(set)
   return fns, n
 end
 
-local count = core.count
+local count, relay = core.count, core.relay
 
 local function deliver()
   local i = 1
@@ -75,19 +77,8 @@ local function deliver()
   pending, pending_n, scheduled = {}, 0, false
 end
 
-function M.publish(topic, payload)
-  check_topic(topic, "clank.publish")
-  if payload ~= nil then
-    local ok, text = pcall(json.encode, payload)
-    if not ok or type(text) ~= "string" then
-      error("clank.publish: payload must be a JSON value: " .. tostring(text), 2)
-    end
-    if #text > MAX_PAYLOAD then
-      error(format("clank.publish: payload must be at most %d bytes as canonical JSON, got %d",
-        MAX_PAYLOAD, #text), 2)
-    end
-  end
-  count("published")
+-- Queues a publish for the subscribers of this state.
+local function enqueue(topic, payload)
   if subscribers[topic] == nil and watchers[topic] == nil then return end -- nobody listens
   pending[2 * pending_n + 1], pending[2 * pending_n + 2] = topic, payload
   pending_n = pending_n + 1
@@ -97,6 +88,55 @@ function M.publish(topic, payload)
       core.sleep(0) -- the publisher goes on first
       deliver()
     end)
+  end
+end
+
+function M.publish(topic, payload)
+  check_topic(topic, "clank.publish")
+  local text
+  if payload ~= nil then
+    local ok
+    ok, text = pcall(json.encode, payload)
+    if not ok or type(text) ~= "string" then
+      error("clank.publish: payload must be a JSON value: " .. tostring(text), 2)
+    end
+    if #text > MAX_PAYLOAD then
+      error(format("clank.publish: payload must be at most %d bytes as canonical JSON, got %d",
+        MAX_PAYLOAD, #text), 2)
+    end
+  end
+  count("published")
+  relay(topic, text)
+  enqueue(topic, payload)
+end
+
+-- What other workers and instances published (clank-run calls it): records "topic[ payload]\n",
+-- payload canonical JSON. A record that is not one is skipped.
+function M.receive(records)
+  for topic, rest in records:gmatch("([^ \n]+)([^\n]*)\n") do
+    if valid_topic(topic) then
+      if rest == "" then
+        enqueue(topic, nil)
+      else
+        local payload = json.decode(rest:sub(2))
+        if payload ~= nil then enqueue(topic, payload) end
+      end
+    end
+  end
+end
+
+-- After publishes may have been lost (the PostgreSQL listener reconnected): every watcher is
+-- told once, as for a publish without payload, so every subscribed view re-loads.
+function M.resync()
+  local told = {}
+  for topic, set in pairs(watchers) do
+    for key, fn in pairs(set) do
+      if not told[key] then
+        told[key] = true
+        local ok, err = pcall(fn, topic, nil)
+        if not ok then core.log("error", "pubsub: a watcher of " .. topic .. " failed: " .. tostring(err)) end
+      end
+    end
   end
 end
 

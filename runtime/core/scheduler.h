@@ -213,6 +213,10 @@ void clank_sched_run_deferred(lua_State *L);
 /* Registry key of count(what), clank-run's counter of runtime events
    (clank.core.count; absent elsewhere, where counting does nothing). */
 #define CLANK_COUNT_EVENT_KEY "clank.count_event"
+/* Registry key of relay(topic, payload_text?), which tells a publish to the
+   other workers and instances (clank.core.relay; host/pubsub.h installs it
+   when there are any). */
+#define CLANK_RELAY_KEY "clank.relay"
 
 /* The data hung on s under key, or NULL. */
 void *clank_sched_slot(clank_sched_t *s, const void *key);

@@ -12,6 +12,7 @@
 #include "host/exchange.h"
 #include "host/host.h"
 #include "host/live.h"
+#include "host/pubsub.h"
 #include "host/static.h"
 #include "agent/bridge.h"
 #include "data/json.h"
@@ -230,6 +231,7 @@ static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
   clank_inspector_reload(&h->inspector, 1, uv_hrtime() - t0, NULL);
   h->metrics->generation++;
   clank_metrics_actions(h->metrics, g->L, g->bridge_ref);
+  clank_pubsub_attach(h, g);
   clank_gen_t *old = h->gen;
   contract_t before, after;
   read_contract(old, &before);

@@ -7,6 +7,7 @@
 #include "host/announce.h"
 #include "host/handoff.h"
 #include "host/master.h"
+#include "host/pubsub.h"
 #include "host/static.h"
 #include "agent/bridge.h"
 #include "io/db.h"
@@ -15,6 +16,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <lauxlib.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -64,6 +66,7 @@ static void teardown(clank_host_t *h) {
   if (h->gen) clank_sched_cancel_all(&h->gen->sched);
   for (clank_gen_t *g = h->retired; g; g = g->next_retired) clank_sched_cancel_all(&g->sched);
   clank_reloader_close(&h->reloader);
+  clank_pubsub_stop(h);
   clank_static_unwatch(h);
   clank_db_registry_close(h->db); /* joins the pools' threads, closes their handles */
   uv_walk(&h->loop, close_handle, NULL);
@@ -178,6 +181,27 @@ static int load(clank_host_t *h) {
   return 0;
 }
 
+/* Topics to the other workers and instances: --pubsub, else CLANK_PUBSUB_URL,
+   else the app's pubsub (read once: a reload does not move it). */
+static int start_pubsub(clank_host_t *h) {
+  const char *url = h->opts.pubsub_url;
+  if (url == NULL || *url == '\0') url = getenv("CLANK_PUBSUB_URL");
+  lua_State *L = h->gen->L;
+  int top = lua_gettop(L);
+  if ((url == NULL || *url == '\0') && h->gen->app_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, h->gen->app_ref);
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "pubsub") == LUA_TSTRING) url = lua_tostring(L, -1);
+  }
+  char err[512];
+  int rc = clank_pubsub_start(h, url, err, sizeof err);
+  lua_settop(L, top);
+  if (rc != 0) {
+    clank_log_flush(&h->log);
+    fprintf(stderr, "clank-run: --pubsub: %s\n", err);
+  }
+  return rc;
+}
+
 int clank_host_main(const clank_options_t *o) {
 #ifdef __GLIBC__
   /* One malloc arena: a reload builds the new state on a thread of its own,
@@ -230,6 +254,10 @@ int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
     goto done;
   }
 
+  if (start_pubsub(h) != 0) { /* before the start-up line: a bad URL is a failed start */
+    code = 1;
+    goto done;
+  }
   h->server.data = h;
   h->server.handler = &clank_dispatch_handler;
   h->server.conn_data_size = sizeof(clank_conn_state_t);
@@ -296,6 +324,7 @@ done:
   while (uv_loop_close(&h->loop) == UV_EBUSY) uv_run(&h->loop, UV_RUN_DEFAULT);
   clank_host_close_retired(h);
   clank_handoff_free(h);
+  clank_pubsub_free(h);
   clank_dispatch_free_leftovers(&h->server);
   if (h->gen) {
     clank_exchange_forget(h->gen);

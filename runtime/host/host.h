@@ -40,6 +40,7 @@ typedef struct clank_host_s {
   clank_metrics_t own_metrics;         /* this worker's slot in the master's shared region */
   const struct clank_worker_s *worker; /* forked by a master (host/master.h); NULL: alone */
   struct clank_handoff_s *handoff;     /* its IPC pipe to the master (host/handoff.h) */
+  struct clank_pubsub_s *pubsub;       /* topics to other workers and instances (host/pubsub.h) */
   clank_inspector_log_t inspector;     /* recent requests and reloads (SPEC §16) */
   struct clank_watchdog_s *watchdog;   /* preempts long Lua runs (core/preempt.h) */
   struct reload_job_s *reloading;      /* a generation being built off the loop */

@@ -3,7 +3,10 @@
    restarted one alike, is forked from the same clean process. Signals are
    read from a signalfd; each worker has a socketpair to it (host/handoff.h),
    which says when it is ready and carries the connections it hands to
-   another worker: the master relays them, socket and bytes. */
+   another worker: the master relays them, socket and bytes. A second
+   socketpair, of datagrams, carries topics (host/pubsub.h): what one worker
+   publishes the master sends on to every other, never waiting — a worker
+   too slow to take them loses them (at most once), the others go on. */
 #define _GNU_SOURCE
 #include "host/master.h"
 
@@ -26,6 +29,7 @@
 #include "host/announce.h"
 #include "host/handoff.h"
 #include "host/host.h"
+#include "host/pubsub.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
@@ -41,6 +45,8 @@ typedef struct worker_slot_s {
   int eof;        /* the worker closed its end */
   clank_buf_t in; /* its messages, not yet whole */
   int fds[HELD_FDS], nfds;
+  int topics;        /* the master's end of its topics' socketpair; -1 */
+  int topics_lost;   /* said once per worker: its topics are dropped */
 } worker_slot_t;
 
 typedef struct master_s {
@@ -56,6 +62,7 @@ typedef struct master_s {
   int stopping, failed, running, ready;
   char name[256]; /* the app's, as the first worker ready tells it */
   size_t name_len;
+  char topics[CLANK_TOPICS_DGRAM + 1]; /* one datagram being relayed (+1: one too long shows) */
 } master_t;
 
 static uint64_t now_ms(void) {
@@ -120,6 +127,9 @@ static int hold_port(master_t *m, char *err, size_t errlen) {
 static void drop_ipc(worker_slot_t *s) {
   if (s->ipc >= 0) close(s->ipc);
   s->ipc = -1;
+  if (s->topics >= 0) close(s->topics);
+  s->topics = -1;
+  s->topics_lost = 0;
   while (s->nfds > 0) close(s->fds[--s->nfds]);
   clank_buf_reset(&s->in);
   s->eof = 0;
@@ -128,12 +138,17 @@ static void drop_ipc(worker_slot_t *s) {
 static void spawn(master_t *m, int i) {
   worker_slot_t *s = &m->slots[i];
   s->restart_at_ms = 0;
-  int sv[2] = {-1, -1};
-  pid_t pid = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 ? fork() : -1;
+  int sv[2] = {-1, -1}, tv2[2] = {-1, -1};
+  pid_t pid = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0 &&
+                      socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, tv2) == 0
+                  ? fork()
+                  : -1;
   if (pid < 0) {
     clank_log_msg(&m->log, "error", "cannot start worker %d: %s", i, strerror(errno));
-    if (sv[0] >= 0) close(sv[0]);
-    if (sv[1] >= 0) close(sv[1]);
+    for (int k = 0; k < 2; k++) {
+      if (sv[k] >= 0) close(sv[k]);
+      if (tv2[k] >= 0) close(tv2[k]);
+    }
     s->restart_at_ms = now_ms() + BACKOFF_MAX_MS;
     return;
   }
@@ -141,6 +156,7 @@ static void spawn(master_t *m, int i) {
     close(m->sig_fd);
     close(m->listen_fd);
     close(sv[0]);
+    close(tv2[0]);
     for (int k = 0; k < m->w.count; k++) drop_ipc(&m->slots[k]);
     /* Its own process group: a terminal's ^C reaches the master alone,
        which forwards it once (two would make the worker exit at once). */
@@ -151,10 +167,16 @@ static void spawn(master_t *m, int i) {
     clank_worker_t w = m->w;
     w.index = i;
     w.ipc_fd = sv[1];
+    w.topic_fd = tv2[1];
     exit(clank_host_serve(&m->wo, &w));
   }
   close(sv[1]);
+  close(tv2[1]);
   s->ipc = sv[0];
+  s->topics = tv2[0];
+  /* room for bursts: a datagram socketpair queues up to the sender's buffer */
+  int room = CLANK_TOPICS_BUFFER;
+  setsockopt(s->topics, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
   /* a stuck worker must not stall the master: a relay waits at most this long */
   struct timeval tv = {.tv_sec = 1};
   setsockopt(s->ipc, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -333,6 +355,28 @@ static void read_ipc(master_t *m, int i) {
   clank_buf_consume(&s->in, pos);
 }
 
+/* The datagrams worker i sent, each to every other worker serving. */
+static void relay_topics(master_t *m, int i) {
+  worker_slot_t *s = &m->slots[i];
+  for (int budget = 64; budget > 0 && s->topics >= 0; budget--) {
+    ssize_t n = recv(s->topics, m->topics, sizeof m->topics, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    if ((size_t)n > CLANK_TOPICS_DGRAM) continue; /* not a worker's: dropped */
+    for (int k = 0; k < m->w.count; k++) {
+      worker_slot_t *to = &m->slots[k];
+      if (k == i || to->pid <= 0 || !m->w.up[k] || to->topics < 0) continue;
+      if (send(to->topics, m->topics, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+          !to->topics_lost) {
+        to->topics_lost = 1;
+        clank_log_msg(&m->log, "warn",
+                      "worker %d takes topics too slowly: publishes to it are dropped (%s)", k,
+                      strerror(errno));
+      }
+    }
+  }
+}
+
 static void announce(master_t *m) {
   const clank_options_t *o = m->o;
   const char *shown = strchr(o->host, ':') ? "[" : "";
@@ -364,23 +408,38 @@ static int supervise(master_t *m) {
       signal_all(m, SIGKILL); /* a worker could not start: neither do the others */
       m->stopping = 1;
       m->failed = 1;
+      continue; /* every one may be gone already: no signal would end the poll */
     }
     if (!announced && m->ready >= m->w.count) {
       announced = 1;
       announce(m);
     }
     clank_log_flush(&m->log);
-    struct pollfd p[CLANK_MAX_WORKERS + 1] = {{.fd = m->sig_fd, .events = POLLIN}};
-    int who[CLANK_MAX_WORKERS + 1], np = 1;
+    /* first: a worker started now must be in this poll's set, or its ready
+       message and its topics would wait for some other wake-up */
+    int timeout = m->stopping ? -1 : restarts(m);
+    struct pollfd p[2 * CLANK_MAX_WORKERS + 1] = {{.fd = m->sig_fd, .events = POLLIN}};
+    int who[2 * CLANK_MAX_WORKERS + 1], np = 1; /* who: the worker, negated -1 for topics */
     for (int i = 0; i < m->w.count; i++) {
       if (m->slots[i].ipc < 0 || m->slots[i].eof) continue;
       p[np] = (struct pollfd){.fd = m->slots[i].ipc, .events = POLLIN};
       who[np++] = i;
+      if (m->slots[i].topics < 0) continue;
+      p[np] = (struct pollfd){.fd = m->slots[i].topics, .events = POLLIN};
+      who[np++] = -1 - i;
     }
-    int timeout = m->stopping ? -1 : restarts(m);
     if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) return 1;
-    for (int k = 1; k < np; k++)
-      if (p[k].revents & (POLLIN | POLLHUP | POLLERR)) read_ipc(m, who[k]);
+    for (int k = 1; k < np; k++) {
+      if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (who[k] >= 0)
+        read_ipc(m, who[k]);
+      else if (p[k].revents & POLLIN)
+        relay_topics(m, -1 - who[k]);
+      else { /* the worker's end is gone: reap() will see it exit */
+        close(m->slots[-1 - who[k]].topics);
+        m->slots[-1 - who[k]].topics = -1;
+      }
+    }
     if (p[0].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (read(m->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) on_signal(m, (int)si.ssi_signo);
@@ -396,7 +455,7 @@ int clank_master_main(const clank_options_t *o) {
   m->self = getpid();
   m->listen_fd = m->sig_fd = -1;
   m->w.count = o->workers;
-  for (int i = 0; i < CLANK_MAX_WORKERS; i++) m->slots[i].ipc = -1;
+  for (int i = 0; i < CLANK_MAX_WORKERS; i++) m->slots[i].ipc = m->slots[i].topics = -1;
   clank_log_init(&m->log, o->log_format, 2);
   signal(SIGPIPE, SIG_IGN);
   int code = 1;
@@ -408,7 +467,7 @@ int clank_master_main(const clank_options_t *o) {
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &m->old_mask);
   char err[512];
-  if (clank_host_secret(m->w.secret) != 0) goto done;
+  if (clank_host_secret(m->w.secret) != 0 || clank_pubsub_instance(m->w.instance) != 0) goto done;
   const char *configured = getenv("CLANK_SECRET");
   if (configured == NULL || *configured == '\0') /* SPEC §11: said once, by the master */
     clank_log_msg(&m->log, "warn",

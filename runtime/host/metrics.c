@@ -10,6 +10,7 @@
 #include "host/generation.h"
 #include "host/host.h"
 #include "host/master.h"
+#include "host/pubsub.h"
 #include "agent/action.h"
 #include "agent/bridge.h"
 
@@ -163,22 +164,30 @@ void clank_metrics_actions(clank_metrics_t *m, lua_State *L, int bridge_ref) {
 /* ---- the answers ---- */
 
 /* ok; or, while this process refuses requests for memory (SPEC §13), 503
-   degraded with the reason, so a balancer's health check takes it out. */
+   degraded with the reason, so a balancer's health check takes it out; or,
+   while its topics reach no other instance (host/pubsub.h), degraded with
+   the reason but 200: it serves its own clients as well as ever. */
 static void health(clank_conn_t *c, clank_host_t *h) {
   clank_metrics_t *m = h->metrics;
   unsigned long long generation = m->generation,
                      uptime = (uv_hrtime() - m->started_ns) / 1000000000ull;
-  char body[256];
+  char body[768];
   int n;
+  const char *trouble = clank_pubsub_trouble(h);
   if (h->memory_degraded && h->gen)
     n = snprintf(body, sizeof body,
                  "{\"generation\":%llu,\"reason\":\"The app's Lua memory stays over 90 %% of "
                  "its %zu MiB cap: requests are refused until it is loaded afresh.\","
                  "\"status\":\"degraded\",\"uptime\":%llu}",
                  generation, h->gen->alloc.cap >> 20, uptime);
+  else if (trouble) /* its text has no character JSON escapes but what pg_state wrote */
+    n = snprintf(body, sizeof body,
+                 "{\"generation\":%llu,\"reason\":%s,\"status\":\"degraded\",\"uptime\":%llu}",
+                 generation, trouble, uptime);
   else
     n = snprintf(body, sizeof body, "{\"generation\":%llu,\"status\":\"ok\",\"uptime\":%llu}",
                  generation, uptime);
+  if (n >= (int)sizeof body) n = (int)sizeof body - 1;
   clank_conn_answer(c, h->memory_degraded ? 503 : 200,
                     "content-type: application/json\r\ncache-control: no-store\r\n", body,
                     (size_t)n);
@@ -226,6 +235,7 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
   t->published += w->published;
   t->delivered += w->delivered;
   t->rerenders += w->rerenders;
+  t->topics_dropped += w->topics_dropped;
   t->lua_bytes += w->lua_bytes;
   t->connections += w->connections;
   t->inflight += w->inflight;
@@ -287,6 +297,20 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   family(b, "clank_pubsub_delivered_total", "counter",
          "Publishes delivered to a subscriber or a view session.");
   clank_buf_appendf(b, "clank_pubsub_delivered_total %llu\n", (unsigned long long)m->delivered);
+  family(b, "clank_pubsub_dropped_total", "counter",
+         "Publishes not sent on to the other instances (their PostgreSQL listener was down).");
+  clank_buf_appendf(b, "clank_pubsub_dropped_total %llu\n", (unsigned long long)m->topics_dropped);
+  unsigned listeners[3] = {0};
+  listeners[own->pubsub_listener]++;
+  for (int i = 0; h->worker && i < h->worker->count; i++)
+    if (i != h->worker->index) listeners[h->worker->slots[i].pubsub_listener]++;
+  if (listeners[CLANK_LISTENER_UP] + listeners[CLANK_LISTENER_DOWN] > 0) {
+    family(b, "clank_pubsub_listeners", "gauge",
+           "PostgreSQL listeners of topics (one per worker), by state.");
+    clank_buf_appendf(b, "clank_pubsub_listeners{state=\"up\"} %u\n", listeners[CLANK_LISTENER_UP]);
+    clank_buf_appendf(b, "clank_pubsub_listeners{state=\"down\"} %u\n",
+                      listeners[CLANK_LISTENER_DOWN]);
+  }
   family(b, "clank_live_rerenders_total", "counter", "View sessions re-loaded for a publish.");
   clank_buf_appendf(b, "clank_live_rerenders_total %llu\n", (unsigned long long)m->rerenders);
   family(b, "clank_reloads_total", "counter", "Reloads, by result.");

@@ -25,6 +25,8 @@ enum {
   CLANK_KIND_COUNT
 };
 
+enum { CLANK_LISTENER_NONE, CLANK_LISTENER_UP, CLANK_LISTENER_DOWN };
+
 #define CLANK_METRICS_STATUS_MIN 100
 #define CLANK_METRICS_STATUS_MAX 599
 #define CLANK_METRICS_BUCKETS 13     /* 0.001 … 10, then +Inf */
@@ -46,6 +48,8 @@ typedef struct clank_metrics_s {
   uint64_t duration_ns, count;
   uint64_t reloads_ok, reloads_failed;
   uint64_t published, delivered, rerenders; /* topics (issue 28), counted by clank.core.count */
+  uint64_t topics_dropped; /* publishes not sent on to the other instances (host/pubsub.h) */
+  int pubsub_listener;     /* its PostgreSQL listener: CLANK_LISTENER_* */
   clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];
   int nactions;
   /* gauges a worker publishes every second for its siblings' scrapes */

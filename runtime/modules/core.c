@@ -77,6 +77,19 @@ static int core_count(lua_State *L) {
   return 0;
 }
 
+/* clank.core.relay(topic, payload_text?) → true when the publish went on to
+   other workers or instances (CLANK_RELAY_KEY), false when there are none. */
+static int core_relay(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CLANK_RELAY_KEY) != LUA_TFUNCTION) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 0);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* clank.core.memoryTight() → true when no new live session should be
    mounted: the generation holds over 80 % of its memory cap (alloc.h). */
 static int core_memory_tight(lua_State *L) {
@@ -225,6 +238,7 @@ static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
                                       {"spawnThen", core_spawn_then},
                                       {"memoryTight", core_memory_tight},
                                       {"count", core_count},
+                                      {"relay", core_relay},
                                       {"sha256", core_sha256},
                                       {"hmacSHA256", core_hmac_sha256},
                                       {"randomBytes", core_random_bytes},

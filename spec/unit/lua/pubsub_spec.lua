@@ -69,6 +69,52 @@ describe("clank.publish", function()
   end)
 end)
 
+describe("topics to and from other workers and instances", function()
+  local pubsub = require "clank.pubsub"
+  local registry = debug.getregistry()
+  after_each(function() registry["clank.relay"] = nil end)
+
+  it("hands every publish to clank-run's relay as topic and canonical JSON, listened to or not", function()
+    local relayed = {}
+    registry["clank.relay"] = function(topic, text) relayed[#relayed + 1] = { topic, text } end
+    run(function()
+      clank.publish("nobody:here", { b = 2, a = { 1, "x" } })
+      clank.publish("nobody:here")
+    end)
+    assert.are.same({ { "nobody:here", '{"a":[1,"x"],"b":2}' }, { "nobody:here", nil } }, relayed)
+  end)
+
+  it("delivers what arrives to this state's subscribers in order, without relaying it again", function()
+    local relayed, got = 0, {}
+    registry["clank.relay"] = function() relayed = relayed + 1 end
+    local off = clank.subscribe("far", function(topic, payload)
+      got[#got + 1] = topic .. "=" .. (payload == nil and "nil" or json.encode(payload))
+    end)
+    run(function()
+      pubsub.receive('far {"n":1}\nelse {"n":2}\nfar\nfar {"s":"a b"}\n')
+      -- not records: a bad topic, a payload that is not JSON, a line without its newline
+      pubsub.receive('f?r {"n":3}\nfar {nope\nfar {"n":4}')
+    end)
+    settle()
+    off()
+    assert.are.same({ 'far={"n":1}', "far=nil", 'far={"s":"a b"}' }, got)
+    assert.are.equal(0, relayed)
+  end)
+
+  it("tells each watching session once on resync, however many topics it watches", function()
+    local told = {}
+    local key_a, key_b = {}, {}
+    local offs = {
+      pubsub.watch("r1", key_a, function() told.a = (told.a or 0) + 1 end),
+      pubsub.watch("r2", key_a, function() told.a = (told.a or 0) + 1 end),
+      pubsub.watch("r2", key_b, function() told.b = (told.b or 0) + 1 end),
+    }
+    pubsub.resync()
+    for _, off in ipairs(offs) do off() end
+    assert.are.same({ a = 1, b = 1 }, told)
+  end)
+end)
+
 describe("defineAction's publishes", function()
   it("refuses what is not a list of topics or a function, naming the field", function()
     for _, bad in ipairs { "tasks", 42, { "a b" }, { 7 } } do
