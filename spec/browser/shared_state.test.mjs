@@ -257,7 +257,7 @@ async function sharedState(server, scale) {
 }
 
 describe('shared live state of the tasks app', () => {
-  for (const [scale, workers] of [['one worker', 1]]) {
+  for (const [scale, workers] of [['one worker', 1], ['--workers 2', 2]]) {
     describe(scale, () => {
       let server;
       before(async () => { server = await startTasks(workers); });
