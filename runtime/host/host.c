@@ -190,7 +190,8 @@ static int start_pubsub(clank_host_t *h) {
   int top = lua_gettop(L);
   if ((url == NULL || *url == '\0') && h->gen->app_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, h->gen->app_ref);
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "pubsub") == LUA_TSTRING) url = lua_tostring(L, -1);
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "pubsub") == LUA_TSTRING)
+      url = lua_tostring(L, -1);
   }
   char err[512];
   int rc = clank_pubsub_start(h, url, err, sizeof err);

@@ -45,8 +45,8 @@ typedef struct worker_slot_s {
   int eof;        /* the worker closed its end */
   clank_buf_t in; /* its messages, not yet whole */
   int fds[HELD_FDS], nfds;
-  int topics;        /* the master's end of its topics' socketpair; -1 */
-  int topics_lost;   /* said once per worker: its topics are dropped */
+  int topics;      /* the master's end of its topics' socketpair; -1 */
+  int topics_lost; /* said once per worker: its topics are dropped */
 } worker_slot_t;
 
 typedef struct master_s {

@@ -14,7 +14,7 @@ typedef struct clank_worker_s {
   int index, count;
   int ipc_fd;   /* its end of the IPC pipe to the master (host/handoff.h) */
   int topic_fd; /* its end of the topics' datagram socket to the master (host/pubsub.h) */
-  char instance[CLANK_INSTANCE_ID + 1]; /* this run's id, the same in every worker */
+  char instance[CLANK_INSTANCE_ID + 1];     /* this run's id, the same in every worker */
   unsigned char secret[CLANK_SECRET_BYTES]; /* the same in every worker */
   clank_metrics_t *slots;                   /* shared memory: count slots, this worker's at index */
   volatile int *up; /* shared memory: up[i] while worker i serves (the master writes it) */

@@ -29,7 +29,8 @@ local function sees_reload(session)
   local msg, err = session.live:next_json(function(m)
     return m.t == "html" and m.html:find("loads " .. (session.loads + 1), 1, true) ~= nil
   end)
-  assert.truthy(msg, "session of pid " .. session.pid .. " (" .. (session.name or "?") .. ") saw no re-load after " .. session.loads .. " loads: " .. tostring(err))
+  assert.truthy(msg, "session of pid " .. session.pid .. " (" .. (session.name or "?")
+    .. ") saw no re-load after " .. session.loads .. " loads: " .. tostring(err))
   assert.are.equal(0, msg.seq)
   session.loads = session.loads + 1
 end
@@ -62,7 +63,8 @@ describe("--pubsub", function()
       local code, stdout, stderr = server.run(args, { env = case.env })
       assert.are.equal(1, code, stderr)
       assert.are.equal("", stdout)
-      assert.truthy(stderr:find('clank-run: --pubsub: invalid PostgreSQL URL: missing "=" after "nonsense"', 1, true), stderr)
+      local said = 'clank-run: --pubsub: invalid PostgreSQL URL: missing "=" after "nonsense"'
+      assert.truthy(stderr:find(said, 1, true), stderr)
     end
     local code, _, stderr = server.run({ "--port", "0", "--pubsub", "postgres://ada:s3cret-pw@[::1", APP })
     assert.are.equal(1, code)
