@@ -101,8 +101,9 @@ if [ "$scale" = instances ]; then
   fi
 fi
 
-# start DB [ARGS...]: clank-run serving bench/pubsub/app.lua on a free port; sets started_base
-# and started_pids (the process, and its workers).
+# start DB [ARGS...]: clank-run serving bench/pubsub/app.lua on a free port; sets started_base,
+# started_pids (the process and its workers) and started_workers (the workers' pids in index
+# order: runtime/host/master.c forks them in that order; "-" without workers).
 start() {
   local db=$1 out=$tmp/out.${#servers[@]} p
   shift
@@ -122,8 +123,9 @@ start() {
     [ "$(pgrep -P "$p" | wc -l)" -ge "$((workers > 1 ? workers : 0))" ] && break
     sleep 0.05
   done
-  started_pids=$(pgrep -P "$p" | tr '\n' ',' || true)
-  started_pids=${started_pids}$p
+  started_workers=$(pgrep -P "$p" | sort -n | paste -sd, || true)
+  started_pids=$p${started_workers:+,$started_workers}
+  started_workers=${started_workers:--}
 }
 
 # servers_up NAME: the scale's server(s) on a fresh database; sets page_base, publish_base, pids
@@ -133,10 +135,11 @@ servers_up() {
     one | workers)
       start "$db" --workers "$workers"
       page_base=$started_base publish_base=$started_base pids=$started_pids
+      worker_pids=$started_workers
       ;;
     instances)
       start "$db" "${pubsub_args[@]}"
-      page_base=$started_base pids=$started_pids
+      page_base=$started_base pids=$started_pids worker_pids=-
       start "$db" "${pubsub_args[@]}"
       publish_base=$started_base pids=$pids,$started_pids
       ;;
@@ -162,11 +165,11 @@ for part in $parts; do
       ;;
     fanout)
       echo "== fan-out: $sessions sessions × $rows rows, $rounds publishes"
-      client fanout "$page_base" "$publish_base" "$pids" "$sessions" "$rows" "$rounds" "$fanout_timeout" "$workers"
+      client fanout "$page_base" "$publish_base" "$pids" "$worker_pids" "$sessions" "$rows" "$rounds" "$fanout_timeout"
       ;;
     dom)
       echo "== publish → DOM in Chromium: $dom_rounds creates and as many archives"
-      client dom "$page_base" "$publish_base" "$rows" "$dom_rounds" "$dom_timeout" "$dom_gap" "$workers" "$chromium"
+      client dom "$page_base" "$publish_base" "$worker_pids" "$rows" "$dom_rounds" "$dom_timeout" "$dom_gap" "$chromium"
       ;;
     *) echo "pubsub.sh: unknown part $part (cost, fanout, dom)" >&2; exit 2 ;;
   esac
