@@ -178,6 +178,7 @@ async function openSession(base, agent, workers) {
   await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`session ${id}: no first html within 30 s`)), 30000);
     ws.once('message', () => { clearTimeout(timer); resolve(); });
+    ws.once('close', (code, reason) => reject(new Error(`session ${id}: closed ${code} ${reason} before its first html`)));
     ws.once('error', reject);
     ws.once('unexpected-response', (_, res) => reject(new Error(`live connection answered ${res.statusCode}`)));
   });
