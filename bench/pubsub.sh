@@ -35,7 +35,7 @@ publish_rounds=${BENCH_PUBLISH_ROUNDS:-5}   # requests per kind (plus one to war
 sessions=${BENCH_SESSIONS:-1000}
 rows=${BENCH_ROWS:-20}
 rounds=${BENCH_ROUNDS:-10}
-fanout_timeout=${BENCH_FANOUT_TIMEOUT_MS:-5000}
+fanout_timeout=${BENCH_FANOUT_TIMEOUT_MS:-10000}
 dom_rounds=${BENCH_DOM_ROUNDS:-100}         # creates, each followed by its archive
 dom_timeout=${BENCH_DOM_TIMEOUT_MS:-1000}
 # A session pushes at most every 50 ms (PUSH_MS, lua/clank/live/init.lua): a change less than

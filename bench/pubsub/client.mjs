@@ -227,6 +227,7 @@ async function fanout([pageBase, pubBase, pidsText, workerPidsText, sessionsText
   const shown = countRows(sessions[0].first);
   const perWorker = Array.from({ length: workers }, (_, w) => sessions.filter((s) => s.owner === w).length);
   out({ part: 'fanout-setup', sessions: sessions.length, rows: shown, open_s: round3((now() - t0) / 1000),
+    frame_bytes: sessions[0].first.length,
     per_worker: perWorker, worker_pids: workerPidsText });
   if (shown !== rows) throw new Error(`the list shows ${shown} rows, expected ${rows}`);
 
@@ -400,6 +401,7 @@ function report([file, scale]) {
     rows.push(['GET /__clank/health during the fan-out, p99: median / worst round',
       `${ms(median(p99s))} / ${ms(worst(p99s))}`, '< 50 ms', verdict(worst(p99s), 50)]);
     rows.push(['GET /__clank/health during the fan-out, p50: median / worst round', `${ms(median(p50s))} / ${ms(worst(p50s))}`, '', '']);
+    rows.push([`a push (the whole view's HTML as a JSON frame, sent to each session)`, `${(setup.frame_bytes / 1024).toFixed(1)} KiB`, '', '']);
     const mem = of('fanout-memory')[0];
     if (mem) rows.push([`server memory with the ${mem.sessions} sessions open → after the rounds: Lua (metric) / RSS`,
       `${mem.open.lua_mb} → ${mem.end.lua_mb} MB / ${mem.open.rss_mb} → ${mem.end.rss_mb} MB`, '', '']);
