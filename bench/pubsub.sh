@@ -19,7 +19,7 @@
 # A delivery that never comes times out (BENCH_FANOUT_TIMEOUT_MS, BENCH_DOM_TIMEOUT_MS) and is
 # reported as lost; a part where nothing arrives at all gives up with a message. The servers run
 # on core 0, the clients (Node with ws, Chromium) on core 1, on 127.0.0.1 only.
-#   bench/pubsub.sh                                          # about two minutes
+#   bench/pubsub.sh                                          # about 70 s
 #   BENCH_SESSIONS=200 BENCH_ROUNDS=4 BENCH_DOM_ROUNDS=20 bench/pubsub.sh
 #   BENCH_PUBSUB_SCALE=instances bench/pubsub.sh
 # Exit status: 1 when a part could not run or gave up (nothing delivered), else 0 whether or not
