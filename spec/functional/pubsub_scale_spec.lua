@@ -118,6 +118,21 @@ describe("topics across --workers 2", function()
     for _, session in pairs(by_pid) do session.live:close() end
   end)
 
+  it("shows an agent reading a session's surface what was published while nobody watched it", function()
+    local page = assert(http.get(s.port, "/"))
+    local id = assert(page.body:match('data%-clank%-session="([^"]+)"'))
+    local function surface()
+      local res = assert(http.get(s.port, "/__clank/sessions/" .. id .. "/surface"))
+      assert.are.equal(200, res.status, res.body)
+      return tonumber(res.body:match("loads (%d+)"))
+    end
+    assert.are.equal(1, surface())
+    publish(s.port, 1)
+    publish(s.port, 2)
+    http.sleep(0.2)
+    assert.are.equal(2, surface()) -- re-loaded once, for both, when asked
+  end)
+
   it("keeps delivering on the other worker while one is killed and restarted", function()
     local a = mount(s.port)
     local b

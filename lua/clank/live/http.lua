@@ -231,6 +231,7 @@ function M.handle(live, request)
   if why == "full" then return full() end
   if why == "stopped" then return stopped() end
   if not s then return not_found() end
+  live:catchUp(s) -- what it missed while nobody watched it
   live:setIdleIfIdle(s)
   if kind == "inspect" then return answer(200, { nodes = nodes(s) }) end
   return operate(live, request, s, kind)

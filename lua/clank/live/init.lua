@@ -88,7 +88,7 @@ function M.new(opts)
     worker = opts.worker, -- --workers N: this worker's index and N (SPEC §13)
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
-    count = 0, idleCount = 0, nowMs = 0,
+    count = 0, idleCount = 0, -- nowMs: the loop's clock at the last tick (nil before the first)
   }, Live)
   for i, v in ipairs(app.views or {}) do
     if i == 1 then self.first = v end
@@ -273,16 +273,29 @@ end
 -- browser sent on (it has that DOM, so none older can come): that one always, since a browser
 -- typing faster than the answers arrive sends every event on it, and the newest MAX_TREES (a
 -- browser may switch to any version it received: each event typed makes one, and a burst of
--- typing on a busy machine ran past eight).
-local MAX_TREES = 32
+-- typing on a busy machine ran past eight). Past the newest two, a version replaced over
+-- TREE_SECONDS ago goes too: an event on it would have had that long to arrive, and a session
+-- whose browser only watches (pushes after publishes, no events) would otherwise keep
+-- MAX_TREES whole trees.
+local MAX_TREES, TREE_SECONDS = 32, 3
 
 keep_tree = function(s, tree, v)
   s.trees = s.trees or {}
+  s.treeBorn = s.treeBorn or {}
+  local now = os.time()
   s.trees[v] = tree
+  s.treeBorn[v] = now
   local acked = s.ackV or 0
   local oldest = math.max(acked, v - MAX_TREES + 1)
   for k in pairs(s.trees) do
-    if k < oldest and k ~= acked then s.trees[k] = nil end
+    -- k + 1 replaced k: its age is how long ago k + 1 was born
+    local replaced = s.treeBorn[k + 1]
+    if k ~= acked and (k < oldest or (k < v - 1 and replaced and now - replaced >= TREE_SECONDS)) then
+      s.trees[k] = nil
+    end
+  end
+  for k in pairs(s.treeBorn) do
+    if not s.trees[k] and k ~= v then s.treeBorn[k] = nil end
   end
 end
 
@@ -383,16 +396,29 @@ end
 -- event, so it never overlaps a handler.
 function Live:published(s)
   if s.ended or not s.ready or s.reloadQueued then return end
+  if not (s.conn and s.conn.open) then
+    s.stale = true -- nobody watches it now: re-loaded when a connection or the surface asks
+    return
+  end
   s.reloadQueued = true
   core.spawn(function()
     core.sleep(0)
     if s.ended then return end
     s.queue[#s.queue + 1] = { fn = function()
       s.reloadQueued = false
+      s.stale = false
       self:reload(s)
     end }
     self:drain(s)
   end)
+end
+
+-- A session that missed publishes while nobody watched it re-loads before it is shown (in its
+-- queue, waited for up to the action timeout).
+function Live:catchUp(s)
+  if s.stale and not s.ended then
+    self:run(s, function() if s.stale then self:reload(s) end end, self.actionTimeout)
+  end
 end
 
 -- Re-runs load(props, ctx, previous) (when the view has one) and renders with its data; the
@@ -400,6 +426,7 @@ end
 -- {"t":"error"}.
 function Live:reload(s)
   if s.ended then return end
+  s.stale = false
   core.count("rerender")
   local data
   if s.view.load then
@@ -449,10 +476,17 @@ function Live:sessions() return self.count end
 -- for it, at most the action timeout and 5 s more.
 function Live:tick(now)
   self.nowMs = now
+  -- idle since before the first tick: idle from now (they lead the list, which is in idle order)
   local s = self.idleHead
-  while s and now - s.idleSince > self.idleMs do
+  while s and s.idleSince == nil do
+    s.idleSince = now
+    s = s.idleNext
+  end
+  s = self.idleHead
+  while s do
+    if now - s.idleSince <= self.idleMs then break end
     local following = s.idleNext
-    if not s.busy or now - s.busySince > self.actionTimeout + 5000 then self:endSession(s) end
+    if not s.busy or now - (s.busySince or now) > self.actionTimeout + 5000 then self:endSession(s) end
     s = following
   end
 end
@@ -499,7 +533,10 @@ end
 
 function Live:connect(id, request, socket)
   open_connection(self, id, request, socket, function() return self:open(id, request) end,
-    function(s) self:sendHtml(s, 0) end)
+    function(s)
+      self:catchUp(s)
+      self:sendHtml(s, 0)
+    end)
 end
 
 -- Hot reload: the session mounted afresh on this generation from its token; `reload` first.

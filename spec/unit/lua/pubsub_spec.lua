@@ -202,4 +202,68 @@ describe("view sessions with topics", function()
     assert.are.same({ "html", 0 }, { last.t, last.seq })
     assert.truthy(last.html:find("<li>a</li><li>b</li>", 1, true), last.html)
   end)
+
+  it("keep no more than the two newest trees of a session that only watches", function()
+    local n = 0
+    local Count = clank.defineView {
+      name = "count",
+      topics = function() return { "count" } end,
+      load = function() n = n + 1 return { n = n } end,
+      render = function(_, d) return h.p({ id = "n" }, d.n) end,
+    }
+    local live = live_mod.new { app = clank.app { name = "t", views = { Count } }, secret = "spec-secret" }
+    local id = token.sign("spec-secret", "count", {}, nil, os.time())
+    local sock = fake_socket()
+    run(function() live:connect(id, { method = "GET", url = "/", path = "/", query = {}, headers = {} }, sock) end)
+    settle()
+    local real_time, now = os.time, os.time()
+    os.time = function() return now end -- luacheck: ignore 122
+    local ok, err = pcall(function()
+      for _ = 1, 10 do
+        now = now + 5 -- a publish every 5 s: each version replaced long ago
+        run(function() clank.publish("count") end)
+        settle(80)
+      end
+    end)
+    os.time = real_time -- luacheck: ignore 122
+    assert(ok, err)
+    assert.are.equal(11, n)
+    local versions = {}
+    for v in pairs(live.sessionsById[id].trees) do versions[#versions + 1] = v end
+    table.sort(versions)
+    local newest = versions[#versions]
+    assert.are.same({ newest - 1, newest }, versions)
+  end)
+
+  it("re-load a session nobody watches only once it is connected again", function()
+    local store, loads = { "a" }, 0
+    local List = clank.defineView {
+      name = "list",
+      topics = function() return { "list" } end,
+      load = function()
+        loads = loads + 1
+        return { items = { table.unpack(store) } }
+      end,
+      render = function(_, d) return h.p({ id = "items" }, table.concat(d.items, ",")) end,
+    }
+    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
+    local id = token.sign("spec-secret", "list", {}, nil, os.time())
+    local request = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
+    local sock = fake_socket()
+    run(function() live:connect(id, request, sock) end)
+    settle()
+    live:disconnect(id, sock)
+    store[2] = "b"
+    for _ = 1, 3 do
+      run(function() clank.publish("list") end)
+      settle(80)
+    end
+    assert.are.equal(1, loads) -- closed: its browser sees nothing, so nothing is rendered
+    local again = fake_socket()
+    run(function() live:connect(id, request, again) end)
+    settle()
+    assert.are.equal(2, loads) -- once, for all it missed, before its first frame
+    assert.truthy(again.frames[1].html:find("a,b", 1, true), again.frames[1].html)
+    assert.are.equal(1, #again.frames)
+  end)
 end)

@@ -408,6 +408,26 @@ describe("clank.live idle sessions", function()
     assert.are.same({ 0, 1 }, { again.frames[1].seq, again.frames[1].v })
   end)
 
+  it("counts sessions that went idle before the first tick as idle from that tick", function()
+    -- the loop's clock is large (it counts from boot): a session idle since before the first
+    -- tick must not look idle since 0
+    local live = new_live(nil, nil, { limits = { idleMs = 1000, maxIdle = 10 } })
+    local ids = {}
+    for i = 1, 3 do
+      ids[i] = session_id()
+      local sock = fake_socket()
+      live:connect(ids[i], REQUEST, sock)
+      live:disconnect(ids[i], sock)
+    end
+    assert.are.equal(3, live:sessions())
+    live:tick(7200000)
+    assert.are.equal(3, live:sessions())
+    live:tick(7201000)
+    assert.are.equal(3, live:sessions())
+    live:tick(7201001)
+    assert.are.equal(0, live:sessions())
+  end)
+
   it("keeps at most maxIdle idle sessions, ending the oldest idle first", function()
     local live = new_live(nil, nil, { limits = { idleMs = 600000, maxIdle = 2 } })
     local ids, socks = {}, {}
