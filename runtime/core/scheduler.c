@@ -284,6 +284,34 @@ static void run_ready(uv_idle_t *idle);
 
 static void ready_closed(uv_handle_t *h) { free(h); }
 
+/* ---- the turn (preempt.h) ---- */
+
+/* Right before the loop polls: a new turn. */
+static void turn_new(uv_prepare_t *h) {
+  clank_sched_t *s = h->data;
+  s->turn_ns = 0;
+}
+
+static void turn_closed_cb(uv_handle_t *h) { free(h); }
+
+/* At the first run with a watchdog, on the loop it serves (a generation
+   loaded off the loop has none there); never again once closed with the
+   scheduler: a task run after that (a shutdown's last completions) has the
+   plain slice, and nothing new is left on the loop. */
+static void turn_open(clank_sched_t *s) {
+  if (!s->turn_closed) {
+    uv_prepare_t *h = malloc(sizeof *h);
+    if (h) {
+      uv_prepare_init(s->loop, h);
+      h->data = s;
+      uv_prepare_start(h, turn_new);
+      uv_unref((uv_handle_t *)h); /* it never keeps the loop alive */
+      s->turn_prepare = h;
+    }
+  }
+  s->turn_ns = 0;
+}
+
 /* A preempted task waits behind the work that is ready now: the idle handle
    makes the loop poll without blocking, then resumes the queue. */
 static void ready_push(clank_sched_t *s, clank_task_t *t) {
@@ -331,16 +359,21 @@ static void run_ready(uv_idle_t *idle) {
   if (s->ready == NULL) uv_idle_stop(idle);
 }
 
-/* The running task's Lua time so far, charged; the watchdog lets go. */
+/* The running task's Lua time so far, charged to it and to the turn; the
+   watchdog lets go. */
 static void run_pause(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   t->cpu_ns += now - t->resumed_at;
-  if (s->watchdog) clank_watchdog_leave(s->watchdog);
+  if (s->watchdog) {
+    s->turn_ns += now - t->resumed_at;
+    clank_watchdog_leave(s->watchdog);
+  }
 }
 
 static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   t->resumed_at = now;
   if (s->watchdog == NULL) return;
-  uint64_t slice = CLANK_SLICE_NS;
+  if (s->turn_prepare == NULL) turn_open(s);
+  uint64_t slice = clank_slice_ns(s->turn_ns);
   if (s->cpu_limit_ns) {
     uint64_t left = t->cpu_ns < s->cpu_limit_ns ? s->cpu_limit_ns - t->cpu_ns : 0;
     if (left < slice) slice = left;
@@ -485,6 +518,12 @@ void clank_sched_cancel_all(clank_sched_t *s) {
     uv_close((uv_handle_t *)s->ready_idle, ready_closed);
     s->ready_idle = NULL;
   }
+  if (s->turn_prepare) {
+    uv_close((uv_handle_t *)s->turn_prepare, turn_closed_cb);
+    s->turn_prepare = NULL;
+    s->turn_closed = 1;
+  }
+  s->turn_ns = 0;
   clank_tasks_drop(s);
   while (s->waits) {
     clank_wait_t *w = s->waits;

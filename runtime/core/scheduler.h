@@ -121,6 +121,12 @@ struct clank_sched_s {
   clank_task_t *running;
   clank_task_t *ready, *ready_tail;
   uv_idle_t *ready_idle;
+  /* The turn (preempt.h): Lua time run since the loop last polled, zeroed by
+     turn_prepare right before each poll (NULL: not opened yet, or closed with
+     the scheduler, which then has no turn budget). */
+  uint64_t turn_ns;
+  uv_prepare_t *turn_prepare;
+  int turn_closed;
   int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
   /* Values the request path reads each time, held per state: registry refs
      (0: not made yet; they go with the state), read with one lua_rawgeti
