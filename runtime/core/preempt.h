@@ -21,8 +21,10 @@
    would keep the loop from polling for seconds. So the scheduler counts the
    Lua time of the turn, since its last poll (a uv_prepare handle zeroes it
    right before each): a run gets what is left of CLANK_TURN_NS as its slice
-   (at least CLANK_TURN_MIN_NS). Without a watchdog there is no turn:
-   everything runs as it comes. */
+   (at least CLANK_TURN_MIN_NS); once the turn is spent, a task whose wait
+   ends goes to the ready queue instead of running, and the ready queue
+   resumes one task and lets the loop poll. Without a watchdog there is no
+   turn: everything runs as it comes. */
 #ifndef CLANK_PREEMPT_H
 #define CLANK_PREEMPT_H
 
