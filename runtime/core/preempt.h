@@ -23,8 +23,9 @@
    right before each): a run gets what is left of CLANK_TURN_NS as its slice
    (at least CLANK_TURN_MIN_NS); once the turn is spent, a task whose wait
    ends goes to the ready queue instead of running, and the ready queue
-   resumes one task and lets the loop poll. Without a watchdog there is no
-   turn: everything runs as it comes. */
+   stops (after one task, so it always moves) and lets the loop poll. The
+   turn counts tasks' Lua time only, not the C around them. Without a
+   watchdog there is no turn: everything runs as it comes. */
 #ifndef CLANK_PREEMPT_H
 #define CLANK_PREEMPT_H
 
