@@ -169,7 +169,8 @@ static void hook(lua_State *L, lua_Debug *ar) {
     clank_task_push_exhausted(L, t);
     lua_error(L);
   }
-  if (L == t->co && now - t->resumed_at >= CLANK_SLICE_NS && lua_isyieldable(L)) {
+  /* The slice run_start gave it: the turn's Lua time is the same as then. */
+  if (L == t->co && now - t->resumed_at >= clank_slice_ns(s->turn_ns) && lua_isyieldable(L)) {
     t->preempted = 1;
     lua_yield(L, 0);
   }

@@ -284,9 +284,44 @@ static void run_ready(uv_idle_t *idle);
 
 static void ready_closed(uv_handle_t *h) { free(h); }
 
-/* A preempted task waits behind the work that is ready now: the idle handle
-   makes the loop poll without blocking, then resumes the queue. */
-static void ready_push(clank_sched_t *s, clank_task_t *t) {
+/* ---- the turn (preempt.h) ---- */
+
+/* Right before the loop polls: a new turn. */
+static void turn_new(uv_prepare_t *h) {
+  clank_sched_t *s = h->data;
+  s->turn_ns = 0;
+}
+
+static void turn_closed_cb(uv_handle_t *h) { free(h); }
+
+/* At the first run with a watchdog, on the loop it serves (a generation
+   loaded off the loop has none there); never again once closed with the
+   scheduler: a task run after that (a shutdown's last completions) has the
+   plain slice and is never put off, and nothing new is left on the loop. */
+static void turn_open(clank_sched_t *s) {
+  if (!s->turn_closed) {
+    uv_prepare_t *h = malloc(sizeof *h);
+    if (h) {
+      uv_prepare_init(s->loop, h);
+      h->data = s;
+      uv_prepare_start(h, turn_new);
+      uv_unref((uv_handle_t *)h); /* it never keeps the loop alive */
+      s->turn_prepare = h;
+    }
+  }
+  s->turn_ns = 0;
+}
+
+/* The turn's Lua time is over its budget: waits that end now are put off. */
+static int turn_spent(clank_sched_t *s) {
+  return s->turn_ns >= CLANK_TURN_NS && s->turn_prepare != NULL;
+}
+
+/* A preempted task waits behind the work that is ready now, and so does one
+   whose wait ended in a spent turn (nargs: the wait's results, on its
+   stack): the idle handle makes the loop poll without blocking, then
+   resumes the queue. */
+static void ready_push(clank_sched_t *s, clank_task_t *t, int nargs) {
   if (s->ready_idle == NULL) {
     s->ready_idle = malloc(sizeof *s->ready_idle);
     if (s->ready_idle == NULL) abort(); /* nowhere to keep a preempted task */
@@ -294,6 +329,7 @@ static void ready_push(clank_sched_t *s, clank_task_t *t) {
     s->ready_idle->data = s;
   }
   t->queued = 1;
+  t->ready_nargs = nargs;
   t->ready_next = NULL;
   if (s->ready_tail)
     s->ready_tail->ready_next = t;
@@ -313,34 +349,46 @@ static void ready_remove(clank_sched_t *s, clank_task_t *t) {
   *p = t->ready_next;
   if (s->ready_tail == t) s->ready_tail = prev;
   t->queued = 0;
+  t->ready_nargs = 0;
   t->ready_next = NULL;
 }
 
 static void run_ready(uv_idle_t *idle) {
   clank_sched_t *s = idle->data;
   /* Only as many as were queued before this turn: one preempted again goes
-     behind the I/O of the next. */
+     behind the I/O of the next. And only while the turn lasts: the rest go
+     on after the loop polled (the idle handle stays, so it does not block);
+     the first runs even in a spent turn, so the queue always moves. */
   int n = 0;
   for (clank_task_t *t = s->ready; t; t = t->ready_next) n++;
-  while (n-- > 0 && s->ready) {
+  for (int ran = 0; n-- > 0 && s->ready; ran++) {
+    int spent = turn_spent(s);
+    if (ran && spent) break;
     clank_task_t *t = s->ready;
+    int nargs = t->ready_nargs;
     ready_remove(s, t);
     t->preempted = 0;
-    t->resume(t, 0);
+    t->ready_due = spent;
+    t->resume(t, nargs);
   }
   if (s->ready == NULL) uv_idle_stop(idle);
 }
 
-/* The running task's Lua time so far, charged; the watchdog lets go. */
+/* The running task's Lua time so far, charged to it and to the turn; the
+   watchdog lets go. */
 static void run_pause(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   t->cpu_ns += now - t->resumed_at;
-  if (s->watchdog) clank_watchdog_leave(s->watchdog);
+  if (s->watchdog) {
+    s->turn_ns += now - t->resumed_at;
+    clank_watchdog_leave(s->watchdog);
+  }
 }
 
 static void run_start(clank_sched_t *s, clank_task_t *t, uint64_t now) {
   t->resumed_at = now;
   if (s->watchdog == NULL) return;
-  uint64_t slice = CLANK_SLICE_NS;
+  if (s->turn_prepare == NULL) turn_open(s);
+  uint64_t slice = clank_slice_ns(s->turn_ns);
   if (s->cpu_limit_ns) {
     uint64_t left = t->cpu_ns < s->cpu_limit_ns ? s->cpu_limit_ns - t->cpu_ns : 0;
     if (left < slice) slice = left;
@@ -385,12 +433,25 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
   if (t->exhausted || t->mem_over) {
     lua_pop(t->co, nargs);
     t->exhausted = 1;
+    t->ready_due = 0;
     clank_task_push_exhausted(t->co, t);
     *nres = 1;
     return LUA_ERRRUN;
   }
-  uint64_t now = clank_run_clock();
   clank_task_t *outer = s->running; /* a joined child runs inside its parent's run */
+  if (s->turn_ns >= CLANK_TURN_NS && outer == NULL) {
+    /* The turn is spent: a wait that ends now is queued, to run after the
+       loop polled. Never a first run (its driver may have passed pointers
+       to its own stack), nor one the ready queue chose for this turn. */
+    if (t->ready_due) {
+      t->ready_due = 0;
+    } else if (turn_spent(s) && lua_status(t->co) == LUA_YIELD) {
+      ready_push(s, t, nargs);
+      *nres = 0;
+      return LUA_YIELD;
+    }
+  }
+  uint64_t now = clank_run_clock();
   if (outer) run_pause(s, outer, now);
   t->outer = outer;
   s->running = t;
@@ -402,7 +463,7 @@ int clank_task_resume(clank_task_t *t, int nargs, int *nres) {
   if (outer) run_start(s, outer, now);
   if (st == LUA_YIELD) clank_task_hold_signal(t); /* it may be aborted from now on */
   if (st == LUA_YIELD && t->preempted && *nres == 0) {
-    ready_push(s, t);
+    ready_push(s, t, 0);
     if (t->deadline_on_wait) arm_deadline(t);
     return LUA_YIELD;
   }
@@ -485,6 +546,12 @@ void clank_sched_cancel_all(clank_sched_t *s) {
     uv_close((uv_handle_t *)s->ready_idle, ready_closed);
     s->ready_idle = NULL;
   }
+  if (s->turn_prepare) {
+    uv_close((uv_handle_t *)s->turn_prepare, turn_closed_cb);
+    s->turn_prepare = NULL;
+    s->turn_closed = 1;
+  }
+  s->turn_ns = 0;
   clank_tasks_drop(s);
   while (s->waits) {
     clank_wait_t *w = s->waits;

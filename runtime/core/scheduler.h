@@ -70,6 +70,12 @@ struct clank_task_s {
      while it waits), currentSignal, a join. */
   unsigned holder_deferred : 1;
   unsigned queued : 1;
+  /* Taken off the ready queue in a turn already spent: this resume runs
+     anyway (each turn resumes at least one queued task). */
+  unsigned ready_due : 1;
+  /* Values on co's stack for its resume from the ready queue: a wait's
+     results when the turn was spent as it ended (0 when it was preempted). */
+  int ready_nargs;
   clank_task_t *ready_next;
   clank_task_t *outer; /* the task whose run this one's nested in (a joined child) */
   size_t mem_charged;  /* bytes allocated while it ran */
@@ -115,12 +121,19 @@ struct clank_sched_s {
   clank_sched_slot_t slots[CLANK_SCHED_SLOTS];
   /* Isolation (preempt.h): the watchdog that interrupts long runs (NULL: no
      preemption, as in plain lua5.4), the CPU budget per request or run
-     (0: none), the task running now, and tasks preempted, to resume. */
+     (0: none), the task running now, and tasks preempted or put off, to
+     resume. */
   struct clank_watchdog_s *watchdog;
   uint64_t cpu_limit_ns;
   clank_task_t *running;
   clank_task_t *ready, *ready_tail;
   uv_idle_t *ready_idle;
+  /* The turn (preempt.h): Lua time run since the loop last polled, zeroed by
+     turn_prepare right before each poll (NULL: not opened yet, or closed with
+     the scheduler, which then has no turn budget). */
+  uint64_t turn_ns;
+  uv_prepare_t *turn_prepare;
+  int turn_closed;
   int defer_spawn; /* loading off the loop: clank.spawn waits for clank_sched_run_deferred */
   /* Values the request path reads each time, held per state: registry refs
      (0: not made yet; they go with the state), read with one lua_rawgeti
@@ -129,9 +142,12 @@ struct clank_sched_s {
 };
 
 /* Resumes t's coroutine with nargs values and returns LUA_YIELD while it
-   waits (a runtime wait, or preempted: then the scheduler resumes it later
-   through t->resume with no values), else its status with nres results (an
-   error object on top). Every driver resumes its task through this. */
+   waits (a runtime wait; or preempted, or woken from a wait once the loop's
+   turn was spent (preempt.h): then the scheduler resumes it later through
+   t->resume, with no values or with the nargs values left on co's stack),
+   else its status with nres results (an error object on top). Every driver
+   resumes its task through this; a task that never ran (a fresh coroutine)
+   is never put off, so its first resume may pass pointers to the stack. */
 int clank_task_resume(clank_task_t *t, int nargs, int *nres);
 /* The over-budget error (RESOURCE_LIMIT, 503) when t ran out of CPU or
    memory, pushed on L; 0 when t is within its budget. */

@@ -1,0 +1,207 @@
+/* core/scheduler.c's turn (preempt.h): tasks woken in one loop iteration
+   share CLANK_TURN_NS of Lua time between two polls of the loop; the others
+   wait for the next poll, and resume with what they woke with. Without a
+   watchdog there is no turn: they run in one go, as before. Each case wakes
+   a burst of tasks that then work 2 ms of CPU without waiting, and watches
+   the loop's polls from a prepare handle of its own. Exit status 0 when
+   every case passes; each failure prints a line. */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/preempt.h"
+#include "core/scheduler.h"
+
+static int failures;
+
+#define CHECK(cond, ...)   \
+  do {                     \
+    if (!(cond)) {         \
+      printf("FAIL ");     \
+      printf(__VA_ARGS__); \
+      printf("\n");        \
+      failures++;          \
+    }                      \
+  } while (0)
+
+/* ---- what the tasks call ---- */
+
+static int sleep_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)L;
+  (void)status;
+  (void)ctx;
+  return 0;
+}
+
+/* sleep0(): a wait of 0 ms, the way clank.sleep(0) waits. */
+static int sleep0(lua_State *L) { return clank_sched_sleep(L, 0, sleep_k, 0); }
+
+/* gate(): waits until open_gate resumes every waiter in one callback, as a
+   poll's completions do, each with its place in line as the wait's result. */
+#define GATE_MAX 512
+static clank_task_t *waiting[GATE_MAX];
+static int nwaiting;
+
+static int gate_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  return lua_gettop(L); /* the value it was resumed with */
+}
+
+static int gate(lua_State *L) {
+  clank_task_t *t = clank_task_of(L);
+  if (t == NULL || nwaiting == GATE_MAX) return luaL_error(L, "gate: not in a task, or full");
+  waiting[nwaiting++] = t;
+  lua_pushlightuserdata(L, clank_sched_get(L)); /* a runtime wait */
+  return lua_yieldk(L, 1, 0, gate_k);
+}
+
+static void open_gate(uv_timer_t *timer) {
+  (void)timer;
+  int n = nwaiting;
+  nwaiting = 0;
+  for (int i = 0; i < n; i++) {
+    clank_task_t *t = waiting[i];
+    lua_pushinteger(t->co, i + 1);
+    t->resume(t, 1);
+  }
+}
+
+static int spawn(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  clank_sched_spawn(L);
+  return 0;
+}
+
+/* n tasks, each waking via `via` (sleep or gate), then working ms of CPU;
+   returns a function that tells how many are done and how many woke with
+   the wrong value. */
+static const char burst_lua[] =
+    "local spawn, sleep0, gate, n, ms, via = ...\n"
+    "local done, wrong = 0, 0\n"
+    "for i = 1, n do\n"
+    "  spawn(function()\n"
+    "    if via == 'gate' then\n"
+    "      if gate() ~= i then wrong = wrong + 1 end\n"
+    "    else\n"
+    "      sleep0()\n"
+    "    end\n"
+    "    local t0 = os.clock()\n"
+    "    while os.clock() - t0 < ms / 1000 do end\n"
+    "    done = done + 1\n"
+    "  end)\n"
+    "end\n"
+    "return function() return done, wrong end\n";
+
+/* ---- the loop's polls ---- */
+
+typedef struct polls_s {
+  int count;
+  /* uv_hrtime of the last poll (at first: of the loop's start), and the
+     longest time between two */
+  uint64_t last, longest;
+} polls_t;
+
+static void on_prepare(uv_prepare_t *h) {
+  polls_t *p = h->data;
+  uint64_t now = uv_hrtime();
+  if (now - p->last > p->longest) p->longest = now - p->last;
+  p->last = now;
+  p->count++;
+}
+
+typedef struct outcome_s {
+  int done, wrong, polls;
+  double longest_ms, total_ms;
+} outcome_t;
+
+static outcome_t run_burst(int preempt, int n, int ms, const char *via) {
+  outcome_t o = {0};
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  clank_sched_t *s = clank_sched_get(L); /* plain Lua: a loop of its own */
+  clank_watchdog_t *w = preempt ? clank_watchdog_start() : NULL;
+  s->watchdog = w;
+  polls_t polls = {0};
+  uv_prepare_t prepare;
+  uv_prepare_init(s->loop, &prepare);
+  prepare.data = &polls;
+  uv_timer_t timer;
+  uv_timer_init(s->loop, &timer);
+
+  if (luaL_loadstring(L, burst_lua) != LUA_OK) {
+    CHECK(0, "burst: %s", lua_tostring(L, -1));
+    lua_close(L);
+    return o;
+  }
+  lua_pushcfunction(L, spawn);
+  lua_pushcfunction(L, sleep0);
+  lua_pushcfunction(L, gate);
+  lua_pushinteger(L, n);
+  lua_pushinteger(L, ms);
+  lua_pushstring(L, via);
+  uint64_t t0 = uv_hrtime();
+  if (lua_pcall(L, 6, 1, 0) != LUA_OK) {
+    CHECK(0, "burst: %s", lua_tostring(L, -1));
+    lua_close(L);
+    return o;
+  }
+  if (strcmp(via, "gate") == 0) uv_timer_start(&timer, open_gate, 0, 0);
+  uv_prepare_start(&prepare, on_prepare);
+  uv_unref((uv_handle_t *)&prepare); /* the burst's timers and queue keep the loop going */
+  polls.last = uv_hrtime();
+  uv_run(s->loop, UV_RUN_DEFAULT);
+  o.total_ms = (double)(uv_hrtime() - t0) / 1e6;
+  o.polls = polls.count;
+  o.longest_ms = (double)polls.longest / 1e6;
+  lua_call(L, 0, 2);
+  o.done = (int)lua_tointeger(L, -2);
+  o.wrong = (int)lua_tointeger(L, -1);
+  lua_pop(L, 2);
+
+  uv_close((uv_handle_t *)&prepare, NULL);
+  uv_close((uv_handle_t *)&timer, NULL);
+  uv_run(s->loop, UV_RUN_NOWAIT);
+  lua_close(L); /* closes the scheduler and its loop */
+  clank_watchdog_stop(w);
+  return o;
+}
+
+/* ---- the cases ---- */
+
+#define N 150 /* 300 ms of Lua in all */
+#define MS 2
+
+static void budget_case(const char *via) {
+  outcome_t o = run_burst(1, N, MS, via);
+  printf("%-5s with a watchdog: %d polls, the longest %.1f ms apart, %.0f ms in all\n", via,
+         o.polls, o.longest_ms, o.total_ms);
+  CHECK(o.done == N, "%s: %d of %d tasks done", via, o.done, N);
+  CHECK(o.wrong == 0, "%s: %d tasks woke with another's value", via, o.wrong);
+  /* a turn is 5 ms and a tick or two more: 100 ms is a loose bound, a
+     third of the burst in one go */
+  CHECK(o.longest_ms < 100, "%s: the loop did not poll for %.1f ms", via, o.longest_ms);
+  CHECK(o.polls >= 10, "%s: the loop polled %d times in a burst of %.0f ms", via, o.polls,
+        o.total_ms);
+}
+
+static void no_watchdog_case(void) {
+  outcome_t o = run_burst(0, N, MS, "sleep");
+  printf("sleep without a watchdog: %d polls, the longest %.1f ms apart, %.0f ms in all\n", o.polls,
+         o.longest_ms, o.total_ms);
+  CHECK(o.done == N, "no watchdog: %d of %d tasks done", o.done, N);
+  /* every task in one iteration: the whole burst's CPU between two polls */
+  CHECK(o.longest_ms >= 0.8 * N * MS, "no watchdog: the longest time between polls was %.1f ms",
+        o.longest_ms);
+}
+
+int main(void) {
+  budget_case("sleep");
+  budget_case("gate");
+  no_watchdog_case();
+  if (failures) printf("%d failures\n", failures);
+  return failures ? 1 : 0;
+}
