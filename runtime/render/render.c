@@ -252,11 +252,62 @@ static void option_props(clank_render_t *r, int props, int children, int sel) {
   lua_rawset(L, copy);
 }
 
-/* The children of an element or the items of a list (at depth + 1). A tr directly under a
-   table is written inside the tbody an HTML parser would imply; keys still count the server's
-   children. Live: path[level] is the index of the element child being written. */
+/* The key of the element child at c (top: the stack top), when it has a string or an integer
+   one (any other raises when the child's attributes are read): pushed as a string, which stays
+   until the child is written; unique among the children of parent (the table at seen, made for
+   the first key; ptag names the parent, or NULL for a list); in live renders, the child's
+   segment of the path. Returns the stack top. */
+static int child_key(clank_render_t *r, int c, int top, int seen, int level, int live,
+                     const char *ptag, size_t ptlen) {
+  lua_State *L = r->L;
+  lua_pushvalue(L, RUV(RUV_PROPS));
+  if (lua_rawget(L, c) != LUA_TTABLE) {
+    lua_settop(L, top);
+    return top;
+  }
+  lua_pushvalue(L, RUV(RUV_KEY));
+  int type = lua_rawget(L, top + 1);
+  if (type == LUA_TNUMBER && lua_isinteger(L, -1)) {
+    lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
+  } else if (type != LUA_TSTRING) {
+    lua_settop(L, top);
+    return top;
+  }
+  lua_replace(L, top + 1); /* the key, as a string, in place of the props */
+  lua_settop(L, top + 1);
+  if (lua_isnil(L, seen)) {
+    lua_newtable(L);
+    lua_replace(L, seen);
+  }
+  lua_pushvalue(L, top + 1);
+  if (lua_rawget(L, seen) != LUA_TNIL) {
+    lua_pushliteral(L, "clank.render: duplicate key \"");
+    lua_pushvalue(L, top + 1);
+    if (ptag) {
+      lua_pushliteral(L, "\" among the children of <");
+      lua_pushlstring(L, ptag, ptlen);
+      lua_pushliteral(L, ">");
+    } else {
+      lua_pushliteral(L, "\" among the elements of a list");
+      lua_pushliteral(L, "");
+      lua_pushliteral(L, "");
+    }
+    clank_render_fail(L, 5);
+  }
+  lua_pop(L, 1);
+  lua_pushvalue(L, top + 1);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, seen);
+  if (live) r->keys[level] = lua_tolstring(L, top + 1, &r->keylens[level]);
+  return top + 1;
+}
+
+/* The children of an element or the items of a list (at depth + 1), of the element ptag (NULL:
+   a list). A tr directly under a table is written inside the tbody an HTML parser would imply;
+   keys still count the server's children. Live: path[level] is the index of the element child
+   being written, keys[level] its key when it is keyed. */
 static void emit_children(clank_render_t *r, int children, int sel, int depth, int live,
-                          int in_table) {
+                          int in_table, const char *ptag, size_t ptlen) {
   lua_State *L = r->L;
   int meta;
   lua_Integer len = children_len(L, children, &meta);
@@ -266,7 +317,9 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     if (level > CLANK_RENDER_MAXLEVEL) nested_too_deeply(L);
     r->level = level;
   }
-  int c = lua_gettop(L) + 1;
+  lua_pushnil(L); /* the keys of the element children, when one has a key */
+  int seen = lua_gettop(L);
+  int c = seen + 1;
   for (lua_Integer i = 1; i <= len; i++) {
     int type = meta ? lua_geti(L, children, i) : lua_rawgeti(L, children, i);
     if (type == LUA_TSTRING && depth < CLANK_RENDER_MAXDEPTH) { /* text, most often */
@@ -284,6 +337,7 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     if (el) {
       if (live) r->path[level] = n;
       n++;
+      top = child_key(r, c, top, seen, level, live, ptag, ptlen);
       if (in_table || sel) {
         lua_pushvalue(L, RUV(RUV_TAG));
         if (lua_rawget(L, c) == LUA_TSTRING) tag = lua_tolstring(L, -1, &tlen);
@@ -319,11 +373,15 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     } else {
       emit(r, c, depth + 1, 0, live);
     }
-    if (live) r->level = level;
+    if (live) {
+      r->level = level;
+      r->keys[level] = NULL; /* its key string goes with it */
+    }
     lua_settop(L, c - 1); /* the child and whatever writing it left */
   }
   if (live) r->level = level - 1;
   if (tbody) PUT_LIT(r, "</tbody>");
+  lua_settop(L, seen - 1);
 }
 
 /* An element: its tag, props and children at those stack indexes. Like every emit function,
@@ -365,9 +423,9 @@ static void emit_element(clank_render_t *r, int tag, int props, int children, in
     emit(r, value, depth + 1, 0, 0);
   } else if (select && !lua_isnil(L, value)) {
     selected_set(r, value);
-    emit_children(r, children, value + 1, depth, live, 0);
+    emit_children(r, children, value + 1, depth, live, 0, t, tlen);
   } else {
-    emit_children(r, children, sel, depth, live, EQ_LOWER(t, tlen, "table"));
+    emit_children(r, children, sel, depth, live, EQ_LOWER(t, tlen, "table"), t, tlen);
   }
   if (clank_buf_reserve(&r->out, tlen + 3) != 0) clank_render_no_memory(L);
   memcpy(r->out.data + r->out.len, "</", 2);
@@ -451,7 +509,7 @@ static void emit_table(clank_render_t *r, int idx, int depth, int sel, int live)
   }
   lua_settop(L, top);
   if (!meta)
-    emit_children(r, idx, 0, depth, live, 0); /* a list */
+    emit_children(r, idx, 0, depth, live, 0, NULL, 0); /* a list */
   else
     emit_view(r, idx, depth, live);
 }
@@ -527,8 +585,9 @@ static int render_call(lua_State *L) {
    -> render(node, live, actions) */
 static int render_renderer(lua_State *L) {
   static const char *const given[] = {"element", "raw", "actionName", "confirm", "valueError"};
-  static const char *const keys[] = {"tag",        "props",       "children", "value", "agentLabel",
-                                     "aria-label", "agentAction", "html",     "tree",  "selected"};
+  static const char *const keys[] = {"tag",        "props",      "children",    "value",
+                                     "agentLabel", "aria-label", "agentAction", "html",
+                                     "tree",       "selected",   "key"};
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checkstack(L, RUV_COUNT, NULL);
   for (int i = 0; i < 5; i++) {

@@ -90,7 +90,8 @@ enum {
   K_VALUE,
   K_CLASS_NAME,
   K_HTML_FOR,
-  K_ARIA_LABEL
+  K_ARIA_LABEL,
+  K_KEY
 };
 
 static int classify(const char *k, size_t n) {
@@ -112,6 +113,7 @@ static int classify(const char *k, size_t n) {
     case 'v': return EQ(k, n, "value") ? K_VALUE : K_PLAIN;
     case 'c': return EQ(k, n, "className") ? K_CLASS_NAME : K_PLAIN;
     case 'h': return EQ(k, n, "htmlFor") ? K_HTML_FOR : K_PLAIN;
+    case 'k': return EQ(k, n, "key") ? K_KEY : K_PLAIN;
     default: return K_PLAIN;
   }
 }
@@ -329,9 +331,18 @@ static void hole_in_path(clank_render_t *r) {
   clank_render_fail_lit(L, "clank.render: a hole in the path of keys");
 }
 
-/* data-clank-on (the handled events, lower-cased and sorted) into r->on and data-clank-key
-   (the path of indexes, joined with dots) into r->key. */
-static void events_and_key(clank_render_t *r) {
+void clank_render_check_key(lua_State *L, int idx, const char *tag, size_t tlen) {
+  if (lua_type(L, idx) == LUA_TSTRING || lua_isinteger(L, idx)) return;
+  lua_pushliteral(L, "clank.render: the key of <");
+  lua_pushlstring(L, tag, tlen);
+  lua_pushfstring(
+      L, "> must be a string or an integer (got %s)",
+      lua_type(L, idx) == LUA_TNUMBER ? "a number that is not an integer" : luaL_typename(L, idx));
+  clank_render_fail(L, 3);
+}
+
+/* data-clank-on (the handled events, lower-cased and sorted) into r->on. */
+static void events(clank_render_t *r) {
   if (r->nevents > 1) qsort(r->events, r->nevents, sizeof *r->events, cmp_events);
   clank_buf_reset(&r->on);
   for (size_t i = 0; i < r->nevents; i++) {
@@ -341,9 +352,39 @@ static void events_and_key(clank_render_t *r) {
     for (size_t j = 0; j < e->len; j++)
       r->on.data[r->on.len++] = (char)lower((unsigned char)e->s[j]);
   }
+}
+
+/* A key as a segment of data-clank-key: "k:", then its bytes, each one but A-Z a-z 0-9 _ -
+   written %XX (upper-case hex), so that no key holds a dot and each key has one form. */
+static void key_segment(clank_render_t *r, const char *k, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  clank_buf_t *b = &r->key;
+  if (clank_buf_reserve(b, 2 + 3 * n) != 0) clank_render_no_memory(r->L);
+  b->data[b->len++] = 'k';
+  b->data[b->len++] = ':';
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)k[i];
+    if (is_alpha(c) || is_digit(c) || c == '_' || c == '-') {
+      b->data[b->len++] = (char)c;
+    } else {
+      b->data[b->len++] = '%';
+      b->data[b->len++] = hex[c >> 4];
+      b->data[b->len++] = hex[c & 15];
+    }
+  }
+}
+
+/* data-clank-key into r->key: the path down to the element, joined with dots: its index among
+   its parent's element children, or for a keyed element "k:" and its key. */
+static void path_key(clank_render_t *r) {
   clank_buf_reset(&r->key);
   for (int i = 1; i <= r->level; i++) {
     if (r->path[i] < 0) hole_in_path(r);
+    if (r->keys[i]) {
+      if (i > 1) clank_render_append(r, &r->key, ".", 1);
+      key_segment(r, r->keys[i], r->keylens[i]);
+      continue;
+    }
     char d[16];
     size_t k = sizeof d;
     unsigned v = (unsigned)r->path[i];
@@ -358,9 +399,10 @@ static void events_and_key(clank_render_t *r) {
 
 /* The live attributes (SPEC §11), after the element's own: data-clank-confirm when its
    agentAction (action at idx, or 0 when the element has none) requires confirmation;
-   data-clank-key and data-clank-on when it has handlers. The confirmation text stays on the
-   stack. */
-static void live_attributes(clank_render_t *r, int action) {
+   data-clank-key and data-clank-on when it has handlers, data-clank-key when it is keyed
+   (keyed: it has a key and its segment of the path is that key; the client patches keyed
+   elements by their data-clank-key). The confirmation text stays on the stack. */
+static void live_attributes(clank_render_t *r, int action, int keyed) {
   lua_State *L = r->L;
   const char *confirm = NULL;
   size_t clen = 0;
@@ -390,21 +432,25 @@ static void live_attributes(clank_render_t *r, int action) {
     else
       lua_pop(L, 1);
   }
-  if (r->nevents) events_and_key(r);
+  int with_key = r->nevents || keyed;
+  if (r->nevents) events(r);
+  if (with_key) path_key(r);
   /* merged into the sorted list, raising as the Lua merge did for a name already there */
   if (confirm && find_attr(r, "data-clank-confirm", 18)) twice(r, "data-clank-confirm", 18);
-  if (r->nevents && find_attr(r, "data-clank-key", 14)) twice(r, "data-clank-key", 14);
+  if (with_key && find_attr(r, "data-clank-key", 14)) twice(r, "data-clank-key", 14);
   if (r->nevents && find_attr(r, "data-clank-on", 13)) twice(r, "data-clank-on", 13);
   if (confirm) {
     clank_render_attr_t *a = new_attr(r, "data-clank-confirm", 18);
     a->val = confirm;
     a->vlen = clen;
   }
-  if (r->nevents) {
+  if (with_key) {
     clank_render_attr_t *a = new_attr(r, "data-clank-key", 14);
     a->val = r->key.data ? r->key.data : "";
     a->vlen = r->key.len;
-    a = new_attr(r, "data-clank-on", 13);
+  }
+  if (r->nevents) {
+    clank_render_attr_t *a = new_attr(r, "data-clank-on", 13);
     a->val = r->on.data ? r->on.data : "";
     a->vlen = r->on.len;
   }
@@ -420,7 +466,7 @@ void clank_render_attributes(clank_render_t *r, int props, const char *tag, size
     lua_error(L);
   }
   int value_kept = !EQ(tag, tlen, "select") && !EQ(tag, tlen, "textarea");
-  int has_label = 0, has_aria_label = 0, has_action = 0;
+  int has_label = 0, has_aria_label = 0, has_action = 0, has_key = 0;
   lua_pushnil(L);
   while (lua_next(L, props)) {
     int v = lua_gettop(L);
@@ -485,6 +531,10 @@ void clank_render_attributes(clank_render_t *r, int props, const char *tag, size
         break;
       case K_CLASS_NAME: put_attr(r, "class", 5, 0, v); break;
       case K_HTML_FOR: put_attr(r, "for", 3, 0, v); break;
+      case K_KEY: /* not an attribute: the element's segment of data-clank-key */
+        clank_render_check_key(L, v, tag, tlen);
+        has_key = 1;
+        break;
       case K_ARIA_LABEL: has_aria_label = 1; /* fall through */
       default: put_attr(r, k, kl, 1, v); break;
     }
@@ -506,7 +556,7 @@ void clank_render_attributes(clank_render_t *r, int props, const char *tag, size
       prop(L, props, RUV_AGENT_ACTION, plain);
       action = lua_gettop(L);
     }
-    live_attributes(r, action);
+    live_attributes(r, action, has_key && r->keys[r->level] != NULL);
   }
 }
 

@@ -37,7 +37,8 @@ enum {
   RUV_HTML,
   RUV_TREE,
   RUV_SELECTED,
-  RUV_COUNT = RUV_SELECTED
+  RUV_KEY,
+  RUV_COUNT = RUV_KEY
 };
 #define RUV(i) lua_upvalueindex(i)
 
@@ -71,6 +72,11 @@ typedef struct {
   int actions; /* stack index of live.actions */
   int level;   /* live: path[1..level] are the indexes down to the element being written */
   int path[CLANK_RENDER_MAXLEVEL + 1];
+  /* live: the key of the element at each level when it is keyed (its segment of the path is
+     then "k:" and the key percent-encoded), else NULL; a string on the Lua stack until that
+     element is written */
+  const char *keys[CLANK_RENDER_MAXLEVEL + 1];
+  size_t keylens[CLANK_RENDER_MAXLEVEL + 1];
 } clank_render_t;
 
 /* Raise the concatenation of the n strings on top of the stack, "msg", or "a" s "b" (s of
@@ -94,6 +100,9 @@ int clank_render_props_plain(lua_State *L, int props);
    data-clank-confirm, data-clank-key and data-clank-on. May leave values on the stack that
    attributes point into: the caller drops them once the attributes are written. */
 void clank_render_attributes(clank_render_t *r, int props, const char *tag, size_t tlen, int live);
+/* Raises for the key prop at idx of an element tag when it is neither a string nor an
+   integer. */
+void clank_render_check_key(lua_State *L, int idx, const char *tag, size_t tlen);
 /* Writes them, sorted by name (byte order): ` name="value"`, or ` name` when bare. */
 void clank_render_write_attributes(clank_render_t *r);
 

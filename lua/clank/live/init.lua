@@ -608,13 +608,39 @@ local function value_bytes(v)
   return string_list(v)
 end
 
+-- Keys (the prop `key`) in a data-clank-key path: a keyed element's segment is "k:" and its key,
+-- each byte but A-Z a-z 0-9 _ - written %XX in upper-case hex (runtime/render/render_attrs.c),
+-- so a segment holds no dot and a key has one form.
+local function encode_key(k)
+  return (k:gsub("[^A-Za-z0-9_%-]", function(c) return ("%%%02X"):format(c:byte()) end))
+end
+
+local function decode_key(s)
+  return (s:gsub("%%(%x%x)", function(x) return string.char(tonumber(x, 16)) end))
+end
+
+-- A data-clank-key: segments joined by dots, each an index or "k:" and a key in its one form.
+local function valid_path(key)
+  if key == "" then return false end
+  for part in (key .. "."):gmatch("([^.]*)%.") do
+    if not part:find("^%d+$") then
+      if part:sub(1, 2) ~= "k:" then return false end
+      local encoded = part:sub(3)
+      if encoded:find("[^A-Za-z0-9_%-%%]") or encode_key(decode_key(encoded)) ~= encoded then
+        return false
+      end
+    end
+  end
+  return true
+end
+M.validPath = valid_path
+
 -- The event message and the bytes its value and values hold, or nil when its shape is wrong.
 local function check_event(m)
   if type(m) ~= "table" or json.isArray(m) or m.t ~= "event" then return nil end
   for k in pairs(m) do if not EVENT_KEYS[k] then return nil end end
   if math_type(m.seq) ~= "integer" or m.seq < 0 or math_type(m.v) ~= "integer" then return nil end
-  if type(m.key) ~= "string" or not m.key:find("^%d+[%d.]*$") or m.key:find("%.%.")
-    or m.key:find("%.$") or not HANDLERS[m.type] then
+  if type(m.key) ~= "string" or not valid_path(m.key) or not HANDLERS[m.type] then
     return nil
   end
   local bytes = value_bytes(m.value)
@@ -632,17 +658,33 @@ local function check_event(m)
   return m, bytes
 end
 
--- The element at a positional key ("0.2.1": element children, counted from the view's top).
+-- The key of an element as its path names it (an integer as its digits), or nil.
+local function key_of(el)
+  local k = el.props.key
+  if type(k) == "string" then return k end
+  if math_type(k) == "integer" then return tostring(k) end
+  return nil
+end
+
+-- The element at a data-clank-key (checked by valid_path): "0.2.1" counts element children from
+-- the view's top; a segment "k:<key>" is the child with that key, wherever it now is.
 local function find_key(tree, key)
   local children = is_element(tree) and { tree } or (type(tree) == "table" and tree) or {}
   local node
-  for part in key:gmatch("%d+") do
-    local want, n = tonumber(part), 0
+  for part in key:gmatch("[^.]+") do
     node = nil
-    for _, c in ipairs(children) do
-      if is_element(c) then
-        if n == want then node = c break end
-        n = n + 1
+    if part:sub(1, 2) == "k:" then
+      local want = decode_key(part:sub(3))
+      for _, c in ipairs(children) do
+        if is_element(c) and key_of(c) == want then node = c break end
+      end
+    else
+      local want, n = tonumber(part), 0
+      for _, c in ipairs(children) do
+        if is_element(c) then
+          if n == want then node = c break end
+          n = n + 1
+        end
       end
     end
     if not node then return nil end

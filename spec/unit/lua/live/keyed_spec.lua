@@ -1,0 +1,215 @@
+-- Keyed children (issue 29): the prop `key` names an element among its siblings. Live renders
+-- write it only inside data-clank-key (the element's path, its own segment "k:<key>"); a
+-- duplicate or a key of another type raises; clank.live resolves a keyed path by key, in
+-- whichever version's tree, and refuses malformed paths. Expected values written by hand.
+local clank = require "clank"
+local live_mod = require "clank.live"
+local token = require "clank.live.token"
+local json = clank.json
+local h = clank.h
+local signal = clank.signal
+local LIVE = { live = true }
+local f = function() end
+
+describe("clank.render (keyed children)", function()
+  it("writes a keyed element's path with its key as its segment, for strings and integers", function()
+    local tree = h.ul(nil,
+      h.li({ key = "row-7" }, "a"),
+      h.li({ key = 42 }, h.button({ onClick = f }, "b")),
+      h.li({ onClick = f }, "c"))
+    assert.are.equal(table.concat {
+      '<ul><li data-clank-key="0.k:row-7">a</li>',
+      '<li data-clank-key="0.k:42"><button data-clank-key="0.k:42.0" data-clank-on="click">b</button></li>',
+      '<li data-clank-key="0.2" data-clank-on="click">c</li></ul>', -- unkeyed: its index, as before
+    }, clank.render(tree, LIVE))
+  end)
+
+  it("writes a negative integer key with its sign", function()
+    assert.are.equal('<ul><li data-clank-key="0.k:-3">x</li></ul>',
+      clank.render(h.ul(nil, h.li({ key = -3 }, "x")), LIVE))
+  end)
+
+  it("keys a keyed element among the top elements of a list", function()
+    assert.are.equal('<p data-clank-key="k:a">a</p><p data-clank-key="1" data-clank-on="click">b</p>',
+      clank.render({ h.p({ key = "a" }, "a"), h.p({ onClick = f }, "b") }, LIVE))
+  end)
+
+  it("percent-encodes every byte of a key but letters, digits, _ and -", function()
+    local html = clank.render(h.ul(nil, h.li({ key = 'a"<b>&c.d%e f:\u{e9}' }, "x")), LIVE)
+    assert.are.equal('<ul><li data-clank-key="0.k:a%22%3Cb%3E%26c%2Ed%25e%20f%3A%C3%A9">x</li></ul>', html)
+  end)
+
+  it("writes an empty key as an empty segment", function()
+    assert.are.equal('<ul><li data-clank-key="0.k:">x</li></ul>',
+      clank.render(h.ul(nil, h.li({ key = "" }, "x")), LIVE))
+  end)
+
+  it("never writes key as an attribute, and nothing for it outside live renders", function()
+    local tree = h.ul(nil, h.li({ key = "a", class = "row" }, "x"))
+    assert.are.equal('<ul><li class="row">x</li></ul>', clank.render(tree))
+    assert.are.equal('<ul><li class="row" data-clank-key="0.k:a">x</li></ul>', clank.render(tree, LIVE))
+  end)
+
+  it("ignores the key of a view's single top element (it has no siblings) but checks it", function()
+    assert.are.equal('<div data-clank-key="0" data-clank-on="click">x</div>',
+      clank.render(h.div({ key = "top", onClick = f }, "x"), LIVE))
+    assert.has_error(function() clank.render(h.div({ key = false }), LIVE) end,
+      "clank.render: the key of <div> must be a string or an integer (got boolean)")
+  end)
+
+  it("raises on a duplicate key among siblings, naming it and the parent", function()
+    local tree = h.ul(nil, h.li({ key = "a" }), h.li({ key = "b" }), h.li({ key = "a" }))
+    for _, options in ipairs { LIVE, false } do
+      assert.has_error(function() clank.render(tree, options or nil) end,
+        'clank.render: duplicate key "a" among the children of <ul>')
+    end
+    assert.has_error(function() clank.render(h.ol(nil, h.li({ key = 7 }), h.li({ key = "7" })), LIVE) end,
+      'clank.render: duplicate key "7" among the children of <ol>')
+    assert.has_error(function() clank.render({ h.p({ key = "x" }), h.p({ key = "x" }) }, LIVE) end,
+      'clank.render: duplicate key "x" among the elements of a list')
+  end)
+
+  it("takes the same key under different parents", function()
+    local tree = h.div(nil, h.ul(nil, h.li({ key = 1 }, "a")), h.ul(nil, h.li({ key = 1 }, "b")))
+    assert.are.equal(table.concat {
+      '<div><ul><li data-clank-key="0.0.k:1">a</li></ul>',
+      '<ul><li data-clank-key="0.1.k:1">b</li></ul></div>',
+    }, clank.render(tree, LIVE))
+  end)
+
+  it("raises on a key that is neither a string nor an integer, naming the element and the type", function()
+    local cases = {
+      { true, "boolean" }, { 1.5, "a number that is not an integer" }, { 2.0, "a number that is not an integer" },
+      { {}, "table" }, { f, "function" }, { json.null, "userdata" },
+    }
+    for _, case in ipairs(cases) do
+      for _, options in ipairs { LIVE, false } do
+        assert.has_error(function() clank.render(h.ul(nil, h.li({ key = case[1] })), options or nil) end,
+          "clank.render: the key of <li> must be a string or an integer (got " .. case[2] .. ")")
+      end
+    end
+  end)
+
+  it("raises when key is also given as data-clank-key", function()
+    assert.has_error(function() clank.render(h.ul(nil, h.li({ key = "a", ["data-clank-key"] = "x" })), LIVE) end,
+      "clank.render: attribute data-clank-key given twice")
+  end)
+end)
+
+describe("clank.live.findKey", function()
+  local find = live_mod.findKey
+  local function rows(order)
+    local items = {}
+    for i, id in ipairs(order) do
+      items[i] = h.li({ key = id }, h.span(nil, "row " .. id), h.button({ agentId = "b-" .. id, onClick = f }))
+    end
+    return h.div(nil, h.h1(nil, "t"), h.ul(nil, items))
+  end
+
+  it("finds a keyed row's button in the tree before and after a reorder", function()
+    local before, after = rows { "a", "b", 7 }, rows { 7, "b", "a" }
+    for _, tree in ipairs { before, after } do
+      assert.are.equal("b-a", find(tree, "0.1.k:a.1").props.agentId)
+      assert.are.equal("b-7", find(tree, "0.1.k:7.1").props.agentId)
+    end
+    -- positions still count every element child
+    assert.are.equal("b-a", find(before, "0.1.0.1").props.agentId)
+    assert.are.equal("b-7", find(after, "0.1.0.1").props.agentId)
+  end)
+
+  it("decodes a percent-encoded key", function()
+    local tree = h.ul(nil, h.li({ key = "x" }), h.li({ key = 'a.b "c"' }, h.b()))
+    assert.are.equal("b", find(tree, "0.k:a%2Eb%20%22c%22.0").tag)
+  end)
+
+  it("finds nothing for a key no sibling has", function()
+    local tree = rows { "a" }
+    assert.is_nil(find(tree, "0.1.k:z.1"))
+    assert.is_nil(find(tree, "0.k:a"))
+  end)
+end)
+
+describe("clank.live.validPath", function()
+  local valid = live_mod.validPath
+  local good = { "0", "0.2.1", "0.k:row-7", "k:a.0", "0.k:.1", "0.k:a%2Eb", "0.k:%C3%A9", "0.k:-3", "0.k:a_b" }
+  local bad = { "", ".", "0.", ".0", "0..1", "a.b", "0.k", "0.K:a", "0.x:a", "0.k:a b", "0.k:a:b",
+    "0.k:a%2", "0.k:a%2e", "0.k:%41", "0.k:a%G1", "0.k:a%%", "0.k:\u{e9}", "0.-1", "0.1a" }
+  for _, key in ipairs(good) do
+    it("accepts " .. key, function() assert.is_true(valid(key)) end)
+  end
+  for _, key in ipairs(bad) do
+    it("refuses " .. string.format("%q", key), function() assert.is_false(valid(key)) end)
+  end
+end)
+
+-- A live session over a fake socket, as in session_spec.lua.
+local function run(fn)
+  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
+    input = clank.schema.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
+  return a({}, {}).v
+end
+local function settle(ms) run(function() clank.sleep(ms) end) end
+
+local function fake_socket()
+  local sock = { frames = {} }
+  function sock.send(self, text) self.frames[#self.frames + 1] = json.decode(text) return true end
+  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
+  function sock.last(self) return self.frames[#self.frames] end
+  return sock
+end
+
+local REQUEST = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
+
+local function event(seq, v, key)
+  return json.encode { t = "event", seq = seq, v = v, key = key, type = "click" }
+end
+
+local List = clank.defineView {
+  name = "list",
+  load = function() return { order = signal.signal { "a", "b", "c" }, last = signal.signal("none") } end,
+  render = function(_, d)
+    local items = {}
+    for i, id in ipairs(d.order.value) do
+      items[i] = h.li({ key = id }, h.button({ onClick = function() d.last.value = id end }, id))
+    end
+    return h.div(nil,
+      h.button({ agentId = "reverse", onClick = function()
+        local o = d.order.value
+        d.order.value = { o[3], o[2], o[1] }
+      end }, "Reverse"),
+      h.ul(nil, items),
+      h.output({ id = "last" }, d.last.value))
+  end,
+}
+
+describe("clank.live events on keyed paths", function()
+  local live, sock, id
+  before_each(function()
+    live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
+    sock = fake_socket()
+    id = token.sign("spec-secret", "list", {}, nil, os.time())
+    live:connect(id, REQUEST, sock)
+    settle(0)
+  end)
+
+  local function last_text()
+    return sock:last().html:match('<output id="last">([^<]*)</output>')
+  end
+
+  it("reaches the same row from the DOM of a version before a reorder and after it", function()
+    assert.truthy(sock:last().html:find('<li data-clank-key="0.1.k:a"><button data-clank-key="0.1.k:a.0"', 1, true))
+    live:receive(id, event(1, 1, "0.0"), sock) -- reverse: v 2 holds c, b, a
+    assert.are.same({ "html", 1, 2 }, { sock:last().t, sock:last().seq, sock:last().v })
+    assert.truthy(sock:last().html:find('<ul><li data-clank-key="0.1.k:c">', 1, true), sock:last().html)
+    live:receive(id, event(2, 1, "0.1.k:a.0"), sock) -- sent from v 1, where a was first
+    assert.are.equal("a", last_text())
+    live:receive(id, event(3, 3, "0.1.k:c.0"), sock) -- from the newest DOM, where c is first
+    assert.are.equal("c", last_text())
+    assert.is_nil(sock.closed)
+  end)
+
+  it("closes with 1002 on a malformed keyed path", function()
+    live:receive(id, event(1, 1, "0.1.k:a%2e.0"), sock)
+    assert.are.equal(1002, sock.closed and sock.closed.code)
+  end)
+end)
