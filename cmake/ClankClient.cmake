@@ -17,6 +17,13 @@ if(CMAKE_SCRIPT_MODE_FILE)
   string(REGEX REPLACE "\n[ \t]+" "\n" client "\n${client}")
   string(REGEX REPLACE "\n//[^\n]*" "" client "${client}")
   string(REGEX REPLACE "\n\n+" "\n" client "${client}")
+  # Lines joined where no semicolon can be inserted (the client has no template literals, and
+  # its // comments fill whole lines, dropped above): after { ; , ( ? || && => and " +", before
+  # ".", and after a } that a word follows (were that } to end an expression, the joined line
+  # would not parse: an error, never another meaning).
+  string(REGEX REPLACE "([{;,(?|&>]| [+])\n" "\\1" client "${client}")
+  string(REGEX REPLACE "\n[.]" "." client "${client}")
+  string(REGEX REPLACE "}\n([A-Za-z])" "}\\1" client "${client}")
   string(REGEX REPLACE "^\n" "" client "${client}")
   string(REGEX REPLACE "\n+$" "" morphdom "${morphdom}")
   file(WRITE "${OUT_JS}"

@@ -216,7 +216,7 @@ const createAgentSurface = root => {
 const live = root => {
   const session = attr(root, "data-clank-session"), pending = new Set();
   let ws = null, ready = false, stopped = false, notice = null;
-  let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, confirmedEl = null;
+  let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, confirmedEl = null, focused;
 
   const status = s => root.setAttribute("data-clank-status", s);
 
@@ -256,9 +256,10 @@ const live = root => {
   };
 
   // The focused control keeps its value, selection and checked state through a patch
-  // (a select's selection is put back after morphdom's pass).
+  // (a select's selection is put back after morphdom's pass). focused: the element that had
+  // focus when the patch began (moving a keyed row takes the focus away until it is put back).
   const keepFocused = (from, to) => {
-    if (from === doc.activeElement && CONTROLS[tagOf(from)] && tagOf(from) !== "select") {
+    if (from === focused && CONTROLS[tagOf(from)] && tagOf(from) !== "select") {
       for (const name of ["value", "checked"]) {
         if (has(from, name)) to.setAttribute(name, attr(from, name));
         else to.removeAttribute(name);
@@ -270,13 +271,29 @@ const live = root => {
     return true;
   };
 
+  // Keyed elements (the prop key) are matched by their data-clank-key, whose last segment is
+  // then "k:<key>" (a key's ":" and "." are written %XX) and which is unique in the root:
+  // inserts, removals and reorders move their DOM nodes. Others are matched as morphdom does by
+  // default (by id, else by position); the NUL keeps the two apart (the HTML parser never puts
+  // one in an id).
+  const nodeKey = n => {
+    const k = n.getAttribute && attr(n, "data-clank-key");
+    return /k:[^.]*$/.test(k) ? "\0" + k : n.getAttribute && attr(n, "id") || n.id;
+  };
+
+  // A keyed row that moves takes the focus away from the element in it: that element is focused
+  // again, its caret where it was.
   const patch = html => {
-    const to = root.cloneNode(false), active = doc.activeElement;
-    const chosen = active && tagOf(active) === "select" && root.contains(active) &&
-      Array.from(active.options, o => o.selected);
+    const to = root.cloneNode(false), a = focused = doc.activeElement, inside = a && root.contains(a);
+    const chosen = inside && tagOf(a) === "select" && Array.from(a.options, o => o.selected);
+    const { selectionStart: s, selectionEnd: e } = inside ? a : {};
     to.innerHTML = html;
-    morphdom(root, to, { childrenOnly: true, onBeforeElUpdated: keepFocused });
-    if (chosen) Array.from(active.options).forEach((o, i) => { o.selected = !!chosen[i]; });
+    morphdom(root, to, { childrenOnly: true, getNodeKey: nodeKey, onBeforeElUpdated: keepFocused });
+    if (a !== doc.activeElement && root.contains(a)) {
+      a.focus({ preventScroll: true });
+      if (s != null) a.setSelectionRange(s, e);
+    }
+    if (chosen) Array.from(a.options).forEach((o, i) => { o.selected = !!chosen[i]; });
   };
 
   // Re-fetches the page's same-origin stylesheets under a fresh query.
