@@ -255,6 +255,7 @@ local function task_row(d, t)
   local completing = busy and busy.id == t.id and busy.kind == "complete"
   local archiving = busy and busy.id == t.id and busy.kind == "archive"
   return h.li({
+    key = t.id, -- patched by id: a row keeps its DOM node when others come or go
     class = t.completed and "task done" or "task",
     agentId = "task-" .. t.id,
     agentLabel = t.title,
@@ -406,7 +407,8 @@ local TaskList = clank.defineView {
         list_error and h.p({ class = "alert", role = "alert", agentId = "list-error" }, list_error),
         action_error and h.p({ class = "alert", role = "alert", agentId = "action-error" },
           action_error),
-        #rows > 0 and h.ul({ class = "tasks", agentId = "task-list", agentLabel = "Tasks" }, rows)
+        #rows > 0 and h.ul({ key = "tasks", class = "tasks", agentId = "task-list", agentLabel = "Tasks" },
+          rows)
           or (not list_error and h.p({ class = "empty", agentId = "empty" },
             "No tasks yet. Add your first one above."))))
   end,
