@@ -97,7 +97,7 @@ static void push_props(input_t *in, built_t *bt, int i) {
   }
   lua_createtable(L, 0, (int)n);
   for (unsigned k = 0; k < n; k++) {
-    switch (pick(in, 12)) {
+    switch (pick(in, 13)) {
       case 0:
         push_text(in);
         bt->title[i] = lua_tolstring(L, -1, &bt->title_len[i]);
@@ -149,6 +149,14 @@ static void push_props(input_t *in, built_t *bt, int i) {
       case 10:
         push_text(in);
         lua_setfield(L, -2, "class");
+        break;
+      case 11: /* a key: a string or an integer, maybe one a sibling has too */
+        if (pick(in, 2))
+          push_text(in);
+        else
+          lua_pushinteger(L, (lua_Integer)pick(in, 4) - 1);
+        lua_setfield(L, -2, "key");
+        bt->may_raise = 1; /* a duplicate key */
         break;
       default: /* a textarea's value is its text, which the check counts apart */
         push_text(in);
@@ -396,8 +404,14 @@ static int build_and_render(lua_State *l) {
   built_t *bt = lua_touserdata(l, 2);
   lua_settop(l, 0);
   lua_rawgeti(l, LUA_REGISTRYINDEX, render_ref);
+  int live = (int)pick(in, 2); /* live: data-clank-key and data-clank-on too */
   push_element(in, bt, 0);
-  if (lua_pcall(l, 1, 1, 0) != LUA_OK) {
+  if (live) {
+    lua_createtable(l, 0, 1);
+    lua_pushboolean(l, 1);
+    lua_setfield(l, -2, "live");
+  }
+  if (lua_pcall(l, 1 + live, 1, 0) != LUA_OK) {
     if (!bt->may_raise) {
       fprintf(stderr, "fuzz/render: raised on a tree it must render: %s\n", lua_tostring(l, -1));
       abort();
