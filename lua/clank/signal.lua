@@ -30,6 +30,16 @@
 --   batch functions must not wait (clank.sleep) or yield: the graph is
 --   synchronous and its state is shared by every coroutine of the Lua state.
 --
+-- Tasks: batches are counted per coroutine. The runtime may stop a task for
+-- good anywhere (over its CPU or memory budget: it is never resumed, and no
+-- Lua code of it runs again, not even a pcall's handler), so nothing here
+-- waits for a task's normal end. A batch left open by a coroutine that is
+-- not running (preempted, waiting, stopped) holds no other task's effects:
+-- the next write elsewhere runs them, with those the batch queued so far. A
+-- coroutine resumed inside a batch or an effect is part of it, as before.
+-- An effect a stopped task was running is taken out of the queue; the others
+-- stay queued for the next one to run them.
+--
 -- Limits: each computed in a chain being recomputed costs two C-stack levels
 -- (the .value metamethod and a pcall), so chains deeper than about 90
 -- computeds recomputing at once hit Lua's "C stack overflow" (raised, not a
@@ -38,9 +48,10 @@
 --
 -- An effect function may return a cleanup function: it runs (untracked)
 -- before the effect's next run and when the effect is disposed.
-local error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type =
-  error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type
+local error, next, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type =
+  error, next, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type
 local pack, unpack = table.pack, table.unpack
+local running, co_status = coroutine.running, coroutine.status
 
 local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
@@ -56,14 +67,19 @@ local observer = false -- the computed or effect being run: it tracks reads
 -- observer is this Lua state's, not a task's: code run while it is set must
 -- not be preempted or wait, or another task would track into it meanwhile.
 -- clank.core's pcallAtomic is pcall with no yield across it (plain pcall
--- where clank.core is not loaded).
+-- where clank.core is not loaded). The queue below is every task's too:
+-- what adds to it or takes from it runs atomically as well.
 local atomic_pcall = pcall
 do
   local ok, core = pcall(require, "clank.core")
   if ok and type(core) == "table" and core.pcallAtomic then atomic_pcall = core.pcallAtomic end
 end
-local batch_depth = 0
-local queue, queue_n, spare = {}, 0, {} -- effects to run when the batch ends
+-- coroutine → how many batches it has open (a write's or an effect's run of
+-- the queue counts as one). Weak keys: a stopped task's entry goes with it.
+local depths = setmetatable({}, { __mode = "k" })
+-- Effects to run, in the order they were queued: queue[i - base] for
+-- popped < i <= pushed. Each is taken out just before it runs.
+local queue, pushed, popped, base = {}, 0, 0, 0
 local global_version = 0 -- bumped by every change of any signal
 
 local SIGNAL_MT, COMPUTED_MT
@@ -160,21 +176,37 @@ end
 
 ---- notification ----
 
+-- (Atomic, from change.) Each mark is set once what it stands for is done:
+-- a notify its task was stopped in is done again by the next.
 local function notify(node)
   if node._kind == COMPUTED then
     if not node._notified then
-      node._notified = true
       node._outdated = true
       local e = node._first
       while e do
         notify(e.t)
         e = e.n
       end
+      node._notified = true
     end
   elseif not node._queued then
+    local i = pushed + 1
+    queue[i - base] = node
+    pushed = i
     node._queued = true
-    queue_n = queue_n + 1
-    queue[queue_n] = node
+  end
+end
+
+-- A write's change and what it marks, in one atomic call: no other task sees
+-- the one without the other, or adds to the queue in between.
+local function change(s, v)
+  s._v = v
+  s._ver = s._ver + 1
+  global_version = global_version + 1
+  local e = s._first
+  while e do
+    notify(e.t)
+    e = e.n
   end
 end
 
@@ -258,42 +290,81 @@ local function update_effect(e)
   if not e._disposed and stale(e) then run_effect(e) end
 end
 
--- Ends a batch; the outermost one runs the queued effects (and those their
--- writes queue), then raises the first error one of them raised.
-local function end_batch()
-  if batch_depth > 1 then
-    batch_depth = batch_depth - 1
-    return
+-- Takes the next queued effect out and brings it up to date. Atomic: tasks
+-- running the queue at once (one preempted between two effects) take
+-- different effects, and one stopped in an effect leaves the rest queued.
+local function run_next()
+  local i = popped + 1
+  if i > pushed then return end
+  local k = i - base
+  local e = queue[k]
+  if e then e._queued = false end
+  popped = i
+  queue[k] = nil
+  if i == pushed then base = i end -- empty: the next one goes to queue[1]
+  if e then update_effect(e) end
+end
+
+-- (Atomic.) Empties the queue without running it.
+local function drop_queue()
+  for i = popped + 1, pushed do
+    local e = queue[i - base]
+    if e then e._queued = false end
+    queue[i - base] = nil
+  end
+  popped = pushed
+  base = pushed
+end
+
+-- The outermost batch of co ended (depths[co] is 1): runs the queued effects
+-- (and those their writes queue), then raises the first error one of them
+-- raised. Unless a coroutine co runs inside (one resumed it) has a batch
+-- open: that one's end runs them, as if co's writes were its own.
+local function flush(co)
+  for other in next, depths do
+    if other ~= co then
+      local st = co_status(other)
+      if st == "normal" then
+        depths[co] = nil
+        return
+      end
+      if st == "dead" then depths[other] = nil end
+    end
   end
   local failed, err = false, nil
   local passes = 0
-  while queue_n > 0 do
+  while popped < pushed do
     passes = passes + 1
-    local q, n = queue, queue_n
-    queue, queue_n = spare, 0
-    for i = 1, n do
-      local e = q[i]
-      q[i] = nil
-      e._queued = false
-      if passes <= MAX_PASSES then
-        local ok, x = pcall(update_effect, e)
-        if not ok and not failed then failed, err = true, x end
-      end
-    end
-    spare = q
     if passes > MAX_PASSES then
-      for i = 1, queue_n do
-        queue[i]._queued = false
-        queue[i] = nil
-      end
-      queue_n = 0
+      atomic_pcall(drop_queue)
       if not failed then
         failed, err = true, "clank.signal: cycle detected (effects keep changing what they read)"
       end
+      break
+    end
+    local last = pushed -- a pass: what was queued before it
+    while popped < last do
+      local ok, x = atomic_pcall(run_next)
+      if not ok and not failed then failed, err = true, x end
     end
   end
-  batch_depth = 0
+  depths[co] = nil
   if failed then error(err, 0) end
+end
+
+local function open_batch()
+  local co = running()
+  depths[co] = (depths[co] or 0) + 1
+  return co
+end
+
+local function end_batch(co)
+  local depth = depths[co] or 1
+  if depth > 1 then
+    depths[co] = depth - 1
+  else
+    flush(co)
+  end
 end
 
 ---- signals ----
@@ -301,17 +372,18 @@ end
 local function write(s, v)
   if v == nil then v = NIL end
   if same(s._v, v) then return end
-  s._v = v
-  s._ver = s._ver + 1
-  global_version = global_version + 1
-  local e = s._first
-  if not e then return end
-  batch_depth = batch_depth + 1
-  repeat
-    notify(e.t)
-    e = e.n
-  until not e
-  end_batch()
+  if not s._first then -- nothing depends on it
+    s._v = v
+    s._ver = s._ver + 1
+    global_version = global_version + 1
+    return
+  end
+  local ok, err = atomic_pcall(change, s, v)
+  if not ok then error(err, 0) end
+  local co = running()
+  if depths[co] then return end -- in a batch or an effect's run: its end runs them
+  depths[co] = 1
+  flush(co)
 end
 
 local signal_methods = {
@@ -397,10 +469,10 @@ function M.effect(fn)
     _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
     _disposed = false, _cleanup = false, _nd = false, _nv = false, _ns = false, _nn = 0,
   }
-  batch_depth = batch_depth + 1
+  local co = open_batch()
   local ok, err = pcall(run_effect, e)
   if not ok then dispose(e) end
-  local flushed, ferr = pcall(end_batch)
+  local flushed, ferr = pcall(end_batch, co)
   if not ok then error(err, 0) end
   if not flushed then error(ferr, 0) end
   return function() dispose(e) end
@@ -409,9 +481,9 @@ end
 -- batch(fn, ...): calls fn(...); effects run once, when the outermost batch
 -- ends. Returns fn's results; raises fn's error, else an effect's.
 function M.batch(fn, ...)
-  batch_depth = batch_depth + 1
+  local co = open_batch()
   local r = pack(pcall(fn, ...))
-  local flushed, ferr = pcall(end_batch)
+  local flushed, ferr = pcall(end_batch, co)
   if not r[1] then error(r[2], 0) end
   if not flushed then error(ferr, 0) end
   return unpack(r, 2, r.n)

@@ -6,6 +6,25 @@ local signal, computed, effect, batch, untracked = S.signal, S.computed, S.effec
 
 local raised = require("helpers.errors").raised
 
+-- Stops the running coroutine for good, as the runtime stops a task over its CPU or memory
+-- budget (runtime/core/preempt.c): from the next instruction on each one raises again, so a
+-- pcall that catches it fails at its next step, and the coroutine dies. No Lua code of it runs
+-- again.
+local STOPPED = "RESOURCE_LIMIT: the task used too much CPU"
+local function stop_here()
+  debug.sethook(function() error(STOPPED, 0) end, "", 1)
+end
+
+-- Runs fn in a coroutine that is then stopped for good (fn calls stop_here) → that coroutine.
+local function stopped(fn)
+  local co = coroutine.create(fn)
+  local ok, err = coroutine.resume(co)
+  assert.is_false(ok)
+  assert.are.equal(STOPPED, err)
+  assert.are.equal("dead", coroutine.status(co))
+  return co
+end
+
 describe("clank.signal", function()
   describe("signal", function()
     it("reads and writes its value", function()
@@ -468,6 +487,91 @@ describe("clank.signal", function()
       assert.are.same({ 1, 2 }, seen)
       a.value = 3 -- not stuck in a batch
       assert.are.same({ 1, 2, 3 }, seen)
+    end)
+  end)
+
+  describe("batches of tasks that never finish", function()
+    -- A task the runtime stops for good is a coroutine never resumed again, or one dead with the
+    -- budget's error: nothing of it runs afterwards, neither a pcall's handler nor a batch's end.
+
+    it("runs the effects of a write elsewhere while a suspended coroutine's batch is open", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      local co = coroutine.create(function()
+        batch(function()
+          a.value = 1
+          coroutine.yield() -- preempted, or never resumed again
+        end)
+      end)
+      assert(coroutine.resume(co))
+      assert.are.same({ "0/0" }, seen)
+      b.value = 2 -- runs what the open batch queued too
+      assert.are.same({ "0/0", "1/2" }, seen)
+      b.value = 3
+      assert.are.same({ "0/0", "1/2", "1/3" }, seen)
+    end)
+
+    it("ends the batch of a coroutine resumed later as any batch", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      local co = coroutine.create(function()
+        batch(function()
+          a.value = 1
+          coroutine.yield()
+          a.value = 2
+          b.value = 2
+        end)
+      end)
+      assert(coroutine.resume(co))
+      b.value = 1
+      assert.are.same({ "0/0", "1/1" }, seen)
+      assert(coroutine.resume(co))
+      assert.are.equal("dead", coroutine.status(co))
+      assert.are.same({ "0/0", "1/1", "2/2" }, seen)
+    end)
+
+    it("runs the effects of a write elsewhere after a task was stopped inside a batch", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      stopped(function()
+        batch(function()
+          a.value = 1
+          stop_here()
+          a.value = 99 -- never runs
+        end)
+      end)
+      assert.are.same({ "0/0" }, seen)
+      b.value = 2
+      assert.are.same({ "0/0", "1/2" }, seen)
+      a.value = 3
+      assert.are.same({ "0/0", "1/2", "3/2" }, seen)
+    end)
+
+    it("still holds the effects of a coroutine resumed inside a batch until the batch ends", function()
+      local a = signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      batch(function()
+        coroutine.wrap(function() a.value = 2 end)()
+        assert.are.same({ 1 }, seen)
+      end)
+      assert.are.same({ 1, 2 }, seen)
+    end)
+
+    it("still runs the writes of a coroutine resumed inside an effect after it, in the same flush", function()
+      local a, b = signal(1), signal(0)
+      local seen = {}
+      effect(function()
+        local v = a.value
+        coroutine.wrap(function() b.value = v * 10 end)()
+        seen[#seen + 1] = "a " .. v
+      end)
+      effect(function() seen[#seen + 1] = "b " .. b.value end)
+      a.value = 2
+      assert.are.same({ "a 1", "b 10", "a 2", "b 20" }, seen)
     end)
   end)
 
