@@ -38,7 +38,8 @@
 -- the next write elsewhere runs them, with those the batch queued so far. A
 -- coroutine resumed inside a batch or an effect is part of it, as before.
 -- An effect a stopped task was running is taken out of the queue; the others
--- stay queued for the next one to run them.
+-- stay queued for the next one to run them. A tracked run a stopped task
+-- left (its observer, a computed's running mark) counts for nothing.
 --
 -- Limits: each computed in a chain being recomputed costs two C-stack levels
 -- (the .value metamethod and a pcall), so chains deeper than about 90
@@ -63,6 +64,7 @@ local EMPTY = {}
 
 -- Per-module state (never globals).
 local observer = false -- the computed or effect being run: it tracks reads
+local observer_co = false -- the coroutine running it
 
 -- observer is this Lua state's, not a task's: code run while it is set must
 -- not be preempted or wait, or another task would track into it meanwhile.
@@ -139,8 +141,25 @@ end
 
 ---- tracking ----
 
+-- The observer reads made now track into: the running coroutine's, or that
+-- of a coroutine it runs inside (an effect resuming a coroutine). One a
+-- coroutine left when it died in a tracked run (stopped) is dropped; one of a
+-- suspended coroutine is not this one's.
+local function current_observer()
+  local obs, co = observer, observer_co
+  if not obs or co == running() then return obs end
+  local st = co_status(co)
+  if st == "normal" then return obs end
+  if st == "dead" then observer, observer_co = false, false end
+  return false
+end
+
 local function track(src)
   local obs = observer
+  if observer_co ~= running() then
+    obs = current_observer()
+    if not obs then return end
+  end
   local seen = obs._ns
   if seen[src] then return end
   seen[src] = true
@@ -152,14 +171,9 @@ local function track(src)
   if subs and not subs[src] then subs[src] = link(src, obs) end
 end
 
--- Runs fn as node, recording what it reads; drops the subscriptions to what
--- it no longer reads. Returns pcall's first two results.
-local function run_tracked(node, fn)
-  local prev = observer
-  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
-  observer = node
-  local ok, v = atomic_pcall(fn)
-  observer = prev
+-- A tracked run of node ended: drops the subscriptions to what it no longer
+-- reads, and keeps what it read.
+local function settle(node)
   local seen, subs = node._ns, node._subs
   if subs then
     for src, e in pairs(subs) do
@@ -171,7 +185,71 @@ local function run_tracked(node, fn)
   end
   node._deps, node._vers = node._nd, node._nv
   node._nd, node._nv, node._ns = false, false, false
+  node._running = false
+end
+
+-- (Atomic.) Runs fn as node in coroutine co, recording what it reads; the
+-- observer is set and put back (to prev) with no other task in between.
+-- node._running is co until the run is settled.
+local function tracked(node, fn, co, prev, prev_co)
+  node._running = co
+  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
+  observer, observer_co = node, co
+  local v = fn()
+  observer, observer_co = prev, prev_co
+  local seen, subs = node._ns, node._subs -- settle(node), inlined: this is every run's cost
+  if subs then
+    for src, e in pairs(subs) do
+      if not seen[src] then
+        subs[src] = nil
+        unlink(e)
+      end
+    end
+  end
+  node._deps, node._vers = node._nd, node._nv
+  node._nd, node._nv, node._ns = false, false, false
+  node._running = false
+  return v
+end
+
+-- (Atomic.) The run of node by co raised: settled as any run, unless another
+-- one started since.
+local function settle_failed(node, co)
+  if node._running == co then settle(node) end
+end
+
+-- The observer to put back after a run in co: the one there now, if it is
+-- co's or a coroutine's co runs inside (else it is a stopped task's, or one
+-- of a task about to put back its own).
+local function observer_before(co)
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co and co_status(prev_co) ~= "normal" then return false, false end
+  return prev, prev_co
+end
+
+-- Runs fn as node in co (the running coroutine) → pcall's first two
+-- results. A run that raises is settled too (a second atomic call: errors
+-- are rare, and a pcall inside the first would cost every run).
+local function run_tracked(node, fn, co)
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
+  local ok, v = atomic_pcall(tracked, node, fn, co, prev, prev_co)
+  if not ok then
+    if observer == node then observer, observer_co = prev, prev_co end
+    atomic_pcall(settle_failed, node, co)
+  end
   return ok, v
+end
+
+-- atomic_pcall(fn, ...), untracked. Inside a tracked run (atomic itself) the
+-- observer is put back before any other task runs.
+local function untracked_pcall(fn, ...)
+  if not (observer and current_observer()) then return atomic_pcall(fn, ...) end
+  local prev, prev_co = observer, observer_co
+  observer, observer_co = false, false
+  local r = pack(atomic_pcall(fn, ...))
+  observer, observer_co = prev, prev_co
+  return unpack(r, 1, r.n)
 end
 
 ---- notification ----
@@ -227,17 +305,7 @@ local function stale(node)
   return false
 end
 
-function refresh(c)
-  c._notified = false
-  if c._running then error("clank.signal: cycle detected (a computed reads itself)", 0) end
-  if c._subs and not c._outdated then return end
-  c._outdated = false
-  if c._gv == global_version then return end
-  c._gv = global_version
-  if c._ver > 0 and not stale(c) then return end
-  c._running = true
-  local ok, v = run_tracked(c, c._fn)
-  c._running = false
+local function keep(c, ok, v)
   if v == nil then v = NIL end
   if ok then
     if c._err or c._ver == 0 or not same(c._v, v) then
@@ -250,23 +318,61 @@ function refresh(c)
   end
 end
 
+-- (Atomic.) Runs c's function and keeps its value: no other task sees c
+-- between the two.
+local function recompute(c, co, prev, prev_co)
+  keep(c, true, tracked(c, c._fn, co, prev, prev_co))
+end
+
+-- (Atomic.) c's function raised err: cached, unless another run of c
+-- started since.
+local function recompute_failed(c, co, err)
+  if c._running ~= co then return end
+  settle(c)
+  keep(c, false, err)
+end
+
+function refresh(c)
+  c._notified = false
+  local co = c._running
+  if co then
+    if co == running() or co_status(co) == "normal" then
+      error("clank.signal: cycle detected (a computed reads itself)", 0)
+    end
+    -- left by a run whose task was stopped: that run counts for nothing
+    c._outdated, c._gv = false, global_version
+  else
+    if c._subs and not c._outdated then return end
+    c._outdated = false
+    if c._gv == global_version then return end
+    c._gv = global_version
+    if c._ver > 0 and not stale(c) then return end
+  end
+  co = running()
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
+  local ok, err = atomic_pcall(recompute, c, co, prev, prev_co)
+  if not ok then
+    if observer == c then observer, observer_co = prev, prev_co end
+    local done, err2 = atomic_pcall(recompute_failed, c, co, err)
+    if not done then error(err2, 0) end
+  end
+end
+
 ---- effects ----
 
 local function run_cleanup(fn)
-  local prev = observer
-  observer = false
-  local ok, err = atomic_pcall(fn)
-  observer = prev
+  local ok, err = untracked_pcall(fn)
   if not ok then error(err, 0) end
 end
 
-local function run_effect(e)
+local function run_effect(e, co)
   local cleanup = e._cleanup
   if cleanup then
     e._cleanup = false
     run_cleanup(cleanup)
   end
-  local ok, r = run_tracked(e, e._fn)
+  local ok, r = run_tracked(e, e._fn, co)
   if not ok then error(r, 0) end
   if type(r) == "function" then
     if e._disposed then run_cleanup(r) else e._cleanup = r end
@@ -286,14 +392,11 @@ local function dispose(e)
   end
 end
 
-local function update_effect(e)
-  if not e._disposed and stale(e) then run_effect(e) end
-end
-
 -- Takes the next queued effect out and brings it up to date. Atomic: tasks
 -- running the queue at once (one preempted between two effects) take
 -- different effects, and one stopped in an effect leaves the rest queued.
-local function run_next()
+-- co: the running coroutine.
+local function run_next(co)
   local i = popped + 1
   if i > pushed then return end
   local k = i - base
@@ -302,7 +405,13 @@ local function run_next()
   popped = i
   queue[k] = nil
   if i == pushed then base = i end -- empty: the next one goes to queue[1]
-  if e then update_effect(e) end
+  if not e or e._disposed then return end
+  if stale(e) then
+    run_effect(e, co)
+  elseif e._running and e._deps == EMPTY then
+    -- its first run was stopped: effect() never returned its disposer, so nobody can
+    dispose(e)
+  end
 end
 
 -- (Atomic.) Empties the queue without running it.
@@ -344,7 +453,7 @@ local function flush(co)
     end
     local last = pushed -- a pass: what was queued before it
     while popped < last do
-      local ok, x = atomic_pcall(run_next)
+      local ok, x = atomic_pcall(run_next, co)
       if not ok and not failed then failed, err = true, x end
     end
   end
@@ -404,8 +513,9 @@ SIGNAL_MT = {
     if k ~= "value" then
       error("clank.signal: cannot set '" .. tostring(k) .. "' on a signal (set .value)", 2)
     end
-    if observer and observer._kind == COMPUTED then
-      error("clank.signal: a computed cannot write signals", 2)
+    if observer then
+      local obs = current_observer()
+      if obs and obs._kind == COMPUTED then error("clank.signal: a computed cannot write signals", 2) end
     end
     write(s, v)
   end,
@@ -413,10 +523,7 @@ SIGNAL_MT = {
 
 local computed_methods = {
   peek = function(c)
-    local prev = observer
-    observer = false
-    local ok, err = atomic_pcall(refresh, c)
-    observer = prev
+    local ok, err = untracked_pcall(refresh, c)
     if not ok then error(err, 0) end
     if c._err then error(unwrap(c._v), 0) end
     return unwrap(c._v)
@@ -467,10 +574,11 @@ function M.effect(fn)
   if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
   local e = {
     _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
-    _disposed = false, _cleanup = false, _nd = false, _nv = false, _ns = false, _nn = 0,
+    _disposed = false, _cleanup = false, _running = false, _nd = false, _nv = false, _ns = false,
+    _nn = 0,
   }
   local co = open_batch()
-  local ok, err = pcall(run_effect, e)
+  local ok, err = pcall(run_effect, e, co)
   if not ok then dispose(e) end
   local flushed, ferr = pcall(end_batch, co)
   if not ok then error(err, 0) end
@@ -491,11 +599,8 @@ end
 
 -- untracked(fn, ...): calls fn(...) without tracking its reads.
 function M.untracked(fn, ...)
-  local prev = observer
-  if not prev then return fn(...) end
-  observer = false
-  local r = pack(atomic_pcall(fn, ...))
-  observer = prev
+  if not (observer and current_observer()) then return fn(...) end
+  local r = pack(untracked_pcall(fn, ...))
   if not r[1] then error(r[2], 0) end
   return unpack(r, 2, r.n)
 end

@@ -575,6 +575,96 @@ describe("clank.signal", function()
     end)
   end)
 
+  describe("tracked runs of tasks that never finish", function()
+    it("runs the effects left queued by a task stopped in an effect at the next write", function()
+      local a, other = signal(0), signal(0)
+      local seen, stop = {}, false
+      effect(function()
+        local v = a.value
+        if stop then
+          stop = false
+          stop_here()
+        end
+        seen[#seen + 1] = "first " .. v
+      end)
+      effect(function() seen[#seen + 1] = "second " .. a.value end)
+      effect(function() seen[#seen + 1] = "third " .. a.value end)
+      effect(function() seen[#seen + 1] = "other " .. other.value end)
+      stop = true
+      stopped(function() a.value = 1 end) -- stopped running the first effect
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0" }, seen)
+      other.value = 1
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0", "second 1", "third 1", "other 1" },
+        seen)
+      a.value = 2 -- the first one runs again, as any effect
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0", "second 1", "third 1", "other 1",
+        "first 2", "second 2", "third 2" }, seen)
+    end)
+
+    it("tracks nothing into an effect a stopped task was running", function()
+      local a, x = signal(0), signal(0)
+      local runs, stop = 0, false
+      effect(function()
+        local _ = a.value
+        runs = runs + 1
+        if stop then
+          stop = false
+          stop_here()
+        end
+      end)
+      stop = true
+      stopped(function() a.value = 1 end)
+      assert.are.equal(2, runs)
+      local _ = x.value -- read outside any effect
+      x.value = 1
+      assert.are.equal(2, runs)
+      a.value = 2
+      assert.are.equal(3, runs)
+    end)
+
+    it("recomputes a computed whose run a stopped task left, and lets signals be written", function()
+      local a = signal(1)
+      local stop = false
+      local c = computed(function()
+        local v = a.value * 10
+        if stop then
+          stop = false
+          stop_here()
+        end
+        return v
+      end)
+      stop = true
+      stopped(function() return c.value end)
+      assert.are.equal(10, c.value) -- not "cycle detected", not nil
+      a.value = 2 -- not "a computed cannot write signals"
+      assert.are.equal(20, c.value)
+      local seen = {}
+      effect(function() seen[#seen + 1] = c.value end)
+      a.value = 3
+      assert.are.same({ 20, 30 }, seen)
+    end)
+
+    it("lets go of an effect whose first run a stopped task left", function()
+      local a = signal(0)
+      local held = setmetatable({}, { __mode = "v" })
+      local runs = 0
+      stopped(function()
+        local fn = function()
+          local _ = a.value
+          runs = runs + 1
+          stop_here()
+        end
+        held[1] = fn
+        effect(fn)
+      end)
+      a.value = 1 -- it never returned a disposer: it is disposed, not run
+      assert.are.equal(1, runs)
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(held[1])
+    end)
+  end)
+
   describe("glitch-free notification", function()
     it("shows a computed over two signals changed in one batch once, with both new values", function()
       local first, last = signal("Ada"), signal("Lovelace")
