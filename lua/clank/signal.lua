@@ -583,7 +583,12 @@ function M.effect(fn)
   local flushed, ferr = pcall(end_batch, co)
   if not ok then error(err, 0) end
   if not flushed then error(ferr, 0) end
-  return function() dispose(e) end
+  -- atomic: unlinking its edges halfway while another task links to the same
+  -- signal (one preempted in between) would lose the other's edge
+  return function()
+    local done, derr = atomic_pcall(dispose, e)
+    if not done then error(derr, 0) end
+  end
 end
 
 -- batch(fn, ...): calls fn(...); effects run once, when the outermost batch
