@@ -12,10 +12,17 @@
 --
 -- The runtime's own watchers (view sessions, clank.live) are called in the delivering task and
 -- must only take note (a session marks itself stale and queues one re-load).
+--
+-- The runtime may stop a task for good anywhere (over its CPU or memory budget: no Lua code of
+-- it runs again), so nothing here waits for a delivery task's normal end: a stopped one loses at
+-- most the publish it was delivering (delivery is at most once); those queued after it go out,
+-- in order, with the next publish, which a task of its own delivers.
 local core = require "clank.core"
 local json = require "clank.json"
 
 local type, pairs, ipairs, next, error, format = type, pairs, ipairs, next, error, string.format
+local tostring, setmetatable = tostring, setmetatable
+local running, co_status = coroutine.running, coroutine.status
 
 local M = {}
 
@@ -25,7 +32,15 @@ M.MAX_PAYLOAD = MAX_PAYLOAD
 -- topic → { [key] = fn }: subscribers (key a fresh table each) and the runtime's watchers
 -- (key the watcher's own table).
 local subscribers, watchers = {}, {}
-local pending, pending_n, scheduled = {}, 0, false
+-- Publishes to deliver, oldest first: topic and payload at pending[2i - 1], pending[2i] for
+-- head <= i <= tail. Every delivery task takes them from here, one at a time.
+local pending, head, tail = {}, 1, 0
+-- [1]: the delivery task spawned that has not started delivering yet. Weak: one dropped before it
+-- started (a reload retires its tasks) goes, and the next publish spawns another.
+local scheduled = setmetatable({}, { __mode = "v" })
+-- pcall with no yield across it: tasks delivering at once (one preempted) take turns between
+-- publishes, never within one, so each subscriber gets them in publish order.
+local atomic_pcall = core.pcallAtomic
 
 local function valid_topic(topic)
   return type(topic) == "string" and #topic > 0 and #topic <= MAX_TOPIC and topic:find("^[%w_.:/-]+$") ~= nil
@@ -50,45 +65,71 @@ end
 
 local count, relay = core.count, core.relay
 
-local function deliver()
-  local i = 1
-  while i <= pending_n do -- publishes made while delivering go out in this turn, in order
-    local topic, payload = pending[2 * i - 1], pending[2 * i]
-    local set = watchers[topic]
-    if set then
-      local fns, n = list(set)
-      for k = 1, n do
-        count("delivered")
-        local ok, err = pcall(fns[k], topic, payload)
-        if not ok then core.log("error", "pubsub: a watcher of " .. topic .. " failed: " .. tostring(err)) end
-      end
-    end
-    set = subscribers[topic]
-    if set then
-      local fns, n = list(set)
-      for k = 1, n do
-        local fn = fns[k]
-        count("delivered")
-        core.spawn(function() fn(topic, payload) end)
-      end
-    end
-    i = i + 1
+-- (Atomic.) Takes the oldest publish out and delivers it: its watchers are called, its
+-- subscribers spawned. Taken out first: a task stopped while delivering it loses only it.
+local function deliver_next()
+  local i = head
+  local topic, payload = pending[2 * i - 1], pending[2 * i]
+  pending[2 * i - 1], pending[2 * i] = nil, nil
+  head = i + 1
+  if i >= tail then -- empty: the next publish goes first again
+    head = 1
+    tail = 0
   end
-  pending, pending_n, scheduled = {}, 0, false
+  if topic == nil then return end
+  local set = watchers[topic]
+  if set then
+    local fns, n = list(set)
+    for k = 1, n do
+      count("delivered")
+      local ok, err = pcall(fns[k], topic, payload)
+      if not ok then core.log("error", "pubsub: a watcher of " .. topic .. " failed: " .. tostring(err)) end
+    end
+  end
+  set = subscribers[topic]
+  if set then
+    local fns, n = list(set)
+    for k = 1, n do
+      local fn = fns[k]
+      count("delivered")
+      core.spawn(function() fn(topic, payload) end)
+    end
+  end
+end
+
+-- Publishes made while delivering (a watcher's, a subscriber's before it waits) go out in this
+-- turn, after the others, in order.
+local function deliver()
+  if scheduled[1] == running() then scheduled[1] = nil end -- a publish from now on spawns another
+  while head <= tail do
+    local ok, err = atomic_pcall(deliver_next)
+    if not ok then core.log("error", "pubsub: a delivery failed: " .. tostring(err)) end
+  end
+end
+
+local function spawn_delivery()
+  core.spawn(function()
+    scheduled[1] = running()
+    core.sleep(0) -- the publisher goes on first
+    deliver()
+  end)
+end
+
+-- (Atomic.) Queues a publish; spawns a delivery task unless one is spawned and not started (a
+-- dead one, stopped before it started, does not count).
+local function push(topic, payload)
+  local i = tail + 1
+  pending[2 * i - 1], pending[2 * i] = topic, payload
+  tail = i
+  local task = scheduled[1]
+  if task == nil or co_status(task) == "dead" then spawn_delivery() end
 end
 
 -- Queues a publish for the subscribers of this state.
 local function enqueue(topic, payload)
   if subscribers[topic] == nil and watchers[topic] == nil then return end -- nobody listens
-  pending[2 * pending_n + 1], pending[2 * pending_n + 2] = topic, payload
-  pending_n = pending_n + 1
-  if not scheduled then
-    scheduled = true
-    core.spawn(function()
-      core.sleep(0) -- the publisher goes on first
-      deliver()
-    end)
-  end
+  local ok, err = atomic_pcall(push, topic, payload)
+  if not ok then error(err, 0) end
 end
 
 function M.publish(topic, payload)

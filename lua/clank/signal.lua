@@ -30,6 +30,17 @@
 --   batch functions must not wait (clank.sleep) or yield: the graph is
 --   synchronous and its state is shared by every coroutine of the Lua state.
 --
+-- Tasks: batches are counted per coroutine. The runtime may stop a task for
+-- good anywhere (over its CPU or memory budget: it is never resumed, and no
+-- Lua code of it runs again, not even a pcall's handler), so nothing here
+-- waits for a task's normal end. A batch left open by a coroutine that is
+-- not running (preempted, waiting, stopped) holds no other task's effects:
+-- the next write elsewhere runs them, with those the batch queued so far. A
+-- coroutine resumed inside a batch or an effect is part of it, as before.
+-- An effect a stopped task was running is taken out of the queue; the others
+-- stay queued for the next one to run them. A tracked run a stopped task
+-- left (its observer, a computed's running mark) counts for nothing.
+--
 -- Limits: each computed in a chain being recomputed costs two C-stack levels
 -- (the .value metamethod and a pcall), so chains deeper than about 90
 -- computeds recomputing at once hit Lua's "C stack overflow" (raised, not a
@@ -38,9 +49,10 @@
 --
 -- An effect function may return a cleanup function: it runs (untracked)
 -- before the effect's next run and when the effect is disposed.
-local error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type =
-  error, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type
+local error, next, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type =
+  error, next, pairs, pcall, rawequal, setmetatable, getmetatable, tostring, type
 local pack, unpack = table.pack, table.unpack
+local running, co_status = coroutine.running, coroutine.status
 
 local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
@@ -52,18 +64,24 @@ local EMPTY = {}
 
 -- Per-module state (never globals).
 local observer = false -- the computed or effect being run: it tracks reads
+local observer_co = false -- the coroutine running it
 
 -- observer is this Lua state's, not a task's: code run while it is set must
 -- not be preempted or wait, or another task would track into it meanwhile.
 -- clank.core's pcallAtomic is pcall with no yield across it (plain pcall
--- where clank.core is not loaded).
+-- where clank.core is not loaded). The queue below is every task's too:
+-- what adds to it or takes from it runs atomically as well.
 local atomic_pcall = pcall
 do
   local ok, core = pcall(require, "clank.core")
   if ok and type(core) == "table" and core.pcallAtomic then atomic_pcall = core.pcallAtomic end
 end
-local batch_depth = 0
-local queue, queue_n, spare = {}, 0, {} -- effects to run when the batch ends
+-- coroutine → how many batches it has open (a write's or an effect's run of
+-- the queue counts as one). Weak keys: a stopped task's entry goes with it.
+local depths = setmetatable({}, { __mode = "k" })
+-- Effects to run, in the order they were queued: queue[i - base] for
+-- popped < i <= pushed. Each is taken out just before it runs.
+local queue, pushed, popped, base = {}, 0, 0, 0
 local global_version = 0 -- bumped by every change of any signal
 
 local SIGNAL_MT, COMPUTED_MT
@@ -123,8 +141,25 @@ end
 
 ---- tracking ----
 
+-- The observer reads made now track into: the running coroutine's, or that
+-- of a coroutine it runs inside (an effect resuming a coroutine). One a
+-- coroutine left when it died in a tracked run (stopped) is dropped; one of a
+-- suspended coroutine is not this one's.
+local function current_observer()
+  local obs, co = observer, observer_co
+  if not obs or co == running() then return obs end
+  local st = co_status(co)
+  if st == "normal" then return obs end
+  if st == "dead" then observer, observer_co = false, false end
+  return false
+end
+
 local function track(src)
   local obs = observer
+  if observer_co ~= running() then
+    obs = current_observer()
+    if not obs then return end
+  end
   local seen = obs._ns
   if seen[src] then return end
   seen[src] = true
@@ -136,14 +171,9 @@ local function track(src)
   if subs and not subs[src] then subs[src] = link(src, obs) end
 end
 
--- Runs fn as node, recording what it reads; drops the subscriptions to what
--- it no longer reads. Returns pcall's first two results.
-local function run_tracked(node, fn)
-  local prev = observer
-  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
-  observer = node
-  local ok, v = atomic_pcall(fn)
-  observer = prev
+-- A tracked run of node ended: drops the subscriptions to what it no longer
+-- reads, and keeps what it read.
+local function settle(node)
   local seen, subs = node._ns, node._subs
   if subs then
     for src, e in pairs(subs) do
@@ -155,26 +185,106 @@ local function run_tracked(node, fn)
   end
   node._deps, node._vers = node._nd, node._nv
   node._nd, node._nv, node._ns = false, false, false
+  node._running = false
+end
+
+-- (Atomic.) Runs fn as node in coroutine co, recording what it reads; the
+-- observer is set and put back (to prev) with no other task in between.
+-- node._running is co until the run is settled.
+local function tracked(node, fn, co, prev, prev_co)
+  node._running = co
+  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
+  observer, observer_co = node, co
+  local v = fn()
+  observer, observer_co = prev, prev_co
+  local seen, subs = node._ns, node._subs -- settle(node), inlined: this is every run's cost
+  if subs then
+    for src, e in pairs(subs) do
+      if not seen[src] then
+        subs[src] = nil
+        unlink(e)
+      end
+    end
+  end
+  node._deps, node._vers = node._nd, node._nv
+  node._nd, node._nv, node._ns = false, false, false
+  node._running = false
+  return v
+end
+
+-- (Atomic.) The run of node by co raised: settled as any run, unless another
+-- one started since.
+local function settle_failed(node, co)
+  if node._running == co then settle(node) end
+end
+
+-- The observer to put back after a run in co: the one there now, if it is
+-- co's or a coroutine's co runs inside (else it is a stopped task's, or one
+-- of a task about to put back its own).
+local function observer_before(co)
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co and co_status(prev_co) ~= "normal" then return false, false end
+  return prev, prev_co
+end
+
+-- Runs fn as node in co (the running coroutine) → pcall's first two
+-- results. A run that raises is settled too (a second atomic call: errors
+-- are rare, and a pcall inside the first would cost every run).
+local function run_tracked(node, fn, co)
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
+  local ok, v = atomic_pcall(tracked, node, fn, co, prev, prev_co)
+  if not ok then
+    if observer == node then observer, observer_co = prev, prev_co end
+    atomic_pcall(settle_failed, node, co)
+  end
   return ok, v
+end
+
+-- atomic_pcall(fn, ...), untracked. Inside a tracked run (atomic itself) the
+-- observer is put back before any other task runs.
+local function untracked_pcall(fn, ...)
+  if not (observer and current_observer()) then return atomic_pcall(fn, ...) end
+  local prev, prev_co = observer, observer_co
+  observer, observer_co = false, false
+  local r = pack(atomic_pcall(fn, ...))
+  observer, observer_co = prev, prev_co
+  return unpack(r, 1, r.n)
 end
 
 ---- notification ----
 
+-- (Atomic, from change.) Each mark is set once what it stands for is done:
+-- a notify its task was stopped in is done again by the next.
 local function notify(node)
   if node._kind == COMPUTED then
     if not node._notified then
-      node._notified = true
       node._outdated = true
       local e = node._first
       while e do
         notify(e.t)
         e = e.n
       end
+      node._notified = true
     end
   elseif not node._queued then
+    local i = pushed + 1
+    queue[i - base] = node
+    pushed = i
     node._queued = true
-    queue_n = queue_n + 1
-    queue[queue_n] = node
+  end
+end
+
+-- A write's change and what it marks, in one atomic call: no other task sees
+-- the one without the other, or adds to the queue in between.
+local function change(s, v)
+  s._v = v
+  s._ver = s._ver + 1
+  global_version = global_version + 1
+  local e = s._first
+  while e do
+    notify(e.t)
+    e = e.n
   end
 end
 
@@ -195,17 +305,7 @@ local function stale(node)
   return false
 end
 
-function refresh(c)
-  c._notified = false
-  if c._running then error("clank.signal: cycle detected (a computed reads itself)", 0) end
-  if c._subs and not c._outdated then return end
-  c._outdated = false
-  if c._gv == global_version then return end
-  c._gv = global_version
-  if c._ver > 0 and not stale(c) then return end
-  c._running = true
-  local ok, v = run_tracked(c, c._fn)
-  c._running = false
+local function keep(c, ok, v)
   if v == nil then v = NIL end
   if ok then
     if c._err or c._ver == 0 or not same(c._v, v) then
@@ -218,23 +318,61 @@ function refresh(c)
   end
 end
 
+-- (Atomic.) Runs c's function and keeps its value: no other task sees c
+-- between the two.
+local function recompute(c, co, prev, prev_co)
+  keep(c, true, tracked(c, c._fn, co, prev, prev_co))
+end
+
+-- (Atomic.) c's function raised err: cached, unless another run of c
+-- started since.
+local function recompute_failed(c, co, err)
+  if c._running ~= co then return end
+  settle(c)
+  keep(c, false, err)
+end
+
+function refresh(c)
+  c._notified = false
+  local co = c._running
+  if co then
+    if co == running() or co_status(co) == "normal" then
+      error("clank.signal: cycle detected (a computed reads itself)", 0)
+    end
+    -- left by a run whose task was stopped: that run counts for nothing
+    c._outdated, c._gv = false, global_version
+  else
+    if c._subs and not c._outdated then return end
+    c._outdated = false
+    if c._gv == global_version then return end
+    c._gv = global_version
+    if c._ver > 0 and not stale(c) then return end
+  end
+  co = running()
+  local prev, prev_co = observer, observer_co
+  if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
+  local ok, err = atomic_pcall(recompute, c, co, prev, prev_co)
+  if not ok then
+    if observer == c then observer, observer_co = prev, prev_co end
+    local done, err2 = atomic_pcall(recompute_failed, c, co, err)
+    if not done then error(err2, 0) end
+  end
+end
+
 ---- effects ----
 
 local function run_cleanup(fn)
-  local prev = observer
-  observer = false
-  local ok, err = atomic_pcall(fn)
-  observer = prev
+  local ok, err = untracked_pcall(fn)
   if not ok then error(err, 0) end
 end
 
-local function run_effect(e)
+local function run_effect(e, co)
   local cleanup = e._cleanup
   if cleanup then
     e._cleanup = false
     run_cleanup(cleanup)
   end
-  local ok, r = run_tracked(e, e._fn)
+  local ok, r = run_tracked(e, e._fn, co)
   if not ok then error(r, 0) end
   if type(r) == "function" then
     if e._disposed then run_cleanup(r) else e._cleanup = r end
@@ -254,46 +392,88 @@ local function dispose(e)
   end
 end
 
-local function update_effect(e)
-  if not e._disposed and stale(e) then run_effect(e) end
+-- Takes the next queued effect out and brings it up to date. Atomic: tasks
+-- running the queue at once (one preempted between two effects) take
+-- different effects, and one stopped in an effect leaves the rest queued.
+-- co: the running coroutine.
+local function run_next(co)
+  local i = popped + 1
+  if i > pushed then return end
+  local k = i - base
+  local e = queue[k]
+  if e then e._queued = false end
+  popped = i
+  queue[k] = nil
+  if i == pushed then base = i end -- empty: the next one goes to queue[1]
+  if not e or e._disposed then return end
+  if stale(e) then
+    run_effect(e, co)
+  elseif e._running and e._deps == EMPTY then
+    -- its first run was stopped: effect() never returned its disposer, so nobody can
+    dispose(e)
+  end
 end
 
--- Ends a batch; the outermost one runs the queued effects (and those their
--- writes queue), then raises the first error one of them raised.
-local function end_batch()
-  if batch_depth > 1 then
-    batch_depth = batch_depth - 1
-    return
+-- (Atomic.) Empties the queue without running it.
+local function drop_queue()
+  for i = popped + 1, pushed do
+    local e = queue[i - base]
+    if e then e._queued = false end
+    queue[i - base] = nil
+  end
+  popped = pushed
+  base = pushed
+end
+
+-- The outermost batch of co ended (depths[co] is 1): runs the queued effects
+-- (and those their writes queue), then raises the first error one of them
+-- raised. Unless a coroutine co runs inside (one resumed it) has a batch
+-- open: that one's end runs them, as if co's writes were its own.
+local function flush(co)
+  for other in next, depths do
+    if other ~= co then
+      local st = co_status(other)
+      if st == "normal" then
+        depths[co] = nil
+        return
+      end
+      if st == "dead" then depths[other] = nil end
+    end
   end
   local failed, err = false, nil
   local passes = 0
-  while queue_n > 0 do
+  while popped < pushed do
     passes = passes + 1
-    local q, n = queue, queue_n
-    queue, queue_n = spare, 0
-    for i = 1, n do
-      local e = q[i]
-      q[i] = nil
-      e._queued = false
-      if passes <= MAX_PASSES then
-        local ok, x = pcall(update_effect, e)
-        if not ok and not failed then failed, err = true, x end
-      end
-    end
-    spare = q
     if passes > MAX_PASSES then
-      for i = 1, queue_n do
-        queue[i]._queued = false
-        queue[i] = nil
-      end
-      queue_n = 0
+      atomic_pcall(drop_queue)
       if not failed then
         failed, err = true, "clank.signal: cycle detected (effects keep changing what they read)"
       end
+      break
+    end
+    local last = pushed -- a pass: what was queued before it
+    while popped < last do
+      local ok, x = atomic_pcall(run_next, co)
+      if not ok and not failed then failed, err = true, x end
     end
   end
-  batch_depth = 0
+  depths[co] = nil
   if failed then error(err, 0) end
+end
+
+local function open_batch()
+  local co = running()
+  depths[co] = (depths[co] or 0) + 1
+  return co
+end
+
+local function end_batch(co)
+  local depth = depths[co] or 1
+  if depth > 1 then
+    depths[co] = depth - 1
+  else
+    flush(co)
+  end
 end
 
 ---- signals ----
@@ -301,17 +481,18 @@ end
 local function write(s, v)
   if v == nil then v = NIL end
   if same(s._v, v) then return end
-  s._v = v
-  s._ver = s._ver + 1
-  global_version = global_version + 1
-  local e = s._first
-  if not e then return end
-  batch_depth = batch_depth + 1
-  repeat
-    notify(e.t)
-    e = e.n
-  until not e
-  end_batch()
+  if not s._first then -- nothing depends on it
+    s._v = v
+    s._ver = s._ver + 1
+    global_version = global_version + 1
+    return
+  end
+  local ok, err = atomic_pcall(change, s, v)
+  if not ok then error(err, 0) end
+  local co = running()
+  if depths[co] then return end -- in a batch or an effect's run: its end runs them
+  depths[co] = 1
+  flush(co)
 end
 
 local signal_methods = {
@@ -332,8 +513,9 @@ SIGNAL_MT = {
     if k ~= "value" then
       error("clank.signal: cannot set '" .. tostring(k) .. "' on a signal (set .value)", 2)
     end
-    if observer and observer._kind == COMPUTED then
-      error("clank.signal: a computed cannot write signals", 2)
+    if observer then
+      local obs = current_observer()
+      if obs and obs._kind == COMPUTED then error("clank.signal: a computed cannot write signals", 2) end
     end
     write(s, v)
   end,
@@ -341,10 +523,7 @@ SIGNAL_MT = {
 
 local computed_methods = {
   peek = function(c)
-    local prev = observer
-    observer = false
-    local ok, err = atomic_pcall(refresh, c)
-    observer = prev
+    local ok, err = untracked_pcall(refresh, c)
     if not ok then error(err, 0) end
     if c._err then error(unwrap(c._v), 0) end
     return unwrap(c._v)
@@ -395,23 +574,29 @@ function M.effect(fn)
   if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
   local e = {
     _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
-    _disposed = false, _cleanup = false, _nd = false, _nv = false, _ns = false, _nn = 0,
+    _disposed = false, _cleanup = false, _running = false, _nd = false, _nv = false, _ns = false,
+    _nn = 0,
   }
-  batch_depth = batch_depth + 1
-  local ok, err = pcall(run_effect, e)
+  local co = open_batch()
+  local ok, err = pcall(run_effect, e, co)
   if not ok then dispose(e) end
-  local flushed, ferr = pcall(end_batch)
+  local flushed, ferr = pcall(end_batch, co)
   if not ok then error(err, 0) end
   if not flushed then error(ferr, 0) end
-  return function() dispose(e) end
+  -- atomic: unlinking its edges halfway while another task links to the same
+  -- signal (one preempted in between) would lose the other's edge
+  return function()
+    local done, derr = atomic_pcall(dispose, e)
+    if not done then error(derr, 0) end
+  end
 end
 
 -- batch(fn, ...): calls fn(...); effects run once, when the outermost batch
 -- ends. Returns fn's results; raises fn's error, else an effect's.
 function M.batch(fn, ...)
-  batch_depth = batch_depth + 1
+  local co = open_batch()
   local r = pack(pcall(fn, ...))
-  local flushed, ferr = pcall(end_batch)
+  local flushed, ferr = pcall(end_batch, co)
   if not r[1] then error(r[2], 0) end
   if not flushed then error(ferr, 0) end
   return unpack(r, 2, r.n)
@@ -419,11 +604,8 @@ end
 
 -- untracked(fn, ...): calls fn(...) without tracking its reads.
 function M.untracked(fn, ...)
-  local prev = observer
-  if not prev then return fn(...) end
-  observer = false
-  local r = pack(atomic_pcall(fn, ...))
-  observer = prev
+  if not (observer and current_observer()) then return fn(...) end
+  local r = pack(untracked_pcall(fn, ...))
   if not r[1] then error(r[2], 0) end
   return unpack(r, 2, r.n)
 end

@@ -101,6 +101,59 @@ describe("topics to and from other workers and instances", function()
     assert.are.equal(0, relayed)
   end)
 
+  -- A task the runtime stops for good (over its CPU or memory budget, runtime/core/preempt.c):
+  -- from the next instruction on each one raises again, so a pcall that catches it fails at its
+  -- next step, and the task dies. No Lua code of it runs again.
+  local STOPPED = "RESOURCE_LIMIT: the task used too much CPU"
+  local function stop_here() debug.sethook(function() error(STOPPED, 0) end, "", 1) end
+
+  it("delivers later publishes after a delivery task was stopped midway", function()
+    local got, stopped_task = {}, nil
+    local unwatch = pubsub.watch("stop:t", {}, function(_, payload)
+      got[#got + 1] = payload.n
+      if payload.n == 1 then -- the delivering task goes over its budget here
+        stopped_task = coroutine.running()
+        stop_here()
+      end
+    end)
+    run(function()
+      clank.publish("stop:t", { n = 1 })
+      clank.publish("stop:t", { n = 2 }) -- still queued when the task stops
+    end)
+    settle()
+    assert.are.equal("dead", coroutine.status(stopped_task))
+    debug.sethook(stopped_task) -- its coroutine may serve another task now
+    assert.are.same({ 1 }, got)
+    run(function() clank.publish("stop:t", { n = 3 }) end) -- a delivery task of its own, 2 first
+    settle()
+    assert.are.same({ 1, 2, 3 }, got)
+    run(function()
+      clank.publish("stop:t", { n = 4 })
+      clank.publish("stop:t", { n = 5 })
+    end)
+    settle()
+    unwatch()
+    assert.are.same({ 1, 2, 3, 4, 5 }, got)
+  end)
+
+  it("delivers what a watcher publishes while delivering after what came before, in order", function()
+    local got, key = {}, {}
+    local offs = {
+      pubsub.watch("order:a", key, function(_, payload)
+        got[#got + 1] = "a" .. payload.n
+        clank.publish("order:b", { n = payload.n })
+      end),
+      pubsub.watch("order:b", key, function(_, payload) got[#got + 1] = "b" .. payload.n end),
+    }
+    run(function()
+      clank.publish("order:a", { n = 1 })
+      clank.publish("order:a", { n = 2 })
+    end)
+    settle()
+    for _, off in ipairs(offs) do off() end
+    assert.are.same({ "a1", "a2", "b1", "b2" }, got)
+  end)
+
   it("tells each watching session once on resync, however many topics it watches", function()
     local told = {}
     local key_a, key_b = {}, {}

@@ -6,6 +6,25 @@ local signal, computed, effect, batch, untracked = S.signal, S.computed, S.effec
 
 local raised = require("helpers.errors").raised
 
+-- Stops the running coroutine for good, as the runtime stops a task over its CPU or memory
+-- budget (runtime/core/preempt.c): from the next instruction on each one raises again, so a
+-- pcall that catches it fails at its next step, and the coroutine dies. No Lua code of it runs
+-- again.
+local STOPPED = "RESOURCE_LIMIT: the task used too much CPU"
+local function stop_here()
+  debug.sethook(function() error(STOPPED, 0) end, "", 1)
+end
+
+-- Runs fn in a coroutine that is then stopped for good (fn calls stop_here) → that coroutine.
+local function stopped(fn)
+  local co = coroutine.create(fn)
+  local ok, err = coroutine.resume(co)
+  assert.is_false(ok)
+  assert.are.equal(STOPPED, err)
+  assert.are.equal("dead", coroutine.status(co))
+  return co
+end
+
 describe("clank.signal", function()
   describe("signal", function()
     it("reads and writes its value", function()
@@ -468,6 +487,181 @@ describe("clank.signal", function()
       assert.are.same({ 1, 2 }, seen)
       a.value = 3 -- not stuck in a batch
       assert.are.same({ 1, 2, 3 }, seen)
+    end)
+  end)
+
+  describe("batches of tasks that never finish", function()
+    -- A task the runtime stops for good is a coroutine never resumed again, or one dead with the
+    -- budget's error: nothing of it runs afterwards, neither a pcall's handler nor a batch's end.
+
+    it("runs the effects of a write elsewhere while a suspended coroutine's batch is open", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      local co = coroutine.create(function()
+        batch(function()
+          a.value = 1
+          coroutine.yield() -- preempted, or never resumed again
+        end)
+      end)
+      assert(coroutine.resume(co))
+      assert.are.same({ "0/0" }, seen)
+      b.value = 2 -- runs what the open batch queued too
+      assert.are.same({ "0/0", "1/2" }, seen)
+      b.value = 3
+      assert.are.same({ "0/0", "1/2", "1/3" }, seen)
+    end)
+
+    it("ends the batch of a coroutine resumed later as any batch", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      local co = coroutine.create(function()
+        batch(function()
+          a.value = 1
+          coroutine.yield()
+          a.value = 2
+          b.value = 2
+        end)
+      end)
+      assert(coroutine.resume(co))
+      b.value = 1
+      assert.are.same({ "0/0", "1/1" }, seen)
+      assert(coroutine.resume(co))
+      assert.are.equal("dead", coroutine.status(co))
+      assert.are.same({ "0/0", "1/1", "2/2" }, seen)
+    end)
+
+    it("runs the effects of a write elsewhere after a task was stopped inside a batch", function()
+      local a, b = signal(0), signal(0)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value .. "/" .. b.value end)
+      stopped(function()
+        batch(function()
+          a.value = 1
+          stop_here()
+          a.value = 99 -- never runs
+        end)
+      end)
+      assert.are.same({ "0/0" }, seen)
+      b.value = 2
+      assert.are.same({ "0/0", "1/2" }, seen)
+      a.value = 3
+      assert.are.same({ "0/0", "1/2", "3/2" }, seen)
+    end)
+
+    it("still holds the effects of a coroutine resumed inside a batch until the batch ends", function()
+      local a = signal(1)
+      local seen = {}
+      effect(function() seen[#seen + 1] = a.value end)
+      batch(function()
+        coroutine.wrap(function() a.value = 2 end)()
+        assert.are.same({ 1 }, seen)
+      end)
+      assert.are.same({ 1, 2 }, seen)
+    end)
+
+    it("still runs the writes of a coroutine resumed inside an effect after it, in the same flush", function()
+      local a, b = signal(1), signal(0)
+      local seen = {}
+      effect(function()
+        local v = a.value
+        coroutine.wrap(function() b.value = v * 10 end)()
+        seen[#seen + 1] = "a " .. v
+      end)
+      effect(function() seen[#seen + 1] = "b " .. b.value end)
+      a.value = 2
+      assert.are.same({ "a 1", "b 10", "a 2", "b 20" }, seen)
+    end)
+  end)
+
+  describe("tracked runs of tasks that never finish", function()
+    it("runs the effects left queued by a task stopped in an effect at the next write", function()
+      local a, other = signal(0), signal(0)
+      local seen, stop = {}, false
+      effect(function()
+        local v = a.value
+        if stop then
+          stop = false
+          stop_here()
+        end
+        seen[#seen + 1] = "first " .. v
+      end)
+      effect(function() seen[#seen + 1] = "second " .. a.value end)
+      effect(function() seen[#seen + 1] = "third " .. a.value end)
+      effect(function() seen[#seen + 1] = "other " .. other.value end)
+      stop = true
+      stopped(function() a.value = 1 end) -- stopped running the first effect
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0" }, seen)
+      other.value = 1
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0", "second 1", "third 1", "other 1" },
+        seen)
+      a.value = 2 -- the first one runs again, as any effect
+      assert.are.same({ "first 0", "second 0", "third 0", "other 0", "second 1", "third 1", "other 1",
+        "first 2", "second 2", "third 2" }, seen)
+    end)
+
+    it("tracks nothing into an effect a stopped task was running", function()
+      local a, x = signal(0), signal(0)
+      local runs, stop = 0, false
+      effect(function()
+        local _ = a.value
+        runs = runs + 1
+        if stop then
+          stop = false
+          stop_here()
+        end
+      end)
+      stop = true
+      stopped(function() a.value = 1 end)
+      assert.are.equal(2, runs)
+      local _ = x.value -- read outside any effect
+      x.value = 1
+      assert.are.equal(2, runs)
+      a.value = 2
+      assert.are.equal(3, runs)
+    end)
+
+    it("recomputes a computed whose run a stopped task left, and lets signals be written", function()
+      local a = signal(1)
+      local stop = false
+      local c = computed(function()
+        local v = a.value * 10
+        if stop then
+          stop = false
+          stop_here()
+        end
+        return v
+      end)
+      stop = true
+      stopped(function() return c.value end)
+      assert.are.equal(10, c.value) -- not "cycle detected", not nil
+      a.value = 2 -- not "a computed cannot write signals"
+      assert.are.equal(20, c.value)
+      local seen = {}
+      effect(function() seen[#seen + 1] = c.value end)
+      a.value = 3
+      assert.are.same({ 20, 30 }, seen)
+    end)
+
+    it("lets go of an effect whose first run a stopped task left", function()
+      local a = signal(0)
+      local held = setmetatable({}, { __mode = "v" })
+      local runs = 0
+      stopped(function()
+        local fn = function()
+          local _ = a.value
+          runs = runs + 1
+          stop_here()
+        end
+        held[1] = fn
+        effect(fn)
+      end)
+      a.value = 1 -- it never returned a disposer: it is disposed, not run
+      assert.are.equal(1, runs)
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(held[1])
     end)
   end)
 
