@@ -179,18 +179,27 @@ function Live:sendHtml(s, seq)
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 
+-- A flag a task holds: the task's coroutine, which holds it no longer once it is dead (a task
+-- stopped over its budget runs no more Lua, so it never clears what it set).
+local function held(flag)
+  return flag and (type(flag) ~= "thread" or coroutine.status(flag) ~= "dead")
+end
+
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
 -- that did not wait has sent its own html by then), then at most every PUSH_MS.
 function Live:schedulePush(s)
-  if s.pushScheduled or not s.conn then return end
-  s.pushScheduled = true
+  if held(s.pushScheduled) or not s.conn then return end
   core.spawn(function()
-    core.sleep(0)
-    while not s.ended and s.conn and s.ready and version(s) ~= s.sentV do
-      self:sendHtml(s, 0)
-      core.sleep(PUSH_MS)
-    end
-    s.pushScheduled = false
+    s.pushScheduled = coroutine.running()
+    local ok, err = pcall(function()
+      core.sleep(0)
+      while not s.ended and s.conn and s.ready and version(s) ~= s.sentV do
+        self:sendHtml(s, 0)
+        core.sleep(PUSH_MS)
+      end
+    end)
+    s.pushScheduled = false -- after an error too: a failed task's coroutine is reused
+    if not ok then error(err, 0) end
   end)
 end
 
@@ -395,15 +404,16 @@ end
 -- one, and those until the re-load starts, add none), and runs in the session's queue like an
 -- event, so it never overlaps a handler.
 function Live:published(s)
-  if s.ended or not s.ready or s.reloadQueued then return end
+  if s.ended or not s.ready or held(s.reloadQueued) then return end
   if not (s.conn and s.conn.open) then
     s.stale = true -- nobody watches it now: re-loaded when a connection or the surface asks
     return
   end
-  s.reloadQueued = true
   core.spawn(function()
+    s.reloadQueued = coroutine.running()
     core.sleep(0)
     if s.ended then return end
+    s.reloadQueued = true -- queued: the job clears it when it starts
     s.queue[#s.queue + 1] = { fn = function()
       s.reloadQueued = false
       s.stale = false
