@@ -298,7 +298,8 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
          "Publishes delivered to a subscriber or a view session.");
   clank_buf_appendf(b, "clank_pubsub_delivered_total %llu\n", (unsigned long long)m->delivered);
   family(b, "clank_pubsub_dropped_total", "counter",
-         "Publishes not sent on to the other instances (their PostgreSQL listener was down).");
+         "Publishes not sent on to the other workers (the master's buffer was full) or "
+         "instances (the PostgreSQL listener was down).");
   clank_buf_appendf(b, "clank_pubsub_dropped_total %llu\n", (unsigned long long)m->topics_dropped);
   unsigned listeners[3] = {0};
   listeners[own->pubsub_listener]++;

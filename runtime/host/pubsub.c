@@ -19,8 +19,6 @@
 
 #define CHANNEL_MAX 63 /* PostgreSQL's identifiers (NAMEDATALEN - 1) */
 
-enum { PG_NONE, PG_CONNECTING, PG_UP, PG_DOWN };
-
 typedef struct clank_pubsub_s {
   clank_host_t *host;
   char instance[CLANK_INSTANCE_ID + 1];
@@ -32,7 +30,7 @@ typedef struct clank_pubsub_s {
   int topics_fd, topics_open, topics_lost;
   /* several instances: the PostgreSQL listener */
   clank_pglisten_t *pg;
-  int pg_state, pg_was_down;
+  int pg_was_down;     /* it was down once: a reconnect re-loads every subscribed session */
   clank_buf_t trouble; /* health's reason, as a JSON string; empty while all is well */
   char in[CLANK_TOPICS_DGRAM + 1];
 } pubsub_t;
@@ -105,7 +103,6 @@ static void pg_state(void *ud, int up, const char *reason) {
   clank_host_t *h = ps->host;
   h->metrics->pubsub_listener = up ? CLANK_LISTENER_UP : CLANK_LISTENER_DOWN;
   if (up) {
-    ps->pg_state = PG_UP;
     clank_buf_reset(&ps->trouble);
     if (ps->pg_was_down) {
       clank_log_msg(&h->log, "info",
@@ -114,7 +111,6 @@ static void pg_state(void *ud, int up, const char *reason) {
     }
     return;
   }
-  ps->pg_state = PG_DOWN;
   ps->pg_was_down = 1;
   char text[512];
   snprintf(text, sizeof text,
@@ -145,16 +141,25 @@ static size_t records_within(const char *p, size_t n, size_t max) {
   return cut;
 }
 
+static uint64_t count_records(const char *p, size_t n) {
+  uint64_t records = 0;
+  for (size_t i = 0; i < n; i++) records += p[i] == '\n';
+  return records;
+}
+
 static void send_to_workers(pubsub_t *ps, const char *p, size_t n) {
   while (n > 0) {
     size_t take = records_within(p, n, CLANK_TOPICS_DGRAM);
     if (take == 0) return; /* a record longer than a datagram: publish's limits forbid it */
-    if (send(ps->topics_fd, p, take, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && !ps->topics_lost) {
-      ps->topics_lost = 1;
-      clank_log_msg(&ps->host->log, "warn",
-                    "pubsub: the master takes topics too slowly: publishes to the other workers "
-                    "are dropped (%s)",
-                    strerror(errno));
+    if (send(ps->topics_fd, p, take, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      ps->host->metrics->topics_dropped += count_records(p, take);
+      if (!ps->topics_lost) {
+        ps->topics_lost = 1;
+        clank_log_msg(&ps->host->log, "warn",
+                      "pubsub: the master takes topics too slowly: publishes to the other "
+                      "workers are dropped (%s)",
+                      strerror(errno));
+      }
     }
     p += take;
     n -= take;
@@ -170,9 +175,8 @@ static void send_to_instances(pubsub_t *ps, const char *p, size_t n) {
     size_t take = records_within(p, n, sizeof payload - head);
     if (take == 0) return;
     memcpy(payload + head, p, take);
-    if (clank_pglisten_notify(ps->pg, payload, head + take) != 0) {
-      ps->host->metrics->topics_dropped++; /* down: said once by pg_state */
-    }
+    if (clank_pglisten_notify(ps->pg, payload, head + take) != 0) /* down: said by pg_state */
+      ps->host->metrics->topics_dropped += count_records(p, take);
     p += take;
     n -= take;
   }
@@ -250,7 +254,6 @@ int clank_pubsub_start(clank_host_t *h, const char *url, char *err, size_t errle
       free(ps);
       return -1;
     }
-    ps->pg_state = PG_CONNECTING;
     h->metrics->pubsub_listener = CLANK_LISTENER_DOWN; /* until it listens */
   }
   uv_prepare_init(&h->loop, &ps->flush);

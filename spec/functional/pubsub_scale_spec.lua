@@ -206,6 +206,11 @@ local function listeners(port, state)
   return tonumber(body:match('\nclank_pubsub_listeners{state="' .. state .. '"} (%d+)'))
 end
 
+local function dropped_total(port)
+  local body = assert(http.get(port, "/__clank/metrics")).body
+  return tonumber(body:match("\nclank_pubsub_dropped_total (%d+)"))
+end
+
 local function eventually(what, fn, seconds)
   local deadline = http.now() + (seconds or 15)
   while http.now() < deadline do
@@ -299,11 +304,15 @@ describe("topics across instances on one PostgreSQL (--pubsub; a with --workers 
     assert.are.equal(200, status) -- it serves its own clients as well as ever
     assert.truthy(h.reason:find("PostgreSQL listener of topics is down", 1, true), h.reason)
     assert.are.equal(1, listeners(b.port, "down"))
-    -- local delivery goes on: a's publish reaches a's own session, not b's
+    -- local delivery goes on: a's publish reaches a's own session, not b's; each is counted
+    -- as not sent on
+    eventually("a's listeners down", function() return listeners(a.port, "down") == 2 end)
+    local dropped = dropped_total(a.port)
     for n = 3, 5 do
       publish(a.port, n)
       sees_reload(on_a)
     end
+    assert.are.equal(dropped + 3, dropped_total(a.port))
     http.sleep(1) -- a few retries of the listener
     pg("up", dir)
     -- back: every subscribed session re-loads once, without a publish
