@@ -123,10 +123,6 @@ start() {
     [ "$(pgrep -P "$p" | wc -l)" -ge "$((workers > 1 ? workers : 0))" ] && break
     sleep 0.05
   done
-  # A session mounted before a generation's first live tick (1 s after it starts) is ended by
-  # it: Live.nowMs is 0 until then, so its idleSince looks ages old (lua/clank/live/init.lua,
-  # nowMs = 0 and setIdle); sessions still mounting then would be closed 4404.
-  sleep 1.2
   started_workers=$(pgrep -P "$p" | sort -n | paste -sd, || true)
   started_pids=$p${started_workers:+,$started_workers}
   started_workers=${started_workers:--}
