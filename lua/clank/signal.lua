@@ -197,18 +197,7 @@ local function tracked(node, fn, co, prev, prev_co)
   observer, observer_co = node, co
   local v = fn()
   observer, observer_co = prev, prev_co
-  local seen, subs = node._ns, node._subs -- settle(node), inlined: this is every run's cost
-  if subs then
-    for src, e in pairs(subs) do
-      if not seen[src] then
-        subs[src] = nil
-        unlink(e)
-      end
-    end
-  end
-  node._deps, node._vers = node._nd, node._nv
-  node._nd, node._nv, node._ns = false, false, false
-  node._running = false
+  settle(node)
   return v
 end
 

@@ -6,6 +6,7 @@ local server = require "helpers.server"
 local http = require "helpers.http"
 local ws = require "helpers.websocket"
 local cjson = require "cjson"
+local files = require "helpers.files"
 
 local APP = server.fixture("pubsub_scale")
 
@@ -211,13 +212,8 @@ local function dropped_total(port)
   return tonumber(body:match("\nclank_pubsub_dropped_total (%d+)"))
 end
 
-local function eventually(what, fn, seconds)
-  local deadline = http.now() + (seconds or 15)
-  while http.now() < deadline do
-    if fn() then return end
-    http.sleep(0.05)
-  end
-  error("not within " .. (seconds or 15) .. " s: " .. what, 2)
+local function eventually(what, fn)
+  assert.truthy(files.eventually(15, fn), "not within 15 s: " .. what)
 end
 
 -- What the subscribers of an instance's `workers` processes got: pid → { how many, the last
