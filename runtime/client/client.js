@@ -1,6 +1,6 @@
 // Clank's browser client (SPEC §11), served after morphdom's UMD bundle as
 // /__clank/client.<hash>.js (cmake/ClankClient.cmake drops whole-line // comments and
-// indentation; the served file must stay under 24 KiB). For each
+// indentation; the served file must stay under 32 KiB). For each
 // <div data-clank-root data-clank-session=ID>: a WebSocket to /__clank/sessions/ID/live,
 // events delegated from the root, patches by morphdom; and window.clank.createAgentSurface,
 // SPEC §9 over the real DOM. No eval, no inline handlers (CSP script-src 'self').
@@ -217,6 +217,9 @@ const live = root => {
   const session = attr(root, "data-clank-session"), pending = new Set();
   let ws = null, ready = false, stopped = false, notice = null;
   let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, confirmedEl = null, focused;
+  // held: the html of version v as last applied (a diff's base); resyncing: a full html was
+  // asked for, and diffs are ignored until it comes.
+  let held = null, resyncing = false;
 
   const status = s => root.setAttribute("data-clank-status", s);
 
@@ -305,15 +308,43 @@ const live = root => {
     }
   };
 
+  // A diff's splices [at, del, ins] (UTF-16 units of the base, in order) applied to the html
+  // held, or null when it is not the diff's base or a splice is out of order or range.
+  const spliced = m => {
+    if (held == null || m.base !== v || !Array.isArray(m.splices)) return null;
+    let out = "", from = 0;
+    for (const sp of m.splices) {
+      const [at, del, ins] = Array.isArray(sp) ? sp : [];
+      if (!Number.isInteger(at) || !Number.isInteger(del) || typeof ins !== "string" ||
+        at < from || del < 0 || at + del > held.length) return null;
+      out += held.slice(from, at) + ins;
+      from = at + del;
+    }
+    return out + held.slice(from);
+  };
+
   const receive = m => {
-    if (m.t === "html") {
+    if (m.t === "diff") {
+      const html = resyncing ? null : spliced(m);
+      if (html == null) {
+        if (!resyncing && ws) ws.send('{"t":"resync"}');
+        resyncing = true;
+        return;
+      }
       v = m.v;
+      held = html;
+      patch(html);
+    } else if (m.t === "html") {
+      v = m.v;
+      held = m.html;
+      resyncing = false;
       patch(m.html);
       ready = true;
       delay = 250;
       status("open");
     } else if (m.t === "reload") {
       if (m.v) v = m.v;
+      held = m.html;
       patch(m.html);
     } else if (m.t === "css") {
       refreshCss();
@@ -324,7 +355,7 @@ const live = root => {
 
   const connect = () => {
     const s = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") +
-      location.host + "/__clank/sessions/" + encodeURIComponent(session) + "/live");
+      location.host + "/__clank/sessions/" + encodeURIComponent(session) + "/live?diffs=1");
     let opened = false;
     ws = s;
     status("connecting");

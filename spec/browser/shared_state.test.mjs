@@ -157,7 +157,7 @@ async function openPages(server, pages) {
   }
   pages.forEach((p, i) => { p.name = `page ${i + 1} (worker ${p.worker})`; });
   for (const w of workers) assert.ok(owned(w) >= 2, `not 2 of ${pages.length} pages on worker ${w}`);
-  const live = (l) => l.status === 101 && /^\/__clank\/sessions\/[^/]+\/live$/.test(l.target);
+  const live = (l) => l.status === 101 && /^\/__clank\/sessions\/[^/]+\/live(\?diffs=1)?$/.test(l.target);
   const sorted = (list) => [...list].sort();
   assert.deepEqual(sorted(await loggedBy(server, live, pages.length)), sorted(pages.map((p) => p.worker)));
   // a change must come through the live channel, not a reload of the page

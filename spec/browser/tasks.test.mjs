@@ -96,10 +96,23 @@ async function openPage(server, path = '/') {
     const live = { sent: [], received: [] };
     window.__live = live;
     const Native = window.WebSocket;
+    // A diff frame is kept with the html it makes from the last one (README, Live views).
+    let last = '';
+    const made = (m) => {
+      if (m.t === 'html' || m.t === 'reload') last = m.html;
+      if (m.t !== 'diff') return m;
+      let out = '', from = 0;
+      for (const [at, del, ins] of m.splices) {
+        out += last.slice(from, at) + ins;
+        from = at + del;
+      }
+      last = out + last.slice(from);
+      return { ...m, html: last };
+    };
     window.WebSocket = class extends Native {
       constructor(...args) {
         super(...args);
-        this.addEventListener('message', (e) => live.received.push(JSON.parse(e.data)));
+        this.addEventListener('message', (e) => live.received.push(made(JSON.parse(e.data))));
       }
       send(data) {
         live.sent.push(JSON.parse(data));
@@ -117,7 +130,7 @@ const frames = (page) => page.evaluate(() => window.__live);
 const events = async (page) => (await frames(page)).sent.filter((m) => m.t === 'event');
 
 // Waits until the input events queued for the next frame are sent, then until the html
-// answering the latest event sent has arrived (and so been patched in: the client patches as
+// (or diff) answering the latest event sent has arrived (and so been patched in: the client patches as
 // it receives). Events run in order, so every earlier one was handled (or collapsed into a
 // later input, SPEC §11).
 async function settled(page) {
@@ -125,14 +138,16 @@ async function settled(page) {
   await page.waitForFunction(() => {
     const { sent, received } = window.__live;
     const last = sent.filter((m) => m.t === 'event').pop();
-    return !last || received.some((m) => m.t === 'html' && m.seq === last.seq);
+    return !last || received.some((m) => (m.t === 'html' || m.t === 'diff') && m.seq === last.seq);
   }, null, { timeout: 5000 });
 }
 
-// Waits for an html frame received after the first `from` frames that contains `text`.
+// Waits for an html or diff frame received after the first `from` frames whose html contains
+// `text`.
 async function htmlWith(page, from, text) {
   await page.waitForFunction(([n, t]) => window.__live.received.slice(n)
-    .some((m) => m.t === 'html' && m.html.includes(t)), [from, text], { timeout: 5000 });
+    .some((m) => (m.t === 'html' || m.t === 'diff') && m.html.includes(t)), [from, text],
+    { timeout: 5000 });
 }
 const receivedCount = async (page) => (await frames(page)).received.length;
 

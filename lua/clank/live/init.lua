@@ -28,6 +28,7 @@ local token = require "clank.live.token"
 local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
 local pubsub = require "clank.pubsub"
+local diff = require "clank.live.diff"
 
 local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset =
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset
@@ -166,15 +167,33 @@ local function send(conn, frame)
   return false
 end
 
-function Live:sendHtml(s, seq)
+-- A diff frame from what the connection last got (html of version base) to html, or nil when
+-- it would not be much smaller than the html itself (or cannot be made).
+local function diff_frame(base, baseV, html, seq, v)
+  local splices = diff.splices(base, html)
+  if not splices then return nil end
+  local bytes = 0
+  for _, sp in ipairs(splices) do bytes = bytes + #sp[3] + 16 end
+  if bytes * 2 > #html then return nil end
+  return { t = "diff", seq = seq, base = baseV, v = v, splices = json.array(splices) }
+end
+M.diffFrame = diff_frame
+
+-- Sends the current html as seq's answer (0: a push): to a connection that takes diffs
+-- (?diffs=1) and got an html before, a diff from that one unless full is true.
+function Live:sendHtml(s, seq, full)
   local ok, html = pcall(self.html, self, s)
   if not ok then
     log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
     send(s.conn, { t = "error", message = "The view failed to render." })
     return
   end
-  if send(s.conn, { t = "html", seq = seq, v = version(s), html = html }) then
-    s.sentV = version(s)
+  local conn, v = s.conn, version(s)
+  local frame = not full and conn and conn.sent and diff_frame(conn.sent, conn.sentV, html, seq, v)
+  if send(conn, frame or { t = "html", seq = seq, v = v, html = html }) then
+    s.sentV = v
+    -- what the browser holds now: the base of the next diff (one string per connection)
+    if conn.diffs then conn.sent, conn.sentV = html, v end
   end
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
@@ -518,7 +537,9 @@ end
 -- A live connection: its session found or mounted in a task (mount() → session | nil), then
 -- ready(session) sends the first message; an unknown session closes 4404, a failure 1011.
 local function open_connection(self, id, request, socket, mount, ready)
-  local conn = { id = id, request = request, socket = socket, open = true }
+  local query = type(request) == "table" and request.query
+  local conn = { id = id, request = request, socket = socket, open = true,
+    diffs = type(query) == "table" and query.diffs == "1" }
   self.conns[socket] = conn
   core.spawn(function()
     local ok, s, why = pcall(mount)
@@ -668,6 +689,12 @@ local function check_event(m)
   return m, bytes
 end
 
+-- {"t":"resync"} and nothing else: a client that could not apply a diff asks for the html.
+local function is_resync(m)
+  if type(m) ~= "table" or m.t ~= "resync" or json.isArray(m) then return false end
+  return next(m, next(m)) == nil
+end
+
 -- The key of an element as its path names it (an integer as its digits), or nil.
 local function key_of(el)
   local k = el.props.key
@@ -716,6 +743,11 @@ function Live:receive(id, text, socket)
   if m == nil then
     conn.open = false
     pcall(conn.socket.close, conn.socket, 1007, "invalid JSON")
+    return false
+  end
+  if is_resync(m) then
+    -- the client could not apply a diff: the current html in full
+    if s and conn.session == s and s.conn == conn and s.ready then self:sendHtml(s, 0, true) end
     return false
   end
   local bytes
@@ -831,7 +863,9 @@ function Live:event(s, job)
   local m, conn = job.event, job.conn
   if not conn.open or s.conn ~= conn then return end
   if job.stale then
-    self:sendHtml(s, m.seq) -- stale: dropped, answered with the current html
+    -- stale: dropped, answered with the current html in full (the client may hold a DOM no
+    -- diff's base names)
+    self:sendHtml(s, m.seq, true)
     return
   end
   if job.tooLarge then

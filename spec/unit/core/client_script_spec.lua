@@ -19,9 +19,11 @@ describe("clank.core.clientScript", function()
     assert.are.equal(hash, hex(core.sha256(body)):sub(1, 16))
   end)
 
-  it("serves under 24 KiB, morphdom included", function()
+  -- 32 KiB, not 24 since diffs on the wire: applying them needs room that a minifier would
+  -- otherwise have to make, and a build step that needs one more npm package.
+  it("serves under 32 KiB, morphdom included", function()
     assert.is_true(#body > 0)
-    assert.is_true(#body < 24 * 1024, ("the client is %d bytes"):format(#body))
+    assert.is_true(#body < 32 * 1024, ("the client is %d bytes"):format(#body))
     assert.is_truthy(body:find("morphdom", 1, true))
     assert.is_truthy(body:find("createAgentSurface", 1, true))
   end)

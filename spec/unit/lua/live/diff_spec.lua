@@ -1,0 +1,166 @@
+-- clank.live.diff (README, Live views: the "diff" frame): splices between two renders, their
+-- positions and lengths in UTF-16 code units. Differential: for random trees and random edits,
+-- the splices applied to the old HTML, as the browser client applies them, give the new HTML
+-- byte for byte.
+local clank = require "clank"
+local diff = require "clank.live.diff"
+local h = clank.h
+local LIVE = { live = true }
+
+-- A UTF-8 string as its UTF-16 code units (what a JavaScript string holds), and back.
+local function to16(s)
+  local out = {}
+  for _, c in utf8.codes(s) do
+    if c >= 0x10000 then
+      c = c - 0x10000
+      out[#out + 1] = 0xD800 + (c >> 10)
+      out[#out + 1] = 0xDC00 + (c & 0x3FF)
+    else
+      out[#out + 1] = c
+    end
+  end
+  return out
+end
+
+local function from16(units)
+  local out, i = {}, 1
+  while i <= #units do
+    local c = units[i]
+    if c >= 0xD800 and c <= 0xDBFF then
+      local lo = assert(units[i + 1], "a lone high surrogate")
+      assert(lo >= 0xDC00 and lo <= 0xDFFF, "a high surrogate without its low one")
+      c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00)
+      i = i + 1
+    else
+      assert(c < 0xDC00 or c > 0xDFFF, "a lone low surrogate")
+    end
+    out[#out + 1] = utf8.char(c)
+    i = i + 1
+  end
+  return table.concat(out)
+end
+
+-- The client's algorithm (runtime/client/client.js, applySplices): in UTF-16 units, each
+-- splice at or after the end of the previous one, within the old string.
+local function apply(old, splices)
+  local src, out, from = to16(old), {}, 1
+  local prev = 0
+  for _, sp in ipairs(splices) do
+    local at, del, ins = sp[1], sp[2], sp[3]
+    assert(math.type(at) == "integer" and math.type(del) == "integer" and type(ins) == "string")
+    assert(at >= prev and del >= 0 and at + del <= #src, "a splice out of order or range")
+    for k = from, at do out[#out + 1] = src[k] end
+    for _, u in ipairs(to16(ins)) do out[#out + 1] = u end
+    from, prev = at + del + 1, at + del
+  end
+  for k = from, #src do out[#out + 1] = src[k] end
+  return from16(out)
+end
+
+-- A small deterministic generator (the same cases on every run).
+local seed = 12345
+local function rand(n)
+  seed = (seed * 1103515245 + 12345) % 2147483648
+  return seed % n + 1
+end
+
+local WORDS = { "a", "row", "Zoë", "naïve", "日本語", "😀", "𝄞 clef", "<&>\"'", "x y", "" }
+local TAGS = { "div", "p", "span", "li", "b", "td" }
+
+local function text() return WORDS[rand(#WORDS)] .. WORDS[rand(#WORDS)] end
+
+-- A random tree as plain data: { tag, attrs, children } or a string.
+local function gen(depth)
+  if depth == 0 or rand(4) == 1 then return text() end
+  local node = { tag = TAGS[rand(#TAGS)], attrs = {}, children = {} }
+  if rand(2) == 1 then node.attrs.class = text() end
+  if rand(3) == 1 then node.attrs.title = text() end
+  for i = 1, rand(5) - 1 do node.children[i] = gen(depth - 1) end
+  return node
+end
+
+local function copy(n)
+  if type(n) == "string" then return n end
+  local c = { tag = n.tag, attrs = {}, children = {} }
+  for k, v in pairs(n.attrs) do c.attrs[k] = v end
+  for i, ch in ipairs(n.children) do c.children[i] = copy(ch) end
+  return c
+end
+
+-- One random edit somewhere in the tree: insert, remove, change a text or an attribute.
+local function edit(root)
+  local nodes = {}
+  local function walk(n)
+    if type(n) ~= "string" then
+      nodes[#nodes + 1] = n
+      for _, c in ipairs(n.children) do walk(c) end
+    end
+  end
+  walk(root)
+  local n = nodes[rand(#nodes)]
+  local what, kids = rand(4), n.children
+  if what == 1 then
+    table.insert(kids, rand(#kids + 1), gen(2))
+  elseif what == 2 and #kids > 0 then
+    table.remove(kids, rand(#kids))
+  elseif what == 3 and #kids > 0 then
+    kids[rand(#kids)] = text()
+  else
+    n.attrs[rand(2) == 1 and "class" or "title"] = rand(5) == 1 and nil or text()
+  end
+end
+
+local function build(n)
+  if type(n) == "string" then return n end
+  local kids = {}
+  for i, c in ipairs(n.children) do kids[i] = build(c) end
+  local props = {}
+  for k, v in pairs(n.attrs) do props[k] = v end
+  return h[n.tag](props, kids)
+end
+
+local function render(n) return clank.render(h.div(nil, build(n)), LIVE) end
+
+describe("clank.live.diff", function()
+  it("gives splices that turn the old render into the new one, for random trees and edits", function()
+    for _ = 1, 300 do
+      local tree = { tag = "section", attrs = {}, children = { gen(3), gen(3), gen(3) } }
+      local old = render(tree)
+      local edited = copy(tree)
+      for _ = 1, rand(3) do edit(edited) end
+      local new = render(edited)
+      local splices = diff.splices(old, new)
+      assert.are.equal(new, apply(old, splices))
+    end
+  end)
+
+  it("counts positions in UTF-16 units: a character past U+FFFF is two", function()
+    -- the token "<p>😀a" is 3 + 2 + 1 units; "<p>😀a</p>" before "<i>" is 3 + 2 + 1 + 4
+    assert.are.same({ { 0, 6, "<p>😀b" } }, diff.splices("<p>😀a</p><i>x</i>", "<p>😀b</p><i>x</i>"))
+    assert.are.same({ { 10, 4, "<b>é" } }, diff.splices("<p>😀a</p><i>x</i>", "<p>😀a</p><b>é</i>"))
+  end)
+
+  it("gives nothing for the same HTML, and nil for invalid UTF-8", function()
+    assert.are.same({}, diff.splices("<p>a</p>", "<p>a</p>"))
+    assert.is_nil(diff.splices("<p>\255</p>", "<p>a</p>"))
+    assert.is_nil(diff.splices("<p>\192</p><b>", "<p>a</p><i>"))
+  end)
+
+  it("changes one row of a 100-row list and a counter elsewhere in two small splices", function()
+    local function view(changed, count)
+      local rows = {}
+      for i = 1, 100 do
+        rows[i] = h.li({ key = i }, h.span(nil, i == changed and "changed" or "row " .. i),
+          h.button({ onClick = function() end }, "Done"))
+      end
+      return clank.render(h.div(nil, h.p(nil, "Count: ", count), h.ul({ key = "l" }, rows)), LIVE)
+    end
+    local old, new = view(nil, 1), view(50, 2)
+    local splices = diff.splices(old, new)
+    assert.are.equal(2, #splices)
+    assert.are.equal(new, apply(old, splices))
+    local bytes = 0
+    for _, sp in ipairs(splices) do bytes = bytes + #sp[3] end
+    assert.is_true(bytes < 64, ("%d bytes inserted"):format(bytes))
+  end)
+end)
