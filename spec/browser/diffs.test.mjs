@@ -62,10 +62,23 @@ const expected = (renamed) => Array.from({ length: 100 },
   (_, k) => (renamed.includes(k + 1) ? `Renamed 𝄞 ${k + 1}` : `Tâche 😀 ${k + 1}`));
 const count = (page) => page.textContent('[data-clank-id="count"]');
 
+// The frames each way, short, and the server's log: what a failure needs to be understood (a
+// rename once never showed within 30 s in the sanitizer run of .ci/run, and did not again).
+function story(page) {
+  const brief = ({ bytes, m }) => `${m.t} seq=${m.seq} v=${m.v}${m.base ? ` base=${m.base}` : ''} key=${m.key ?? ''} (${bytes} B)`;
+  return `received:\n  ${page.received.map(brief).join('\n  ')}\nsent:\n  ${page.sent.map(brief).join('\n  ')}`
+    + `\nstatus: ${page.lastStatus}\nerrors: ${page.errors.join('; ')}\nserver log:\n${server.stderr().slice(-4000)}`;
+}
+
 async function rename(page, i) {
   await page.click(`[data-clank-id="rename-${i}"]`);
-  await page.waitForFunction((k) => document.querySelector(`[data-clank-id="title-${k}"]`)
-    .textContent.startsWith('Renamed'), i);
+  try {
+    await page.waitForFunction((k) => document.querySelector(`[data-clank-id="title-${k}"]`)
+      .textContent.startsWith('Renamed'), i, { timeout: 10000 });
+  } catch (e) {
+    page.lastStatus = await page.getAttribute('[data-clank-root]', 'data-clank-status').catch(() => '?');
+    assert.fail(`row ${i} not renamed within 10 s\n${story(page)}`);
+  }
 }
 
 // The answer to the event with this seq, once it has arrived.
