@@ -8,6 +8,7 @@
    (spec/helpers/render_reference.lua; spec/unit/render/render_c_spec.lua compares the two), and
    each check runs where it ran there, so a tree with several faults raises the same one. */
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -447,6 +448,63 @@ static void emit_view(clank_render_t *r, int idx, int depth, int live) {
   lua_pop(L, 1);
 }
 
+/* Whether the element at idx (whose tag is the string at tag) is one whose HTML is kept: a
+   component's tree in a live render given fragments, outside a select (whose value changes
+   its options). Then pushes where it is written, "depth path". */
+static int kept(clank_render_t *r, int idx, int depth, int sel, int live) {
+  lua_State *L = r->L;
+  if (!live || !r->fragments || sel) return 0;
+  lua_pushvalue(L, idx);
+  int yes = lua_rawget(L, r->outputs) != LUA_TNIL;
+  lua_pop(L, 1);
+  if (!yes) return 0;
+  char d[16];
+  int n = snprintf(d, sizeof d, "%d ", depth);
+  clank_buf_reset(&r->where);
+  clank_render_append(r, &r->where, d, (size_t)n);
+  clank_buf_t path = {0};
+  clank_render_path(r, &path); /* cannot raise: path is freed below */
+  int failed = clank_buf_append(&r->where, path.data ? path.data : "", path.len) != 0;
+  clank_buf_free(&path);
+  if (failed) clank_render_no_memory(L);
+  lua_pushlstring(L, r->where.data, r->where.len);
+  return 1;
+}
+
+/* The element at idx kept with its "depth path" at where: writes the HTML it had there the last
+   time, if it was there → 1; else 0. */
+static int write_kept(clank_render_t *r, int idx, int where) {
+  lua_State *L = r->L;
+  size_t wn, fn;
+  const char *w = lua_tolstring(L, where, &wn);
+  lua_pushvalue(L, idx);
+  int hit = 0;
+  if (lua_rawget(L, r->fragments) == LUA_TSTRING) {
+    const char *f = lua_tolstring(L, -1, &fn);
+    if (fn > wn && f[wn] == '\n' && memcmp(f, w, wn) == 0) {
+      put(r, f + wn + 1, fn - wn - 1);
+      hit = 1;
+    }
+  }
+  lua_pop(L, 1);
+  return hit;
+}
+
+/* Keeps the HTML written for the element at idx since start, with its "depth path" at where. */
+static void keep(clank_render_t *r, int idx, int where, size_t start) {
+  lua_State *L = r->L;
+  luaL_Buffer b;
+  size_t wn;
+  const char *w = lua_tolstring(L, where, &wn);
+  lua_pushvalue(L, idx);
+  luaL_buffinit(L, &b);
+  luaL_addlstring(&b, w, wn);
+  luaL_addchar(&b, '\n');
+  luaL_addlstring(&b, r->out.data + start, r->out.len - start);
+  luaL_pushresult(&b);
+  lua_rawset(L, r->fragments);
+}
+
 /* An element node (its metatable is the element one); top is the stack top. */
 static void emit_element_node(clank_render_t *r, int idx, int top, int depth, int sel, int live) {
   lua_State *L = r->L;
@@ -458,11 +516,16 @@ static void emit_element_node(clank_render_t *r, int idx, int top, int depth, in
     emit_view(r, idx, depth, live);
     return;
   }
+  int where = type == LUA_TSTRING && kept(r, idx, depth, sel, live) ? lua_gettop(L) : 0;
+  if (where && write_kept(r, idx, where)) return;
+  size_t start = r->out.len;
+  int at = lua_gettop(L);
   lua_pushvalue(L, RUV(RUV_PROPS));
   lua_rawget(L, idx);
   lua_pushvalue(L, RUV(RUV_CHILDREN));
   lua_rawget(L, idx);
-  emit_element(r, top + 1, top + 2, top + 3, depth, sel, live);
+  emit_element(r, top + 1, at + 1, at + 2, depth, sel, live);
+  if (where) keep(r, idx, where, start);
 }
 
 /* A table node: a raw node, an element (any table with a tag), a list or a mounted view. */
@@ -545,6 +608,7 @@ static void free_state(clank_render_t *r) {
   clank_buf_free(&r->action);
   clank_buf_free(&r->on);
   clank_buf_free(&r->key);
+  clank_buf_free(&r->where);
   free(r->attrs);
   free(r->events);
   r->attrs = NULL;
@@ -557,15 +621,19 @@ static int state_gc(lua_State *L) {
   return 0;
 }
 
-/* render(node, live, actions) -> html */
+/* render(node, live, actions, fragments, outputs) -> html */
 static int render_call(lua_State *L) {
   int live = lua_toboolean(L, 2);
-  lua_settop(L, 3);
+  lua_settop(L, 5);
   clank_render_t *r = lua_newuserdatauv(L, sizeof *r, 0);
   memset(r, 0, sizeof *r);
   luaL_setmetatable(L, STATE_MT);
   r->L = L;
   r->actions = 3;
+  if (live && lua_type(L, 4) == LUA_TTABLE && lua_type(L, 5) == LUA_TTABLE) {
+    r->fragments = 4;
+    r->outputs = 5;
+  }
   for (int i = 0; i <= CLANK_RENDER_MAXLEVEL; i++) r->path[i] = -1;
   r->path[1] = 0;
   if (clank_buf_reserve(&r->out, 4096) != 0) clank_render_no_memory(L);
@@ -573,7 +641,7 @@ static int render_call(lua_State *L) {
     /* a single top element is "0"; a list's elements are "0", "1", ... */
     if (clank_render_has_mt(L, 1, RUV_ELEMENT) || lua_getfield(L, 1, "tree") == LUA_TFUNCTION)
       r->level = 1;
-    lua_settop(L, 4);
+    lua_settop(L, 6);
   }
   emit(r, 1, 0, 0, live);
   lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);

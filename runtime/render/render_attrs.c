@@ -356,9 +356,8 @@ static void events(clank_render_t *r) {
 
 /* A key as a segment of data-clank-key: "k:", then its bytes, each one but A-Z a-z 0-9 _ -
    written %XX (upper-case hex), so that no key holds a dot and each key has one form. */
-static void key_segment(clank_render_t *r, const char *k, size_t n) {
+static void key_segment(clank_render_t *r, clank_buf_t *b, const char *k, size_t n) {
   static const char hex[] = "0123456789ABCDEF";
-  clank_buf_t *b = &r->key;
   if (clank_buf_reserve(b, 2 + 3 * n) != 0) clank_render_no_memory(r->L);
   b->data[b->len++] = 'k';
   b->data[b->len++] = ':';
@@ -374,15 +373,20 @@ static void key_segment(clank_render_t *r, const char *k, size_t n) {
   }
 }
 
-/* data-clank-key into r->key: the path down to the element, joined with dots: its index among
-   its parent's element children, or for a keyed element "k:" and its key. */
-static void path_key(clank_render_t *r) {
-  clank_buf_reset(&r->key);
+/* The path down to the element into b, joined with dots: its index among its parent's element
+   children, or for a keyed element "k:" and its key. A level never written (a hole) raises
+   when strict, else is written "?". */
+static void path_into(clank_render_t *r, clank_buf_t *b, int strict) {
+  clank_buf_reset(b);
   for (int i = 1; i <= r->level; i++) {
-    if (r->path[i] < 0) hole_in_path(r);
+    if (r->path[i] < 0) {
+      if (strict) hole_in_path(r);
+      clank_render_append(r, b, i > 1 ? ".?" : "?", i > 1 ? 2 : 1);
+      continue;
+    }
     if (r->keys[i]) {
-      if (i > 1) clank_render_append(r, &r->key, ".", 1);
-      key_segment(r, r->keys[i], r->keylens[i]);
+      if (i > 1) clank_render_append(r, b, ".", 1);
+      key_segment(r, b, r->keys[i], r->keylens[i]);
       continue;
     }
     char d[16];
@@ -393,9 +397,14 @@ static void path_key(clank_render_t *r) {
       v /= 10;
     } while (v);
     if (i > 1) d[--k] = '.';
-    clank_render_append(r, &r->key, d + k, sizeof d - k);
+    clank_render_append(r, b, d + k, sizeof d - k);
   }
 }
+
+/* data-clank-key into r->key. */
+static void path_key(clank_render_t *r) { path_into(r, &r->key, 1); }
+
+void clank_render_path(clank_render_t *r, clank_buf_t *b) { path_into(r, b, 0); }
 
 /* The live attributes (SPEC §11), after the element's own: data-clank-confirm when its
    agentAction (action at idx, or 0 when the element has none) requires confirmation;

@@ -70,7 +70,11 @@ typedef struct {
   clank_render_event_t *events;
   size_t nevents, evcap;
   int actions; /* stack index of live.actions */
-  int level;   /* live: path[1..level] are the indexes down to the element being written */
+  /* live, when given: stack indexes of fragments (element → "depth path\nhtml", the HTML last
+     written for it there) and outputs (the elements whose HTML is kept: components' trees) */
+  int fragments, outputs;
+  clank_buf_t where; /* a fragment's "depth path" */
+  int level;         /* live: path[1..level] are the indexes down to the element being written */
   int path[CLANK_RENDER_MAXLEVEL + 1];
   /* live: the key of the element at each level when it is keyed (its segment of the path is
      then "k:" and the key percent-encoded), else NULL; a string on the Lua stack until that
@@ -103,6 +107,9 @@ void clank_render_attributes(clank_render_t *r, int props, const char *tag, size
 /* Raises for the key prop at idx of an element tag when it is neither a string nor an
    integer. */
 void clank_render_check_key(lua_State *L, int idx, const char *tag, size_t tlen);
+/* The path of the element being written, as data-clank-key writes it ("?" for a level never
+   written), into b. */
+void clank_render_path(clank_render_t *r, clank_buf_t *b);
 /* Writes them, sorted by name (byte order): ` name="value"`, or ` name` when bare. */
 void clank_render_write_attributes(clank_render_t *r);
 

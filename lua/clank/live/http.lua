@@ -194,6 +194,7 @@ local function operate(live, request, s, kind)
     local got, ctx = xpcall(live.context, trace, live, request, confirmed, id)
     if not got then return false, ctx end
     local surface = surface_mod.createAgentSurface(s.mounted)
+    require("clank.live").touched(s) -- the surface writes into the tree's props
     return live:asRequest(ctx, function()
       if kind == "input" then return surface:input(body.id, body.value) end
       return surface:activate(body.id)

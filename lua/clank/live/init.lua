@@ -29,6 +29,7 @@ local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
 local pubsub = require "clank.pubsub"
 local diff = require "clank.live.diff"
+local memo = require "clank.ui.memo"
 
 local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset =
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset
@@ -149,14 +150,29 @@ end
 
 local function version(s) return s.mounted and s.mounted.version or 0 end
 
+local WEAK_KEYS = { __mode = "k" }
+
 function Live:html(s)
   local v = version(s)
   if s.htmlV ~= v then
-    s.html = render.render(s.mounted:tree(), self.renderOptions)
+    -- the HTML of components' trees that did not change (clank.ui.memo) is written again from
+    -- what the last render kept, while no event or surface call changed their props
+    local fragments = s.fragments
+    if not fragments then
+      fragments = setmetatable({}, WEAK_KEYS)
+      s.fragments = fragments
+    end
+    local options = self.renderOptions
+    s.html = render.render(s.mounted:tree(), { live = true, actions = options.actions,
+      fragments = fragments, outputs = memo.outputs })
     s.htmlV = v
   end
   return s.html
 end
+
+-- An event or a surface call wrote into the props of an element of s's tree: the HTML kept
+-- of the trees holding it is no longer theirs.
+function M.touched(s) s.fragments = nil end
 
 local function send(conn, frame)
   if not conn or not conn.open then return false end
@@ -881,8 +897,13 @@ function Live:event(s, job)
     return
   end
   -- the element holds what the browser's holds, as after a surface input
-  if m.checked ~= nil then el.props.checked = m.checked
-  elseif m.value ~= nil and (m.type == "input" or m.type == "change") then el.props.value = m.value end
+  if m.checked ~= nil then
+    el.props.checked = m.checked
+    M.touched(s)
+  elseif m.value ~= nil and (m.type == "input" or m.type == "change") then
+    el.props.value = m.value
+    M.touched(s)
+  end
   local ev = { type = m.type, value = m.value, checked = m.checked, values = m.values,
     target = target_of(el) }
   -- each event is a request of its own (SPEC §11), with a new id its log lines carry

@@ -52,9 +52,14 @@ local render_tree = core.renderer {
 }
 
 -- render(node) -> HTML. render(node, { live = true, actions = { name → action } }) also writes
--- the live attributes; keys start at the node ("0", or "0", "1", ... for a list).
+-- the live attributes; keys start at the node ("0", or "0", "1", ... for a list). With
+-- fragments (a table with weak keys, one per page) and outputs (a set of elements whose HTML
+-- does not change: clank.ui.memo's), the HTML of each of those elements is kept in fragments
+-- and written from there while it stays at the same place in the tree.
 function M.render(node, options)
-  if options and options.live then return render_tree(node, true, options.actions) end
+  if options and options.live then
+    return render_tree(node, true, options.actions, options.fragments, options.outputs)
+  end
   return render_tree(node, false)
 end
 

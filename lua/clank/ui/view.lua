@@ -1,6 +1,7 @@
 -- defineView and mount (SPEC §8): a component with a manifest and validated props, and a
 -- mounted view that re-renders when the signals its render read change.
 local schema = require "clank.schema"
+local memo = require "clank.ui.memo"
 
 local type, error, setmetatable, getmetatable, pairs, tostring =
   type, error, setmetatable, getmetatable, pairs, tostring
@@ -13,18 +14,30 @@ local VIEW_KEYS = { name = true, description = true, props = true, render = true
 local View = { __name = "clank.View" }
 View.__index = View
 
--- View(props, data): props validated with their children set aside, then rendered with the
--- data load returned (SPEC §11).
+-- Raises when props (children and key set aside) are not what view takes.
+local function validate(view, props)
+  if not view.props then return end
+  local children, key = props.children, props.key
+  props.children, props.key = nil, nil
+  view.props:parse(props)
+  props.children, props.key = children, key
+end
+
+-- View(props, data): props validated with their children and key set aside, then rendered
+-- with the data load returned (SPEC §11). Called without data inside a mounted view's render, a call
+-- with the same props as last time whose signals did not change returns its last tree
+-- (clank.ui.memo).
 function View.__call(self, props, data)
   if props ~= nil and type(props) ~= "table" then
     error("view " .. self.viewManifest.name .. ": props must be a table", 2)
   end
   local copy = {}
   for k, v in pairs(props or {}) do copy[k] = v end
-  local children = copy.children
-  copy.children = nil
-  if self.props then self.props:parse(copy) end
-  copy.children = children
+  if data == nil then
+    local tree, memoized = memo.call(self, copy, function(p) validate(self, p) end)
+    if memoized then return tree end
+  end
+  validate(self, copy)
   return self.render(copy, data)
 end
 
@@ -91,19 +104,16 @@ function M.mount(view, props, options)
   local signal = require "clank.signal"
   local on_render, on_error = options.onRender, options.onError
   -- data is a signal so that setData renders again; a new table is always a change
-  local m = setmetatable({ version = 0, data = signal.signal(options.data), tick = signal.signal(0) },
-    Mounted)
-  local function trace(err)
-    if type(err) == "string" then return debug.traceback(err, 2) end
-    return err
-  end
+  local m = setmetatable({ version = 0, data = signal.signal(options.data), tick = signal.signal(0),
+    scope = memo.scope() }, Mounted)
+  local function trace(err) return memo.traceback(err, 2) end
   m.stop = signal.effect(function()
     local data = m.data.value
     local _ = m.tick.value -- setData's "render again"
     if m.version == 0 or not on_error then
-      m.current = view(props, data)
+      m.current = memo.within(m.scope, view, props, data)
     else
-      local ok, tree = xpcall(view, trace, props, data)
+      local ok, tree = xpcall(memo.within, trace, m.scope, view, props, data)
       if not ok then
         on_error(tree)
         return

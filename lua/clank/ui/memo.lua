@@ -1,0 +1,161 @@
+-- Components that did not change are not rendered again (README "Live views"): inside a
+-- mounted view's render, a call View(props) whose props equal those of the same call last time
+-- and whose signals did not change since returns the tree it returned then, the same table.
+--
+--   memo.scope()                       → a scope (one per mount: its calls and their trees)
+--   memo.within(scope, fn, ...)        → fn(...) with scope's calls matched against last time's
+--   memo.call(view, props, render)     → tree, or nil, false outside any scope
+--   memo.isOutput(tree)                → true when a component call returned tree (the
+--                                        renderer keeps its HTML: the same table at the same
+--                                        place is the same HTML)
+--
+-- A call is the same call as last time when it is one of the same View in the same scope (the
+-- mount, or the component it is made in) with the same props.key, or, without a key, the same
+-- rank among that View's calls without a key. Props are equal when each value is: the same
+-- value; plain tables (no metatable) with equal fields; closures of the same function whose
+-- upvalues are equal. Each call's render is a computed (clank.signal): it runs again when a
+-- signal it read changes, and the render it is made in reads it, so a change inside one row
+-- re-runs the list's render, which gets the other rows back from their computeds unchanged.
+local signal = require "clank.signal"
+
+local type, next, xpcall, error, getmetatable, rawequal, setmetatable =
+  type, next, xpcall, error, getmetatable, rawequal, setmetatable
+local math_type = math.type
+local getinfo, getupvalue, dump = debug.getinfo, debug.getupvalue, string.dump
+
+local M = {}
+
+local current = false -- the scope whose render is running (renders never yield: see signal)
+local outputs = setmetatable({}, { __mode = "k" })
+
+local MAX_DEPTH = 20 -- plain tables nested deeper compare by identity only
+
+local equal
+
+local function equal_tables(a, b, depth)
+  if depth > MAX_DEPTH or getmetatable(a) ~= nil or getmetatable(b) ~= nil then return false end
+  for k, v in next, a do
+    local w = b[k]
+    if w == nil or not equal(v, w, depth + 1) then return false end
+  end
+  for k in next, b do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+-- Closures of one function: the same place in the same source, and the same code when that
+-- place is one line (two functions can share it).
+local function equal_functions(a, b, depth)
+  local fa, fb = getinfo(a, "Su"), getinfo(b, "Su")
+  if fa.what ~= "Lua" or fa.source ~= fb.source or fa.linedefined ~= fb.linedefined
+    or fa.lastlinedefined ~= fb.lastlinedefined or fa.nups ~= fb.nups
+    or fa.nparams ~= fb.nparams or fa.isvararg ~= fb.isvararg then
+    return false
+  end
+  if fa.linedefined == fa.lastlinedefined and dump(a, true) ~= dump(b, true) then return false end
+  local i = 1
+  while true do
+    local na, va = getupvalue(a, i)
+    local nb, vb = getupvalue(b, i)
+    if na ~= nb then return false end
+    if na == nil then return true end
+    if not equal(va, vb, depth + 1) then return false end
+    i = i + 1
+  end
+end
+
+function equal(a, b, depth)
+  local ta = type(a)
+  if ta == "number" then return a == b and math_type(a) == math_type(b) end -- 1 and 1.0 render apart
+  if rawequal(a, b) then return true end
+  if ta ~= type(b) then return false end
+  if ta == "table" then return equal_tables(a, b, depth) end
+  if ta == "function" then return depth <= MAX_DEPTH and equal_functions(a, b, depth) end
+  return false -- strings and booleans are equal only when rawequal
+end
+M.equal = function(a, b) return equal(a, b, 0) end
+
+-- The traceback of the last error a render raised, taken where it was raised (within's pcall
+-- would otherwise leave only the frames above it): memo.traceback(err).
+local raised, raised_trace = nil, nil
+local function keep_trace(err)
+  if type(err) == "string" and err ~= raised then
+    raised, raised_trace = err, debug.traceback(err, 2)
+  end
+  return err
+end
+
+-- err with the traceback of where a render raised it (else of the caller's level).
+function M.traceback(err, level)
+  if type(err) ~= "string" then return err end
+  if err == raised then return raised_trace end
+  return debug.traceback(err, (level or 1) + 1)
+end
+
+-- A scope: the calls of its last render (prev) and of the one running (next), each
+-- { keyed = { [view] = { [key] = entry } }, ranked = { [view] = { entry, ... } } }.
+function M.scope()
+  return { prev = false, next = false }
+end
+
+-- Runs fn(...) with scope current; on success what it called is what the next render matches
+-- against (what it no longer called is dropped), on an error last time's calls are kept.
+function M.within(scope, fn, ...)
+  local outer = current
+  scope.next = { keyed = {}, ranked = {} }
+  current = scope
+  local ok, tree = xpcall(fn, keep_trace, ...)
+  current = outer
+  if ok then scope.prev = scope.next end
+  scope.next = false
+  if not ok then error(tree, 0) end
+  return tree
+end
+
+local function render_entry(entry)
+  return M.within(entry.scope, entry.view.render, entry.props, nil)
+end
+
+-- The calls of view in a generation of a scope, by key or by rank.
+local function calls(generation, how, view, make)
+  local by_view = generation[how]
+  local t = by_view[view]
+  if not t and make then
+    t = {}
+    by_view[view] = t
+  end
+  return t
+end
+
+-- view's call with props (a copy the caller made) → its tree, or nil, false when no render of
+-- a mounted view is running. validate(props) raises for props the view does not take; it runs
+-- when the props are new.
+function M.call(view, props, validate)
+  local scope = current
+  if not scope then return nil, false end
+  local key, how = props.key, "keyed"
+  if key == nil then
+    how = "ranked"
+  elseif type(key) ~= "string" and math_type(key) ~= "integer" then
+    how = nil -- the renderer raises for this key: never matched
+  end
+  local now, id = how and calls(scope.next, how, view, true), key
+  if how == "ranked" then id = #now + 1 end
+  local before = how and scope.prev and calls(scope.prev, how, view)
+  local entry = before and before[id]
+  if not (entry and equal(entry.props, props, 0)) then
+    validate(props)
+    entry = { view = view, props = props, scope = M.scope() }
+    entry.node = signal.computed(function() return render_entry(entry) end)
+  end
+  if now then now[id] = entry end
+  local tree = entry.node.value
+  if type(tree) == "table" then outputs[tree] = true end
+  return tree, true
+end
+
+function M.isOutput(tree) return outputs[tree] == true end
+M.outputs = outputs
+
+return M

@@ -1,0 +1,171 @@
+-- Components that did not change are not rendered again (issue 29, README "Live views"):
+-- inside a mounted view's render, View(props) with props equal to last time's and no changed
+-- signal returns last time's tree, the same table.
+local clank = require "clank"
+local signal = require "clank.signal"
+local memo = require "clank.ui.memo"
+local h, s = clank.h, clank.schema
+
+-- A list of rows, each a Row component; renders[id] counts the renders of row id.
+local function list_app()
+  local app = { renders = {}, listRenders = 0 }
+  app.Row = clank.defineView {
+    name = "row", props = s.object { task = s.object { id = s.string(), title = s.string() } },
+    render = function(p)
+      app.renders[p.task.id] = (app.renders[p.task.id] or 0) + 1
+      return h.li({ key = p.key }, p.task.title, app.done[p.task.id].value and " (done)" or "")
+    end,
+  }
+  app.tasks = signal.signal({ { id = "a", title = "A" }, { id = "b", title = "B" }, { id = "c", title = "C" } })
+  app.done = setmetatable({}, { __index = function(t, id)
+    t[id] = signal.signal(false)
+    return t[id]
+  end })
+  app.List = clank.defineView {
+    name = "list",
+    render = function()
+      app.listRenders = app.listRenders + 1
+      local rows = {}
+      for i, t in ipairs(app.tasks.value) do
+        rows[i] = app.Row { key = t.id, task = t }
+      end
+      return h.ul(nil, rows)
+    end,
+  }
+  return app
+end
+
+local function rows(m) return m:tree().children end
+
+describe("clank.ui.memo", function()
+  it("renders again only the row whose signal changed; the others are the same tables", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    local before = rows(m)
+    assert.are.same({ a = 1, b = 1, c = 1 }, app.renders)
+    app.done.b.value = true
+    local after = rows(m)
+    assert.are.same({ a = 1, b = 2, c = 1 }, app.renders)
+    assert.are.equal(2, app.listRenders)
+    assert.are.equal(before[1], after[1])
+    assert.are.equal(before[3], after[3])
+    assert.are_not.equal(before[2], after[2])
+    assert.are.equal('<ul><li>A</li><li>B (done)</li><li>C</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("compares props structurally: new plain tables with the same fields are the same props", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B2" }, { id = "c", title = "C" } }
+    assert.are.same({ a = 1, b = 2, c = 1 }, app.renders)
+    assert.are.equal('<ul><li>A</li><li>B2</li><li>C</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("matches calls by key across a reorder, and renders a new key", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    local before = rows(m)
+    app.tasks.value = { { id = "c", title = "C" }, { id = "d", title = "D" }, { id = "a", title = "A" } }
+    assert.are.same({ a = 1, b = 1, c = 1, d = 1 }, app.renders)
+    local after = rows(m)
+    assert.are.equal(before[3], after[1])
+    assert.are.equal(before[1], after[3])
+    -- b was dropped: back, it renders again
+    app.tasks.value = { { id = "b", title = "B" } }
+    assert.are.equal(2, app.renders.b)
+    m:dispose()
+  end)
+
+  it("matches calls without a key by their rank among the same View's calls", function()
+    local renders, n = 0, signal.signal(2)
+    local Cell = clank.defineView { name = "cell", render = function(p)
+      renders = renders + 1
+      return h.td(nil, p.text)
+    end }
+    local Other = clank.defineView { name = "other", render = function() return h.td(nil, "o") end }
+    local m = clank.mount(clank.defineView { name = "t", render = function()
+      local cells = {}
+      for i = 1, n.value do cells[#cells + 1] = Other {}; cells[#cells + 1] = Cell { text = "c" .. i } end
+      return h.tr(nil, cells)
+    end })
+    assert.are.equal(2, renders)
+    n.value = 3
+    assert.are.equal(3, renders)
+    assert.are.equal("<tr><td>o</td><td>c1</td><td>o</td><td>c2</td><td>o</td><td>c3</td></tr>",
+      clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("takes closures of one function with equal upvalues as equal, others not", function()
+    local function handler(id) return function() return id end end
+    assert.is_true(memo.equal({ onClick = handler("a") }, { onClick = handler("a") }))
+    assert.is_false(memo.equal({ onClick = handler("a") }, { onClick = handler("b") }))
+    assert.is_false(memo.equal({ f = function() return 1 end }, { f = function() return 2 end }))
+    local function two(flag) return flag and function() return "a" end or function() return "b" end end
+    assert.is_false(memo.equal({ f = two(true) }, { f = two(false) }))
+    assert.is_true(memo.equal({ f = two(true) }, { f = two(true) }))
+    assert.is_true(memo.equal({ t = { 1, { x = "y" } } }, { t = { 1, { x = "y" } } }))
+    assert.is_false(memo.equal({ t = { 1, 2 } }, { t = { 1, 2, 3 } }))
+    assert.is_false(memo.equal({ n = 1 }, { n = 1.0 }))
+    local sig = signal.signal(1)
+    assert.is_false(memo.equal({ s = sig }, { s = signal.signal(1) }))
+    assert.is_true(memo.equal({ s = sig }, { s = sig }))
+    -- tables with a metatable (elements) are equal only when they are the same table
+    assert.is_false(memo.equal({ c = h.p(nil, "x") }, { c = h.p(nil, "x") }))
+  end)
+
+  it("renders a row again when its props hold a new element (children)", function()
+    local renders = 0
+    local Box = clank.defineView { name = "box", render = function(p)
+      renders = renders + 1
+      return h.div(nil, p.children)
+    end }
+    local tick = signal.signal(0)
+    local m = clank.mount(clank.defineView { name = "outer", render = function()
+      return h.main(nil, tick.value, h(Box, nil, h.p(nil, "x")))
+    end })
+    tick.value = 1
+    assert.are.equal(2, renders)
+    m:dispose()
+  end)
+
+  it("renders every call outside a mounted view", function()
+    local app = list_app()
+    local a = app.List {}
+    local b = app.List {}
+    assert.are_not.equal(a.children[1], b.children[1])
+    assert.are.same({ a = 2, b = 2, c = 2 }, app.renders)
+  end)
+
+  it("validates new props, with key set aside (Row's schema has no key)", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    assert.has_error(function() app.tasks.value = { { id = "a", title = 42 } } end)
+    -- the render raised: the mount kept its tree
+    assert.are.equal('<ul><li>A</li><li>B</li><li>C</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("passes a row's error on with the traceback of where it was raised; the same props raise again", function()
+    local fail = signal.signal(false)
+    local Bad = clank.defineView { name = "bad", render = function(p)
+      if fail.value then error("row broke") end
+      return h.p(nil, p.text)
+    end }
+    local tick, errors = signal.signal(0), {}
+    local m = clank.mount(clank.defineView { name = "outer", render = function()
+      return h.main(nil, tick.value, Bad { text = "x" })
+    end }, nil, { onError = function(err) errors[#errors + 1] = err end })
+    fail.value = true
+    assert.are.equal(1, #errors)
+    assert.matches("memo_spec.lua:%d+: row broke", errors[1])
+    assert.matches("stack traceback:\n.-memo_spec.lua:%d+: in", errors[1])
+    tick.value = 1
+    assert.are.equal(2, #errors)
+    fail.value = false
+    assert.are.equal("<main>1<p>x</p></main>", clank.render(m:tree()))
+    m:dispose()
+  end)
+end)
