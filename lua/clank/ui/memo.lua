@@ -128,12 +128,33 @@ local function calls(generation, how, view, make)
   return t
 end
 
--- view's call with props (a copy the caller made) → its tree, or nil, false when no render of
--- a mounted view is running. validate(props) raises for props the view does not take; it runs
--- when the props are new.
-function M.call(view, props, validate)
+-- Whether props (as the caller gave them) equal last time's (a plain copy): the same fields,
+-- each equal. The values most often the same: checked before any call.
+local function same_props(before, props)
+  if getmetatable(props) ~= nil then return false end
+  local n = 0
+  for k, v in next, props do
+    local w = before[k]
+    if not (rawequal(v, w) and math_type(v) == math_type(w)) and not equal(v, w, 1) then
+      return false
+    end
+    n = n + 1
+  end
+  for _ in next, before do
+    n = n - 1
+    if n < 0 then return false end
+  end
+  return true
+end
+
+-- Whether a render of a mounted view is running: then View(props) calls M.call.
+function M.active() return current ~= false end
+
+-- view's call with props (the caller's table) → its tree. Called by a render of a mounted
+-- view (M.active()). copy(props) → a plain copy of them, made when they are new; then
+-- validate(view, copy) raises for props the view does not take.
+function M.call(view, props, copy, validate)
   local scope = current
-  if not scope then return nil, false end
   local key, how = props.key, "keyed"
   if key == nil then
     how = "ranked"
@@ -144,15 +165,16 @@ function M.call(view, props, validate)
   if how == "ranked" then id = #now + 1 end
   local before = how and scope.prev and calls(scope.prev, how, view)
   local entry = before and before[id]
-  if not (entry and equal(entry.props, props, 0)) then
-    validate(props)
+  if not (entry and same_props(entry.props, props)) then
+    props = copy(props)
+    validate(view, props)
     entry = { view = view, props = props, scope = M.scope() }
     entry.node = signal.computed(function() return render_entry(entry) end)
   end
   if now then now[id] = entry end
   local tree = entry.node.value
   if type(tree) == "table" then outputs[tree] = true end
-  return tree, true
+  return tree
 end
 
 function M.isOutput(tree) return outputs[tree] == true end

@@ -27,18 +27,33 @@ end
 -- with the data load returned (SPEC §11). Called without data inside a mounted view's render, a call
 -- with the same props as last time whose signals did not change returns its last tree
 -- (clank.ui.memo).
-function View.__call(self, props, data)
-  if props ~= nil and type(props) ~= "table" then
-    error("view " .. self.viewManifest.name .. ": props must be a table", 2)
-  end
+local EMPTY = {}
+
+local function copy_props(props)
   local copy = {}
-  for k, v in pairs(props or {}) do copy[k] = v end
-  if data == nil then
-    local tree, memoized = memo.call(self, copy, function(p) validate(self, p) end)
-    if memoized then return tree end
+  for k, v in pairs(props) do copy[k] = v end
+  return copy
+end
+
+local function call(self, props, data, memoized)
+  if props ~= nil and type(props) ~= "table" then
+    error("view " .. self.viewManifest.name .. ": props must be a table", 3)
   end
+  if memoized and data == nil and memo.active() then
+    return memo.call(self, props or EMPTY, copy_props, validate)
+  end
+  local copy = copy_props(props or EMPTY)
   validate(self, copy)
   return self.render(copy, data)
+end
+
+function View.__call(self, props, data) return call(self, props, data, true) end
+
+-- The view a mount renders, rendered (never a call memo matches: it renders again whenever
+-- its mount does, setData's "render again" among them).
+local function render_mounted(view, props, data)
+  if getmetatable(view) == View then return call(view, props, data, false) end
+  return view(props, data)
 end
 
 function M.defineView(def)
@@ -111,9 +126,9 @@ function M.mount(view, props, options)
     local data = m.data.value
     local _ = m.tick.value -- setData's "render again"
     if m.version == 0 or not on_error then
-      m.current = memo.within(m.scope, view, props, data)
+      m.current = memo.within(m.scope, render_mounted, view, props, data)
     else
-      local ok, tree = xpcall(memo.within, trace, m.scope, view, props, data)
+      local ok, tree = xpcall(memo.within, trace, m.scope, render_mounted, view, props, data)
       if not ok then
         on_error(tree)
         return

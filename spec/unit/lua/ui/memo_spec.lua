@@ -131,6 +131,15 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 
+  it("renders the mounted view itself again on setData, its rows not", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    m:setData(nil)
+    assert.are.equal(2, app.listRenders)
+    assert.are.same({ a = 1, b = 1, c = 1 }, app.renders)
+    m:dispose()
+  end)
+
   it("renders every call outside a mounted view", function()
     local app = list_app()
     local a = app.List {}
