@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_DEPTH 12
 
 static lua_State *L;
-static int h_ref, render_ref;
+static int h_ref, render_ref, kept_ref;
 
 /* ---- the input as a stream of choices ---- */
 
@@ -387,13 +387,37 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   clank_preload_modules(L);
   const char *setup =
       "package.path = ... .. '/?.lua;' .. ... .. '/?/init.lua'\n"
-      "return require('clank.ui.element').h, require('clank.ui.render').render";
+      "local render = require('clank.ui.render').render\n"
+      /* kept(tree, html): every element of tree an output, rendered twice with fragments
+         (keeping them, then writing them), gives html both times */
+      "local function mark(t, outs, depth)\n"
+      "  if type(t) ~= 'table' or depth > 300 or outs[t] ~= nil then return end\n"
+      "  if getmetatable(t) == getmetatable(require('clank.ui.element').h.p()) then\n"
+      "    outs[t] = true\n"
+      "    local c = rawget(t, 'children')\n"
+      "    if type(c) == 'table' then for _, x in ipairs(c) do mark(x, outs, depth + 1) end end\n"
+      "  elseif getmetatable(t) == nil then\n"
+      "    for _, x in ipairs(t) do mark(x, outs, depth + 1) end\n"
+      "  end\n"
+      "end\n"
+      "local function kept(tree, html)\n"
+      "  local outs, fr = setmetatable({}, { __mode = 'k' }), setmetatable({}, { __mode = 'k' })\n"
+      "  mark(tree, outs, 0)\n"
+      "  local opts = { live = true, fragments = fr, outputs = outs }\n"
+      "  if render(tree, opts) ~= html or render(tree, opts) ~= html then return false end\n"
+      /* elsewhere (every path one level down), what was kept is not used */
+      "  local h = require('clank.ui.element').h\n"
+      "  local ok, moved = pcall(render, h.div(nil, tree), { live = true })\n"
+      "  return not ok or render(h.div(nil, tree), opts) == moved\n"
+      "end\n"
+      "return require('clank.ui.element').h, render, kept";
   if (luaL_loadstring(L, setup) != LUA_OK) abort();
   lua_pushstring(L, CLANK_FUZZ_LUA_DIR);
-  if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+  if (lua_pcall(L, 1, 3, 0) != LUA_OK) {
     fprintf(stderr, "fuzz/render: %s\n", lua_tostring(L, -1));
     exit(1);
   }
+  kept_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   render_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   h_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   return 0;
@@ -406,6 +430,8 @@ static int build_and_render(lua_State *l) {
   lua_rawgeti(l, LUA_REGISTRYINDEX, render_ref);
   int live = (int)pick(in, 2); /* live: data-clank-key and data-clank-on too */
   push_element(in, bt, 0);
+  lua_pushvalue(l, -1);
+  lua_insert(l, 1); /* the tree, kept for the second render */
   if (live) {
     lua_createtable(l, 0, 1);
     lua_pushboolean(l, 1);
@@ -422,6 +448,15 @@ static int build_and_render(lua_State *l) {
   const char *html = lua_tolstring(l, -1, &n);
   if (getenv("CLANK_FUZZ_SHOW")) fprintf(stderr, "%.*s\n", (int)n, html); /* what was checked */
   check(bt, html, n);
+  if (live) { /* the HTML kept of components' trees is what they render */
+    lua_rawgeti(l, LUA_REGISTRYINDEX, kept_ref);
+    lua_pushvalue(l, 1);
+    lua_pushvalue(l, -3);
+    if (lua_pcall(l, 2, 1, 0) != LUA_OK || !lua_toboolean(l, -1)) {
+      fprintf(stderr, "fuzz/render: kept fragments differ: %s\n", lua_tostring(l, -1));
+      abort();
+    }
+  }
   return 0;
 }
 
