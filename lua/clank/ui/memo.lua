@@ -113,13 +113,39 @@ function M.within(scope, fn, ...)
   return tree
 end
 
-local function render_entry(entry)
-  return M.within(entry.scope, entry.view.render, entry.props, nil)
+-- A scope (a mount, or a call's entry): the calls of its last render (prev) and of the one
+-- running (next), each false until a call is made, then
+-- { keyed = { [view] = { [key] = entry } }?, ranked = { [view] = { entry, ... } }? }.
+function M.scope()
+  return { prev = false, next = false }
 end
 
--- The calls of view in a generation of a scope, by key or by rank.
+-- Runs fn(...) with scope current; on success what it called is what the next render matches
+-- against (what it no longer called is dropped), on an error last time's calls are kept.
+function M.within(scope, fn, ...)
+  local outer = current
+  scope.next = false
+  current = scope
+  local ok, tree = xpcall(fn, keep_trace, ...)
+  current = outer
+  if ok then scope.prev = scope.next end
+  scope.next = false
+  if not ok then error(tree, 0) end
+  return tree
+end
+
+local function render_entry(entry)
+  return M.within(entry, entry.view.render, entry.props, nil)
+end
+
+-- The calls of view in a generation of a scope, by key or by rank (made when make is true).
 local function calls(generation, how, view, make)
   local by_view = generation[how]
+  if not by_view then
+    if not make then return nil end
+    by_view = {}
+    generation[how] = by_view
+  end
   local t = by_view[view]
   if not t and make then
     t = {}
@@ -161,6 +187,7 @@ function M.call(view, props, copy, validate)
   elseif type(key) ~= "string" and math_type(key) ~= "integer" then
     how = nil -- the renderer raises for this key: never matched
   end
+  if how and not scope.next then scope.next = {} end
   local now, id = how and calls(scope.next, how, view, true), key
   if how == "ranked" then id = #now + 1 end
   local before = how and scope.prev and calls(scope.prev, how, view)
@@ -168,7 +195,7 @@ function M.call(view, props, copy, validate)
   if not (entry and same_props(entry.props, props)) then
     props = copy(props)
     validate(view, props)
-    entry = { view = view, props = props, scope = M.scope() }
+    entry = { view = view, props = props, prev = false, next = false } -- a scope too
     entry.node = signal.computed(function() return render_entry(entry) end)
   end
   if now then now[id] = entry end
