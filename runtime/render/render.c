@@ -672,6 +672,7 @@ static int render_renderer(lua_State *L) {
 static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
     {"elementMaker", clank_render_element_maker}, /* element.c */
+    {"sameProps", clank_render_same_props},       /* props_equal.c */
     {NULL, NULL},
 };
 

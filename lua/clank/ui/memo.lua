@@ -17,6 +17,7 @@
 -- signal it read changes, and the render it is made in reads it, so a change inside one row
 -- re-runs the list's render, which gets the other rows back from their computeds unchanged.
 local signal = require "clank.signal"
+local same_props = require("clank.render_core").sameProps -- the loop of equal over props, in C
 
 local type, next, xpcall, error, getmetatable, rawequal, setmetatable =
   type, next, xpcall, error, getmetatable, rawequal, setmetatable
@@ -154,25 +155,6 @@ local function calls(generation, how, view, make)
   return t
 end
 
--- Whether props (as the caller gave them) equal last time's (a plain copy): the same fields,
--- each equal. The values most often the same: checked before any call.
-local function same_props(before, props)
-  if getmetatable(props) ~= nil then return false end
-  local n = 0
-  for k, v in next, props do
-    local w = before[k]
-    if not (rawequal(v, w) and math_type(v) == math_type(w)) and not equal(v, w, 1) then
-      return false
-    end
-    n = n + 1
-  end
-  for _ in next, before do
-    n = n - 1
-    if n < 0 then return false end
-  end
-  return true
-end
-
 -- Whether a render of a mounted view is running: then View(props) calls M.call.
 function M.active() return current ~= false end
 
@@ -192,7 +174,7 @@ function M.call(view, props, copy, validate)
   if how == "ranked" then id = #now + 1 end
   local before = how and scope.prev and calls(scope.prev, how, view)
   local entry = before and before[id]
-  if not (entry and same_props(entry.props, props)) then
+  if not (entry and same_props(entry.props, props, equal)) then
     props = copy(props)
     validate(view, props)
     entry = { view = view, props = props, prev = false, next = false } -- a scope too

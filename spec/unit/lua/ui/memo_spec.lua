@@ -116,6 +116,23 @@ describe("clank.ui.memo", function()
     assert.is_false(memo.equal({ c = h.p(nil, "x") }, { c = h.p(nil, "x") }))
   end)
 
+  it("renders a row again when a number prop turns from 1 to 1.0, or a field comes or goes", function()
+    local n, extra = 1, signal.signal(nil) -- (a signal takes 1.0 for 1: no change)
+    local tick = signal.signal(0)
+    local Num = clank.defineView { name = "num", render = function(p) return h.b(nil, tostring(p.n), p.x) end }
+    local m = clank.mount(clank.defineView { name = "o", render = function()
+      return h.p(nil, tick.value, Num { n = n, x = extra.value })
+    end })
+    n = 1.0
+    tick.value = 1
+    assert.are.equal("<p>1<b>1.0</b></p>", clank.render(m:tree()))
+    extra.value = "!"
+    assert.are.equal("<p>1<b>1.0!</b></p>", clank.render(m:tree()))
+    extra.value = nil
+    assert.are.equal("<p>1<b>1.0</b></p>", clank.render(m:tree()))
+    m:dispose()
+  end)
+
   it("renders a row again when its props hold a new element (children)", function()
     local renders = 0
     local Box = clank.defineView { name = "box", render = function(p)
