@@ -10,7 +10,7 @@
 #                RSS per session and a probe's event round trip while they are open
 # then a table: measure | value | target | met?. The server runs on core 0, the client (Node,
 # ws) on core 1.
-#   bench/live.sh                              # about three minutes
+#   bench/live.sh                              # about three to four minutes
 #   BENCH_SECONDS=3 BENCH_SESSIONS=2000 BENCH_FANOUT=200 bench/live.sh
 #   BENCH_PARTS="roundtrip fanout" bench/live.sh
 #   CLANK_RUN=build-bench/clank-run bench/live.sh
