@@ -14,19 +14,21 @@ local VIEW_KEYS = { name = true, description = true, props = true, render = true
 local View = { __name = "clank.View" }
 View.__index = View
 
--- Raises when props (children and key set aside) are not what view takes.
+-- Raises when props (children set aside, and key unless the view's props declare it) are not
+-- what view takes.
 local function validate(view, props)
   if not view.props then return end
   local children, key = props.children, props.key
-  props.children, props.key = nil, nil
+  props.children = nil
+  if not view.takesKey then props.key = nil end
   view.props:parse(props)
   props.children, props.key = children, key
 end
 
--- View(props, data): props validated with their children and key set aside, then rendered
--- with the data load returned (SPEC §11). Called without data inside a mounted view's render, a call
--- with the same props as last time whose signals did not change returns its last tree
--- (clank.ui.memo).
+-- View(props, data): props validated with their children set aside (and key, unless the
+-- props declare it), then rendered with the data load returned (SPEC §11). Called without
+-- data inside a mounted view's render, a call with the same props as last time whose signals
+-- did not change returns its last tree (clank.ui.memo).
 local EMPTY = {}
 
 local function copy_props(props)
@@ -79,8 +81,10 @@ function M.defineView(def)
   end
   local manifest = { name = def.name, description = def.description }
   if def.props then manifest.propsSchema = def.props:toJSONSchema() end
+  local properties = manifest.propsSchema and manifest.propsSchema.properties
   return setmetatable({ viewManifest = manifest, props = def.props, render = def.render,
-    load = def.load, topics = def.topics }, View)
+    load = def.load, topics = def.topics,
+    takesKey = type(properties) == "table" and properties.key ~= nil }, View)
 end
 
 local Mounted = { __name = "clank.MountedView" }

@@ -165,6 +165,15 @@ describe("clank.ui.memo", function()
     assert.are.same({ a = 2, b = 2, c = 2 }, app.renders)
   end)
 
+  it("validates a key the props declare", function()
+    local V = clank.defineView { name = "k", props = s.object { key = s.string() },
+      render = function(p) return h.i({ key = p.key }) end }
+    local ok = pcall(clank.mount, clank.defineView { name = "o", render = function() return V { key = 7 } end })
+    assert.is_false(ok)
+    local m = clank.mount(clank.defineView { name = "o", render = function() return V { key = "a" } end })
+    assert.are.equal("<i></i>", clank.render(m:tree()))
+  end)
+
   it("validates new props, with key set aside (Row's schema has no key)", function()
     local app = list_app()
     local m = clank.mount(app.List)
