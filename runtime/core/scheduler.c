@@ -507,6 +507,14 @@ int clank_sched_call(lua_State *L, int nargs) {
   d.task.resume = driven_resume;
   clank_task_bind(&d.task, co);
   driven_resume(&d.task, nargs);
+  /* Called from the loop (a callback), it cannot be put off behind other work: preempted, it
+     runs on at once; only a wait is an error here. */
+  while (!d.done && d.task.preempted && s->loop_running) {
+    ready_remove(s, &d.task);
+    d.task.preempted = 0;
+    d.task.ready_due = 1; /* in a spent turn too */
+    driven_resume(&d.task, 0);
+  }
   if (!d.done && s->loop_running) {
     clank_sched_cancel(&d.task);
     clank_task_unbind(co);

@@ -167,7 +167,7 @@ function Live:html(s)
       fragments = fragments, outputs = memo.outputs })
     s.htmlV = v
   end
-  return s.html
+  return s.html, v
 end
 
 -- An event or a surface call wrote into the props of an element of s's tree: the HTML kept
@@ -195,22 +195,31 @@ local function diff_frame(base, baseV, html, seq, v)
 end
 M.diffFrame = diff_frame
 
--- Sends the current html as seq's answer (0: a push): to a connection that takes diffs
--- (?diffs=1) and got an html before, a diff from that one unless full is true.
-function Live:sendHtml(s, seq, full)
-  local ok, html = pcall(self.html, self, s)
-  if not ok then
-    log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
-    send(s.conn, { t = "error", message = "The view failed to render." })
-    return
-  end
-  local conn, v = s.conn, version(s)
+-- Sends html, of s's version v, as a diff from what the connection holds (unless full)
+-- or whole, and keeps it as what the connection holds.
+local function send_version(s, seq, full, html, v)
+  local conn = s.conn
   local frame = not full and conn and conn.sent and diff_frame(conn.sent, conn.sentV, html, seq, v)
   if send(conn, frame or { t = "html", seq = seq, v = v, html = html }) then
     s.sentV = v
     -- what the browser holds now: the base of the next diff (one string per connection)
     if conn.diffs then conn.sent, conn.sentV = html, v end
   end
+end
+
+-- Sends the current html as seq's answer (0: a push): to a connection that takes diffs
+-- (?diffs=1) and got an html before, a diff from that one unless full is true.
+function Live:sendHtml(s, seq, full)
+  local ok, html, v = pcall(self.html, self, s)
+  if not ok then
+    log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
+    send(s.conn, { t = "error", message = "The view failed to render." })
+    return
+  end
+  -- atomic: a push and an event's answer preempted between reading the base and sending would
+  -- both send a diff from the same base
+  local sent, err = core.pcallAtomic(send_version, s, seq, full, html, v)
+  if not sent then error(err, 0) end
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 

@@ -198,7 +198,57 @@ static void no_watchdog_case(void) {
         o.longest_ms);
 }
 
+/* A call made from a callback of the loop (clank_sched_call: what live and pubsub do with a
+   frame) cannot wait, so it is not put off when its slice ends: it runs to its end. */
+typedef struct called_s {
+  lua_State *L;
+  int ok;
+  char error[200];
+  lua_Integer result;
+} called_t;
+
+static int call_in_task(lua_State *L) { return clank_sched_call(L, lua_gettop(L) - 1); }
+
+static void call_from_loop(uv_timer_t *timer) {
+  called_t *c = timer->data;
+  lua_State *L = c->L;
+  clank_sched_get(L)->loop_running = 1;
+  lua_pushcfunction(L, call_in_task);
+  if (luaL_loadstring(L, "local t0 = os.clock() while os.clock() - t0 < 0.03 do end return 42") !=
+      LUA_OK)
+    return;
+  c->ok = lua_pcall(L, 1, 1, 0) == LUA_OK;
+  if (c->ok)
+    c->result = lua_tointeger(L, -1);
+  else
+    snprintf(c->error, sizeof c->error, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+  clank_sched_get(L)->loop_running = 0;
+}
+
+static void call_case(void) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  clank_sched_t *s = clank_sched_get(L);
+  clank_watchdog_t *w = clank_watchdog_start();
+  s->watchdog = w;
+  called_t c = {L, 0, "", 0};
+  uv_timer_t timer;
+  uv_timer_init(s->loop, &timer);
+  timer.data = &c;
+  uv_timer_start(&timer, call_from_loop, 0, 0);
+  uv_run(s->loop, UV_RUN_DEFAULT);
+  CHECK(c.ok && c.result == 42, "a 30 ms call from the loop: %s",
+        c.ok ? "a wrong result" : c.error);
+  printf("a 30 ms call from the loop with a watchdog: %s\n", c.ok ? "ran to its end" : c.error);
+  uv_close((uv_handle_t *)&timer, NULL);
+  uv_run(s->loop, UV_RUN_NOWAIT);
+  lua_close(L);
+  clank_watchdog_stop(w);
+}
+
 int main(void) {
+  call_case();
   budget_case("sleep");
   budget_case("gate");
   no_watchdog_case();
