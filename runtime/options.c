@@ -151,6 +151,8 @@ static void parse_test_limits(clank_limits_t *l, const char *spec) {
       l->live_idle_ms = (uint64_t)v;
     else if (!strcmp(item, "live_max_idle"))
       l->live_max_idle = (unsigned)v;
+    else if (!strcmp(item, "live_hibernate_ms"))
+      l->live_hibernate_ms = (uint64_t)v;
     else if (!strcmp(item, "ping_ms"))
       l->ping_ms = (uint64_t)v;
     else if (!strcmp(item, "silence_ms"))
@@ -180,6 +182,7 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
                  .stop_ms = 10000,
                  .live_idle_ms = 600000,
                  .live_max_idle = 1000,
+                 .live_hibernate_ms = 15000,
                  .ping_ms = 30000,
                  .silence_ms = 60000,
                  .memory_check_ms = 2000,

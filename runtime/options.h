@@ -10,13 +10,14 @@
 
 typedef struct clank_limits_s {
   clank_http_limits_t http;
-  uint64_t stop_ms;         /* graceful stop */
-  uint64_t live_idle_ms;    /* an idle view session ends (SPEC §11) */
-  unsigned live_max_idle;   /* idle view sessions kept per worker */
-  uint64_t ping_ms;         /* live connections are pinged this often */
-  uint64_t silence_ms;      /* and dropped when silent this long */
-  int preempt;              /* the watchdog runs (SPEC §13); off only to measure its cost */
-  uint64_t memory_check_ms; /* a full collection to check the memory cap at most this often */
+  uint64_t stop_ms;           /* graceful stop */
+  uint64_t live_idle_ms;      /* an idle view session ends (SPEC §11) */
+  unsigned live_max_idle;     /* idle view sessions kept per worker */
+  uint64_t live_hibernate_ms; /* a view session without events or pushes lets its tree go */
+  uint64_t ping_ms;           /* live connections are pinged this often */
+  uint64_t silence_ms;        /* and dropped when silent this long */
+  int preempt;                /* the watchdog runs (SPEC §13); off only to measure its cost */
+  uint64_t memory_check_ms;   /* a full collection to check the memory cap at most this often */
 } clank_limits_t;
 
 /* What clank-run was asked to do (SPEC §2, §16). */

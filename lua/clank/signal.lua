@@ -86,6 +86,9 @@ local global_version = 0 -- bumped by every change of any signal
 
 local SIGNAL_MT, COMPUTED_MT
 
+-- An effect's disposer → the effect (weak keys: M.sources).
+local effects = setmetatable({}, { __mode = "k" })
+
 local function unwrap(v)
   if rawequal(v, NIL) then return nil end
   return v
@@ -574,10 +577,31 @@ function M.effect(fn)
   if not flushed then error(ferr, 0) end
   -- atomic: unlinking its edges halfway while another task links to the same
   -- signal (one preempted in between) would lose the other's edge
-  return function()
+  local function disposer()
     local done, derr = atomic_pcall(dispose, e)
     if not done then error(derr, 0) end
   end
+  effects[disposer] = e
+  return disposer
+end
+
+-- sources(disposer): the signals the effect's last run read, itself or through the computeds
+-- it read (each once): what can make it run again.
+function M.sources(disposer)
+  local e = effects[disposer]
+  local out, seen = {}, {}
+  local function walk(node)
+    local deps = node._deps
+    for i = 1, #deps do
+      local src = deps[i]
+      if not seen[src] then
+        seen[src] = true
+        if src._kind == COMPUTED then walk(src) else out[#out + 1] = src end
+      end
+    end
+  end
+  if e then walk(e) end
+  return out
 end
 
 -- batch(fn, ...): calls fn(...); effects run once, when the outermost batch

@@ -338,11 +338,13 @@ static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
   lua_setfield(L, -2, "bridge");
   lua_pushlstring(L, (const char *)o->secret, CLANK_SECRET_BYTES);
   lua_setfield(L, -2, "secret");
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 3);
   lua_pushinteger(L, (lua_Integer)o->live_idle_ms);
   lua_setfield(L, -2, "idleMs");
   lua_pushinteger(L, (lua_Integer)o->live_max_idle);
   lua_setfield(L, -2, "maxIdle");
+  lua_pushinteger(L, (lua_Integer)o->live_hibernate_ms);
+  lua_setfield(L, -2, "hibernateMs");
   lua_setfield(L, -2, "limits");
   if (o->worker_count > 1) {
     lua_createtable(L, 0, 2);

@@ -76,6 +76,7 @@ typedef struct clank_gen_opts_s {
   void (*file_hash)(const char *path, unsigned char out[32]);
   uint64_t live_idle_ms;          /* view sessions (SPEC §11): idle ones end after this */
   unsigned live_max_idle;         /* and at most this many are kept */
+  uint64_t live_hibernate_ms;     /* quiet this long, a session lets its tree go */
   int worker_index, worker_count; /* --workers (SPEC §13): new view sessions are this one's */
   void *db;                       /* the host's clank.db registry: pools outlive generations */
   clank_log_fn log;               /* the host's log sink, for C and Lua alike */

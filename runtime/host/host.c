@@ -131,6 +131,7 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
       .ud = &h->reloader,
       .live_idle_ms = h->opts.limits.live_idle_ms,
       .live_max_idle = h->opts.limits.live_max_idle,
+      .live_hibernate_ms = h->opts.limits.live_hibernate_ms,
       .worker_index = h->worker ? h->worker->index : 0,
       .worker_count = h->worker ? h->worker->count : 1,
       .db = h->db,

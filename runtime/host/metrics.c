@@ -116,7 +116,7 @@ static int count_call(lua_State *L) {
 }
 
 /* count(what): one event of the topics (issue 28): "published",
-   "delivered" or "rerender"; upvalue 1: the metrics. */
+   "delivered" or "rerender"; of live sessions: "hibernate", "wake"; upvalue 1: the metrics. */
 static int count_event(lua_State *L) {
   clank_metrics_t *m = lua_touserdata(L, lua_upvalueindex(1));
   const char *what = luaL_checkstring(L, 1);
@@ -126,6 +126,10 @@ static int count_event(lua_State *L) {
     m->delivered++;
   else if (what[0] == 'r')
     m->rerenders++;
+  else if (what[0] == 'h')
+    m->hibernations++;
+  else if (what[0] == 'w')
+    m->wakes++;
   return 0;
 }
 
@@ -235,6 +239,8 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
   t->published += w->published;
   t->delivered += w->delivered;
   t->rerenders += w->rerenders;
+  t->hibernations += w->hibernations;
+  t->wakes += w->wakes;
   t->topics_dropped += w->topics_dropped;
   t->lua_bytes += w->lua_bytes;
   t->connections += w->connections;
@@ -314,6 +320,11 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   }
   family(b, "clank_live_rerenders_total", "counter", "View sessions re-loaded for a publish.");
   clank_buf_appendf(b, "clank_live_rerenders_total %llu\n", (unsigned long long)m->rerenders);
+  family(b, "clank_live_hibernations_total", "counter",
+         "View sessions that let their tree go after a quiet while.");
+  clank_buf_appendf(b, "clank_live_hibernations_total %llu\n", (unsigned long long)m->hibernations);
+  family(b, "clank_live_wakes_total", "counter", "Hibernated view sessions rendered again.");
+  clank_buf_appendf(b, "clank_live_wakes_total %llu\n", (unsigned long long)m->wakes);
   family(b, "clank_reloads_total", "counter", "Reloads, by result.");
   clank_buf_appendf(b, "clank_reloads_total{result=\"ok\"} %llu\n",
                     (unsigned long long)m->reloads_ok);

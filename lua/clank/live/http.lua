@@ -112,6 +112,7 @@ local function invalid(err)
 end
 
 local function nodes(s)
+  require("clank.live").awake(s)
   return surface_mod.createAgentSurface(s.mounted):inspect()
 end
 
@@ -161,6 +162,7 @@ end
 -- Does operating the control run an action that needs confirmation (its own agentAction, or
 -- its form's for a submit)?
 local function confirmation_needed(live, s, id, activate)
+  live:awake(s)
   local tree = s.mounted:tree()
   local container = { tag = "#root", props = {}, children = is_list(tree) and tree or { tree } }
   local idx = dom.index(container)
@@ -193,6 +195,7 @@ local function operate(live, request, s, kind)
   local done, ran, ok, result = live:run(s, function()
     local got, ctx = xpcall(live.context, trace, live, request, confirmed, id)
     if not got then return false, ctx end
+    live:awake(s)
     local surface = surface_mod.createAgentSurface(s.mounted)
     require("clank.live").touched(s) -- the surface writes into the tree's props
     return live:asRequest(ctx, function()

@@ -71,6 +71,12 @@ local function wait_for(pred, ms)
 end
 M.waitFor = wait_for
 
+-- A flag a task holds: the task's coroutine, which holds it no longer once it is dead (a task
+-- stopped over its budget runs no more Lua, so it never clears what it set).
+local function held(flag)
+  return flag and (type(flag) ~= "thread" or coroutine.status(flag) ~= "dead")
+end
+
 local Live = {}
 Live.__index = Live
 
@@ -86,6 +92,8 @@ function M.new(opts)
   local self = setmetatable({
     app = app, bridge = opts.bridge, secret = opts.secret,
     idleMs = limits.idleMs or 600000, maxIdle = limits.maxIdle or 1000,
+    -- a session without events or pushes for this long lets its tree go (0: never)
+    hibernateMs = limits.hibernateMs or 15000,
     clock = opts.clock or os.time,
     worker = opts.worker, -- --workers N: this worker's index and N (SPEC §13)
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
@@ -153,6 +161,7 @@ local function version(s) return s.mounted and s.mounted.version or 0 end
 local WEAK_KEYS = { __mode = "k" }
 
 function Live:html(s)
+  self:awake(s)
   local v = version(s)
   if s.htmlV ~= v then
     -- the HTML of components' trees that did not change (clank.ui.memo) is written again from
@@ -168,6 +177,42 @@ function Live:html(s)
     s.htmlV = v
   end
   return s.html, v
+end
+
+-- A session that hibernated renders again, as the version it was (the tree it let go of):
+-- what an event, a surface call or a render needs first.
+function Live.awake(_, s)
+  local m = s.mounted
+  if m and m:asleep() then
+    core.count("wake")
+    m:wake(false)
+    keep_tree(s, m:tree(), version(s))
+  end
+end
+M.awake = function(s) Live.awake(nil, s) end
+
+-- Quiet sessions let their trees go (view.lua's hibernate): the signals their render read are
+-- all they watch, and a change of one renders them again. A session is quiet when nothing of
+-- it ran or was sent for hibernateMs.
+function Live:hibernate(now)
+  local after = self.hibernateMs
+  if after <= 0 then return end
+  for _, s in pairs(self.sessionsById) do
+    local m = s.mounted
+    if s.ready and not s.ended and m and not m:asleep() and not s.busy and #s.queue == 0
+      and not held(s.pushScheduled) and not held(s.reloadQueued) and version(s) == s.sentV
+      and now - (s.activeAt or now) >= after then
+      if m:hibernate(function()
+        s.activeAt = self.nowMs
+        core.count("wake")
+      end) then
+        s.trees, s.treeBorn, s.fragments, s.html, s.htmlV = nil, nil, nil, nil, nil
+        core.count("hibernate")
+      end
+    elseif not s.activeAt then
+      s.activeAt = now
+    end
+  end
 end
 
 -- An event or a surface call wrote into the props of an element of s's tree: the HTML kept
@@ -220,14 +265,10 @@ function Live:sendHtml(s, seq, full)
   -- both send a diff from the same base
   local sent, err = core.pcallAtomic(send_version, s, seq, full, html, v)
   if not sent then error(err, 0) end
+  s.activeAt = self.nowMs
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 
--- A flag a task holds: the task's coroutine, which holds it no longer once it is dead (a task
--- stopped over its budget runs no more Lua, so it never clears what it set).
-local function held(flag)
-  return flag and (type(flag) ~= "thread" or coroutine.status(flag) ~= "dead")
-end
 
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
 -- that did not wait has sent its own html by then), then at most every PUSH_MS.
@@ -530,6 +571,7 @@ function Live:sessions() return self.count end
 -- for it, at most the action timeout and 5 s more.
 function Live:tick(now)
   self.nowMs = now
+  self:hibernate(now)
   -- idle since before the first tick: idle from now (they lead the list, which is in idle order)
   local s = self.idleHead
   while s and s.idleSince == nil do
@@ -786,6 +828,8 @@ function Live:receive(id, text, socket)
   -- Judged when it arrives: an event from the DOM of the current version has its element
   -- found now, in the tree that DOM shows, so events queued behind a handler that changes the
   -- view still reach what the person clicked. Any other is stale.
+  s.activeAt = self.nowMs
+  self:awake(s)
   local tree = s.trees and s.trees[m.v]
   local el = tree and find_key(tree, m.key)
   if tree and m.v > (s.ackV or 0) then

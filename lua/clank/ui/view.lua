@@ -107,7 +107,70 @@ function Mounted:dispose()
     self.stop()
     self.stop = nil
   end
+  if self.watch then
+    self.watch()
+    self.watch = nil
+  end
 end
+
+local function trace(err) return memo.traceback(err, 2) end
+
+-- Renders now (the version after `version`) and again after each change of a signal the
+-- render read.
+function Mounted:start(version)
+  local signal = require "clank.signal"
+  local view, props, on_render, on_error = self.view, self.props, self.onRender, self.onError
+  self.version = version
+  self.stop = signal.effect(function()
+    local data = self.data.value
+    local _ = self.tick.value -- setData's "render again"
+    if self.version == 0 or not on_error then
+      self.current = memo.within(self.scope, render_mounted, view, props, data)
+    else
+      local ok, tree = xpcall(memo.within, trace, self.scope, render_mounted, view, props, data)
+      if not ok then
+        on_error(tree)
+        return
+      end
+      self.current = tree
+    end
+    self.version = self.version + 1
+    if self.version > 1 and on_render then on_render(self.current, self.version) end
+  end)
+end
+
+-- Lets go of the tree and of what made it (its components' trees and computeds): only the
+-- signals the render read are watched. Their first change calls woken() (it must not wait) and
+-- wakes the view; so does wake(). → false when it was not rendering (asleep, disposed).
+function Mounted:hibernate(woken)
+  if not self.stop then return false end
+  local signal = require "clank.signal"
+  local sources = signal.sources(self.stop)
+  self.stop()
+  self.stop, self.current, self.scope = nil, nil, memo.scope()
+  local first = true
+  self.watch = signal.effect(function()
+    for i = 1, #sources do local _ = sources[i].value end
+    if first then
+      first = false
+    elseif self.watch then
+      self:wake(true) -- from inside this run: disposing it now is safe (signal.lua)
+      woken()
+    end
+  end)
+  return true
+end
+
+-- Renders again after hibernate: as a new version when changed (a signal it read changed),
+-- else as the version it was (the same tree it let go of).
+function Mounted:wake(changed)
+  if not self.watch then return end
+  self.watch()
+  self.watch = nil
+  self:start(changed and self.version or self.version - 1)
+end
+
+function Mounted:asleep() return self.watch ~= nil end
 
 -- mount(View, props, options): renders now and again after each change of a signal the render
 -- read. options (all optional): data (render's second argument), onRender(tree, version) after
@@ -121,27 +184,11 @@ function M.mount(view, props, options)
   if options ~= nil and type(options) ~= "table" then error("clank.mount: options must be a table", 2) end
   options = options or {}
   local signal = require "clank.signal"
-  local on_render, on_error = options.onRender, options.onError
   -- data is a signal so that setData renders again; a new table is always a change
   local m = setmetatable({ version = 0, data = signal.signal(options.data), tick = signal.signal(0),
-    scope = memo.scope() }, Mounted)
-  local function trace(err) return memo.traceback(err, 2) end
-  m.stop = signal.effect(function()
-    local data = m.data.value
-    local _ = m.tick.value -- setData's "render again"
-    if m.version == 0 or not on_error then
-      m.current = memo.within(m.scope, render_mounted, view, props, data)
-    else
-      local ok, tree = xpcall(memo.within, trace, m.scope, render_mounted, view, props, data)
-      if not ok then
-        on_error(tree)
-        return
-      end
-      m.current = tree
-    end
-    m.version = m.version + 1
-    if m.version > 1 and on_render then on_render(m.current, m.version) end
-  end)
+    scope = memo.scope(), view = view, props = props, onRender = options.onRender,
+    onError = options.onError }, Mounted)
+  m:start(0)
   return m
 end
 

@@ -204,3 +204,58 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 end)
+
+describe("Mounted:hibernate", function()
+  local function app()
+    local a = { n = signal.signal(1), other = signal.signal("x"), renders = 0, rendered = {} }
+    a.Row = clank.defineView { name = "row", render = function(p) return h.li(nil, p.i, ":", a.n.value) end }
+    a.List = clank.defineView { name = "list", render = function(_, data)
+      a.renders = a.renders + 1
+      local items = {}
+      for i = 1, 3 do items[i] = a.Row { i = i } end
+      return h.ul({ title = data }, items)
+    end }
+    a.m = clank.mount(a.List, nil, { data = "d1", onRender = function(_, v) a.rendered[#a.rendered + 1] = v end })
+    return a
+  end
+
+  it("lets go of the tree and its rows; a change of a signal it read renders a new version", function()
+    local a = app()
+    local tree = setmetatable({ a.m:tree(), a.m:tree().children[1] }, { __mode = "v" })
+    local woken = 0
+    assert.is_true(a.m:hibernate(function() woken = woken + 1 end))
+    assert.is_true(a.m:asleep())
+    assert.is_nil(a.m:tree())
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(tree[1])
+    assert.is_nil(tree[2])
+    a.other.value = "y" -- not read: nothing
+    assert.are.equal(0, woken)
+    a.n.value = 2
+    assert.are.equal(1, woken)
+    assert.is_false(a.m:asleep())
+    assert.are.equal(2, a.m.version)
+    assert.are.same({ 2 }, a.rendered)
+    assert.are.equal('<ul title="d1"><li>1:2</li><li>2:2</li><li>3:2</li></ul>', clank.render(a.m:tree()))
+    -- awake again: changes render as before
+    a.n.value = 3
+    assert.are.equal(3, a.m.version)
+    a.m:dispose()
+  end)
+
+  it("wakes as the same version when nothing changed, and setData wakes it as a new one", function()
+    local a = app()
+    local html = clank.render(a.m:tree())
+    a.m:hibernate(function() end)
+    a.m:wake(false)
+    assert.are.equal(1, a.m.version)
+    assert.are.equal(html, clank.render(a.m:tree()))
+    a.m:hibernate(function() end)
+    a.m:setData("d2")
+    assert.are.equal(2, a.m.version)
+    assert.are.equal('<ul title="d2"><li>1:1</li><li>2:1</li><li>3:1</li></ul>', clank.render(a.m:tree()))
+    a.m:dispose()
+    assert.is_false(a.m:hibernate(function() end))
+  end)
+end)
