@@ -124,4 +124,13 @@ local Small = clank.defineView {
 }
 
 return clank.app { name = "bench-live", actions = { list, rename },
-  views = { TaskList, Small, Rows } }
+  views = { TaskList, Small, Rows },
+  routes = {
+    -- a measurement aid: the Lua memory in KiB after a full collection (what sessions hold,
+    -- not the garbage a quiet server has not collected yet)
+    ["GET /bench/gc"] = function()
+      collectgarbage()
+      collectgarbage()
+      return { status = 200, body = tostring(collectgarbage("count") // 1) }
+    end,
+  } }

@@ -346,9 +346,11 @@ function report(file) {
   const targets = { "/views/small": 50, "/": 50, "/views/rows": 64 };
   for (const mem of lines.filter((l) => l.kind === "memory")) {
     const t = targets[mem.view];
-    row(`${mem.sessions} open sessions of \`${mem.view}\`${mem.view === ROWS ? " (`?diffs=1`)" : ""}: RSS per session`,
-      `${mem.per_session_kib} KiB` + (mem.lua_per_session_kib === null ? "" : ` (Lua: ${mem.lua_per_session_kib} KiB)`),
-      t ? `≤ ${t} KiB` : "", t ? verdict(mem.per_session_kib <= t) : "");
+    row(`${mem.sessions} open sessions of \`${mem.view}\`${mem.view === ROWS ? " (\`?diffs=1\`)" : ""}, just opened: RSS / Lua per session`,
+      `${mem.open_rss_per_session_kib} / ${mem.open_lua_per_session_kib} KiB`);
+    row(`the same once quiet (${mem.hibernated} hibernated after ${mem.quiet_s} s): RSS / Lua per session; Lua after a full collection`,
+      `${mem.per_session_kib} / ${mem.lua_per_session_kib} KiB; ${mem.collected_lua_per_session_kib} KiB`,
+      t ? `≤ ${t} KiB` : "", t ? verdict(mem.collected_lua_per_session_kib <= t) + " (Lua, collected)" : "");
     const idle = one("idle", mem.view), loaded = one("loaded", mem.view);
     if (idle && loaded) {
       const rows_ = mem.view === ROWS;
@@ -442,11 +444,22 @@ if (mode === "roundtrip") {
   }
   const openS = (performance.now() - t0) / 1000;
   await sleep(2000);
+  const rssOpen = rssKiB(), luaOpen = await luaKiB();
+  // Quiet sessions hibernate after 15 s (README, Live views): memory once they all have (or 40 s)
+  const hibernations = async () => Number((await request("GET", "/__clank/metrics")).body
+    .match(/^clank_live_hibernations_total (\d+)$/m)?.[1] ?? 0);
+  const quietT0 = performance.now();
+  while ((await hibernations()) < count && performance.now() - quietT0 < 40000) await sleep(500);
   const rss1 = rssKiB(), lua1 = await luaKiB();
+  const collected0 = Number((await request("GET", "/bench/gc")).body);
   console.log(JSON.stringify({ ...idle, view: viewPath, kind: "idle" }));
   console.log(JSON.stringify({
     name: `${count} open live sessions of ${viewPath}${rows ? " (?diffs=1)" : ""}`, view: viewPath, kind: "memory", sessions: count,
     open_s: +openS.toFixed(1), rss_before_kib: rss0, rss_after_kib: rss1, per_session_kib: +((rss1 - rss0) / count).toFixed(1),
+    hibernated: await hibernations(), quiet_s: +((performance.now() - quietT0) / 1000).toFixed(1),
+    collected_lua_per_session_kib: lua0 === null ? null : +((collected0 - lua0) / count).toFixed(1),
+    open_rss_per_session_kib: +((rssOpen - rss0) / count).toFixed(1),
+    open_lua_per_session_kib: lua0 === null ? null : +((luaOpen - lua0) / count).toFixed(1),
     lua_before_kib: lua0, lua_after_kib: lua1, lua_per_session_kib: lua0 === null ? null : +((lua1 - lua0) / count).toFixed(1),
   }));
   console.log(JSON.stringify({ ...(await measure(`event round trip, ${count} sessions of ${viewPath} open (pinged)`, seconds,

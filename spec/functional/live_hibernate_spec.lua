@@ -1,7 +1,8 @@
 -- Sessions that hibernate (issue 29, README "Live views"): a session with no event and no push
 -- for live_hibernate_ms lets its tree go, and whatever reaches it next (an event, a change of a
--- signal its render read, a publish, the surface) renders it again: an event's answer is a diff
--- from the version the browser holds, pushes keep coming, and the surface answers. Against the
+-- signal its render read, a publish, the surface) renders it again: an event's answer is the
+-- whole html (the base of diffs went too), the next ones diffs again, pushes keep coming, and
+-- the surface answers. Against the
 -- real clank-run serving spec/fixtures/apps/hibernate, over its live channel with ?diffs=1.
 local server = require "helpers.server"
 local http = require "helpers.http"
@@ -73,7 +74,7 @@ describe("live sessions that hibernate", function()
   local s = server.for_describe(server.fixture("hibernate"),
     { env = { CLANK_TEST_LIMITS = "live_hibernate_ms=100" } })
 
-  it("answer an event after hibernating with a diff from the version the browser holds", function()
+  it("answer an event after hibernating with the whole html, and the next with a diff", function()
     local session = open(s)
     assert.matches("row 2: open", session.html)
     hibernated(s, 1)
@@ -81,10 +82,14 @@ describe("live sessions that hibernate", function()
     local key = assert(session.html:match('data%-clank%-key="([^"]+)"[^>]*>toggle</button></li><li[^>]*>row 3'))
     session.ws:send_json({ t = "event", seq = 1, v = session.v, key = key, type = "click" })
     local m = next_frame(session, 1)
-    assert.are.equal("diff", m.t)
+    assert.are.equal("html", m.t)
     assert.matches("row 2: done", session.html)
     assert.matches("row 1: open", session.html)
     assert.is_true(counter(s, "clank_live_wakes_total") > before)
+    session.ws:send_json({ t = "event", seq = 2, v = session.v, key = key, type = "click" })
+    m = next_frame(session, 2)
+    assert.are.equal("diff", m.t)
+    assert.matches("row 2: open", session.html)
     session.ws:close()
   end)
 

@@ -191,9 +191,10 @@ function Live.awake(_, s)
 end
 M.awake = function(s) Live.awake(nil, s) end
 
--- Quiet sessions let their trees go (view.lua's hibernate): the signals their render read are
--- all they watch, and a change of one renders them again. A session is quiet when nothing of
--- it ran or was sent for hibernateMs.
+-- Quiet sessions let their trees go (view.lua's hibernate), and the html their diffs would start
+-- from: the signals their render read are all they watch, a change of one renders them again,
+-- and their next update is a whole html. A session is quiet when nothing of it ran or was sent
+-- for hibernateMs.
 function Live:hibernate(now)
   local after = self.hibernateMs
   if after <= 0 then return end
@@ -207,6 +208,8 @@ function Live:hibernate(now)
         core.count("wake")
       end) then
         s.trees, s.treeBorn, s.fragments, s.html, s.htmlV = nil, nil, nil, nil, nil
+        -- and the base of its diffs: its next update is the whole html
+        if s.conn then s.conn.sent, s.conn.sentV = nil, nil end
         core.count("hibernate")
       end
     elseif not s.activeAt then
