@@ -671,8 +671,9 @@ static int render_renderer(lua_State *L) {
 
 static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
-    {"elementMaker", clank_render_element_maker}, /* element.c */
-    {"sameProps", clank_render_same_props},       /* props_equal.c */
+    {"elementMaker", clank_render_element_maker},   /* element.c */
+    {"sameProps", clank_render_same_props},         /* props_equal.c */
+    {"commonAffixes", clank_render_common_affixes}, /* affix.c */
     {NULL, NULL},
 };
 

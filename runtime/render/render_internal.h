@@ -121,6 +121,8 @@ static inline void clank_render_append(clank_render_t *r, clank_buf_t *b, const 
 /* render_core.elementMaker(ELEMENT, RAW) → make(tag) → a builder (element.c). */
 int clank_render_element_maker(lua_State *L);
 
+/* render_core.commonAffixes(a, b) → prefix, suffix lengths (affix.c). */
+int clank_render_common_affixes(lua_State *L);
 /* render_core.sameProps(before, props, deep) → boolean (props_equal.c). */
 int clank_render_same_props(lua_State *L);
 

@@ -16,6 +16,7 @@
 local byte, find, sub, concat, utf8_len = string.byte, string.find, string.sub, table.concat, utf8.len
 local ipairs, pcall, error = ipairs, pcall, error
 local min = math.min
+local common_affixes = require("clank.render_core").commonAffixes
 
 local M = {}
 
@@ -77,38 +78,15 @@ local function splices(old, new)
   local astral = has_astral(old)
   local lo, ln = #old, #new
   -- common prefix, then back to the start of its last token (a "<"), so that splices start
-  -- and end on token boundaries, which are character boundaries
-  local p, limit = 0, min(lo, ln)
-  local step = 64
-  while p < limit do
-    local q = min(p + step, limit)
-    if sub(old, p + 1, q) == sub(new, p + 1, q) then
-      p = q
-      step = step * 2
-    elseif step > 1 then
-      step = step // 2
-    else
-      break
-    end
-  end
+  -- and end on token boundaries, which are character boundaries; the common suffix (not into
+  -- the prefix), its first byte a "<" unless it is empty
+  local p, s = common_affixes(old, new)
+  local limit = min(lo, ln)
   if p < limit or lo ~= ln then
     while p > 0 and byte(old, p + 1) ~= LT do p = p - 1 end
   end
   if p == lo and p == ln then return {} end
-  -- common suffix (not into the prefix), its first byte a "<" unless it is empty
-  local s, slimit = 0, min(lo, ln) - p
-  step = 64
-  while s < slimit do
-    local q = min(s + step, slimit)
-    if sub(old, lo - q + 1, lo - s) == sub(new, ln - q + 1, ln - s) then
-      s = q
-      step = step * 2
-    elseif step > 1 then
-      step = step // 2
-    else
-      break
-    end
-  end
+  s = min(s, limit - p)
   while s > 0 and byte(old, lo - s + 1) ~= LT do s = s - 1 end
   -- the middles, token by token
   local a, na = tokens(old, p + 1, lo - s)
