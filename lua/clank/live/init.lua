@@ -272,7 +272,6 @@ function Live:sendHtml(s, seq, full)
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
 end
 
-
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
 -- that did not wait has sent its own html by then), then at most every PUSH_MS.
 function Live:schedulePush(s)

@@ -4,10 +4,13 @@
 --
 --   memo.scope()                       → a scope (one per mount: its calls and their trees)
 --   memo.within(scope, fn, ...)        → fn(...) with scope's calls matched against last time's
---   memo.call(view, props, render)     → tree, or nil, false outside any scope
---   memo.isOutput(tree)                → true when a component call returned tree (the
---                                        renderer keeps its HTML: the same table at the same
+--   memo.active()                      → whether a render of a mounted view is running
+--   memo.call(view, props, copy, validate) → the call's tree (only while active)
+--   memo.equal(a, b)                   → whether two props values are equal, as calls compare
+--   memo.outputs                       → the trees component calls returned (weak keys): the
+--                                        renderer keeps their HTML (the same table at the same
 --                                        place is the same HTML)
+--   memo.traceback(err, level)         → err with the traceback of where a render raised it
 --
 -- A call is the same call as last time when it is one of the same View in the same scope (the
 -- mount, or the component it is made in) with the same props.key, or, without a key, the same
@@ -94,26 +97,6 @@ function M.traceback(err, level)
   return debug.traceback(err, (level or 1) + 1)
 end
 
--- A scope: the calls of its last render (prev) and of the one running (next), each
--- { keyed = { [view] = { [key] = entry } }, ranked = { [view] = { entry, ... } } }.
-function M.scope()
-  return { prev = false, next = false }
-end
-
--- Runs fn(...) with scope current; on success what it called is what the next render matches
--- against (what it no longer called is dropped), on an error last time's calls are kept.
-function M.within(scope, fn, ...)
-  local outer = current
-  scope.next = { keyed = {}, ranked = {} }
-  current = scope
-  local ok, tree = xpcall(fn, keep_trace, ...)
-  current = outer
-  if ok then scope.prev = scope.next end
-  scope.next = false
-  if not ok then error(tree, 0) end
-  return tree
-end
-
 -- A scope (a mount, or a call's entry): the calls of its last render (prev) and of the one
 -- running (next), each false until a call is made, then
 -- { keyed = { [view] = { [key] = entry } }?, ranked = { [view] = { entry, ... } }? }.
@@ -186,7 +169,6 @@ function M.call(view, props, copy, validate)
   return tree
 end
 
-function M.isOutput(tree) return outputs[tree] == true end
 M.outputs = outputs
 
 return M
