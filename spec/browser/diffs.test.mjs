@@ -74,10 +74,10 @@ async function rename(page, i) {
   await page.click(`[data-clank-id="rename-${i}"]`);
   try {
     await page.waitForFunction((k) => document.querySelector(`[data-clank-id="title-${k}"]`)
-      .textContent.startsWith('Renamed'), i, { timeout: 10000 });
+      .textContent.startsWith('Renamed'), i, { timeout: 20000 });
   } catch (e) {
     page.lastStatus = await page.getAttribute('[data-clank-root]', 'data-clank-status').catch(() => '?');
-    assert.fail(`row ${i} not renamed within 10 s\n${story(page)}`);
+    assert.fail(`row ${i} not renamed within 20 s\n${story(page)}`);
   }
 }
 
