@@ -623,6 +623,31 @@ function M.untracked(fn, ...)
   return unpack(r, 2, r.n)
 end
 
+-- changed(): inside the run of an effect or a computed, the sources its last run read whose
+-- value changed since (computeds brought up to date first), in the order it read them; nil
+-- outside a run or on its first. A run that finds only
+-- changes it can apply without running its function again tracks what it read last time with
+-- retrack(), and reads the changed sources itself.
+function M.changed()
+  local obs = observer and current_observer()
+  if not obs or obs._deps == EMPTY then return nil end
+  local deps, vers, out = obs._deps, obs._vers, {}
+  for i = 1, #deps do
+    local src = deps[i]
+    if src._kind == COMPUTED then refresh(src) end -- (the run's start checked them up to the first change)
+    if src._ver ~= vers[i] then out[#out + 1] = src end
+  end
+  return out
+end
+
+-- retrack(): inside a run, tracks again everything its last run read.
+function M.retrack()
+  local obs = observer and current_observer()
+  if not obs then return end
+  local deps = obs._deps
+  for i = 1, #deps do track(deps[i]) end
+end
+
 -- isSignal(x): true for signals and computeds.
 function M.isSignal(x)
   local mt = getmetatable(x)

@@ -11,19 +11,23 @@
 --                                        renderer keeps their HTML (the same table at the same
 --                                        place is the same HTML)
 --   memo.traceback(err, level)         → err with the traceback of where a render raised it
+--   memo.swapChanged(scope, tree)      → a mounted view's tree with its calls' new trees in
+--                                        place, when nothing else changed (or nil)
 --
 -- A call is the same call as last time when it is one of the same View in the same scope (the
 -- mount, or the component it is made in) with the same props.key, or, without a key, the same
 -- rank among that View's calls without a key. Props are equal when each value is: the same
 -- value; plain tables (no metatable) with equal fields; closures of the same function whose
 -- upvalues are equal. Each call's render is a computed (clank.signal): it runs again when a
--- signal it read changes, and the render it is made in reads it, so a change inside one row
--- re-runs the list's render, which gets the other rows back from their computeds unchanged.
+-- signal it read changes, and the render it is made in reads it. A change inside one row of a
+-- mounted view's list puts the row's new tree in the old one's place (swapChanged); deeper
+-- down, it re-runs the render the row is made in, which gets its other calls' trees back
+-- unchanged.
 local signal = require "clank.signal"
 local same_props = require("clank.render_core").sameProps -- the loop of equal over props, in C
 
-local type, next, xpcall, error, getmetatable, rawequal, setmetatable =
-  type, next, xpcall, error, getmetatable, rawequal, setmetatable
+local type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget =
+  type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget
 local math_type = math.type
 local getinfo, getupvalue, dump = debug.getinfo, debug.getupvalue, string.dump
 
@@ -31,6 +35,7 @@ local M = {}
 
 local current = false -- the scope whose render is running (renders never yield: see signal)
 local outputs = setmetatable({}, { __mode = "k" })
+local entry_of = setmetatable({}, { __mode = "k" }) -- a call's computed → its entry
 
 local MAX_DEPTH = 20 -- plain tables nested deeper compare by identity only
 
@@ -160,12 +165,68 @@ function M.call(view, props, copy, validate)
   if not (entry and same_props(entry.props, props, equal)) then
     props = copy(props)
     validate(view, props)
-    entry = { view = view, props = props, prev = false, next = false } -- a scope too
+    entry = { view = view, props = props, prev = false, next = false, -- a scope too
+      parent = scope, tree = nil }
     entry.node = signal.computed(function() return render_entry(entry) end)
+    entry_of[entry.node] = entry
   end
   if now then now[id] = entry end
   local tree = entry.node.value
   if type(tree) == "table" then outputs[tree] = true end
+  entry.tree = tree
+  return tree
+end
+
+-- Where old is in tree, below its own elements (not inside components' trees, which are
+-- theirs): a list of children tables and indexes, appended to at.
+local function places(tree, old, at, depth)
+  if depth > 200 then return end
+  local children = rawget(tree, "children")
+  if type(children) ~= "table" then
+    if getmetatable(tree) ~= nil then return end
+    children = tree -- a list
+  end
+  for i = 1, #children do
+    local c = children[i]
+    if rawequal(c, old) then
+      at[#at + 1] = children
+      at[#at + 1] = i
+    elseif type(c) == "table" and not outputs[c] then
+      places(c, old, at, depth + 1)
+    end
+  end
+end
+
+-- Inside the run of a mounted view's effect (scope: the mount's), when what changed since its
+-- last run is only the trees of calls it made: each new tree put where the old one is in tree
+-- → tree (or the new root), with everything the last run read tracked again. nil when anything
+-- else changed, or an old tree is not found: then the view renders again. A component's tree
+-- is placed as it is, never read, so putting the new one in its place is the render's result.
+function M.swapChanged(scope, tree)
+  local changed = signal.changed()
+  if not changed or #changed == 0 then return nil end
+  local swaps = {}
+  for i = 1, #changed do
+    local entry = entry_of[changed[i]]
+    if not entry or entry.parent ~= scope then return nil end
+    local new = entry.node.value
+    if not rawequal(new, entry.tree) then
+      local at = {}
+      if not rawequal(tree, entry.tree) then
+        places(tree, entry.tree, at, 0)
+        if #at == 0 then return nil end
+      end
+      swaps[#swaps + 1] = { entry, new, at }
+    end
+  end
+  for _, sw in ipairs(swaps) do
+    local entry, new, at = sw[1], sw[2], sw[3]
+    if #at == 0 then tree = new end
+    for k = 1, #at, 2 do at[k][at[k + 1]] = new end
+    if type(new) == "table" then outputs[new] = true end
+    entry.tree = new
+  end
+  signal.retrack()
   return tree
 end
 

@@ -125,16 +125,29 @@ function Mounted:start(version)
   self.stop = signal.effect(function()
     local data = self.data.value
     local _ = self.tick.value -- setData's "render again"
+    if self.current ~= nil and not self.failed then
+      -- only components' trees changed since the last render (which did not fail): they go
+      -- where the old ones are, the render does not run
+      local swapped, tree = pcall(memo.swapChanged, self.scope, self.current)
+      if swapped and tree ~= nil then
+        self.current = tree
+        self.version = self.version + 1
+        if on_render then on_render(tree, self.version) end
+        return
+      end
+    end
     if self.version == 0 or not on_error then
       self.current = memo.within(self.scope, render_mounted, view, props, data)
     else
       local ok, tree = xpcall(memo.within, trace, self.scope, render_mounted, view, props, data)
       if not ok then
+        self.failed = true
         on_error(tree)
         return
       end
       self.current = tree
     end
+    self.failed = false
     self.version = self.version + 1
     if self.version > 1 and on_render then on_render(self.current, self.version) end
   end)

@@ -38,19 +38,54 @@ end
 local function rows(m) return m:tree().children end
 
 describe("clank.ui.memo", function()
-  it("renders again only the row whose signal changed; the others are the same tables", function()
+  it("renders again only the row whose signal changed, put in the old one's place", function()
     local app = list_app()
     local m = clank.mount(app.List)
-    local before = rows(m)
+    local a, b, c = table.unpack(rows(m))
+    local root = m:tree()
     assert.are.same({ a = 1, b = 1, c = 1 }, app.renders)
     app.done.b.value = true
-    local after = rows(m)
     assert.are.same({ a = 1, b = 2, c = 1 }, app.renders)
-    assert.are.equal(2, app.listRenders)
-    assert.are.equal(before[1], after[1])
-    assert.are.equal(before[3], after[3])
-    assert.are_not.equal(before[2], after[2])
+    assert.are.equal(1, app.listRenders) -- the list's render did not run again
+    assert.are.equal(2, m.version)
+    assert.are.equal(root, m:tree())
+    local after = rows(m)
+    assert.are.equal(a, after[1])
+    assert.are.equal(c, after[3])
+    assert.are_not.equal(b, after[2])
     assert.are.equal('<ul><li>A</li><li>B (done)</li><li>C</li></ul>', clank.render(m:tree()))
+    -- then the list's own signal: it renders, with the rows' trees as they are now
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B" } }
+    assert.are.equal(2, app.listRenders)
+    assert.are.same({ a = 1, b = 2, c = 1 }, app.renders)
+    assert.are.equal(after[2], rows(m)[2])
+    assert.are.equal('<ul><li>A</li><li>B (done)</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("renders the list again when a row's tree is not where it was put (the render read it)", function()
+    local flag = signal.signal(false)
+    local Item = clank.defineView { name = "item",
+      render = function() return h.b(nil, flag.value and "on" or "off") end }
+    local renders = 0
+    local m = clank.mount(clank.defineView { name = "wrap", render = function()
+      renders = renders + 1
+      local item = Item {}
+      return h.p(nil, item.children[1]) -- its text, not its tree
+    end })
+    flag.value = true
+    assert.are.equal(2, renders)
+    assert.are.equal("<p>on</p>", clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("puts a row's new tree in place when the view returns the row itself", function()
+    local flag = signal.signal(false)
+    local Item = clank.defineView { name = "item",
+      render = function() return h.b(nil, flag.value and "on" or "off") end }
+    local m = clank.mount(clank.defineView { name = "only", render = function() return Item {} end })
+    flag.value = true
+    assert.are.equal("<b>on</b>", clank.render(m:tree()))
     m:dispose()
   end)
 
