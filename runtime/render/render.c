@@ -448,9 +448,9 @@ static void emit_view(clank_render_t *r, int idx, int depth, int live) {
   lua_pop(L, 1);
 }
 
-/* Whether the element at idx (whose tag is the string at tag) is one whose HTML is kept: a
-   component's tree in a live render given fragments, outside a select (whose value changes
-   its options). Then pushes where it is written, "depth path". */
+/* Whether the element at idx is one whose HTML is kept: a component's tree in a live render
+   given fragments, outside a select (whose value changes its options). Then r->where holds
+   where it is written, "path depth". */
 static int kept(clank_render_t *r, int idx, int depth, int sel, int live) {
   lua_State *L = r->L;
   if (!live || !r->fragments || sel) return 0;
@@ -458,25 +458,19 @@ static int kept(clank_render_t *r, int idx, int depth, int sel, int live) {
   int yes = lua_rawget(L, r->outputs) != LUA_TNIL;
   lua_pop(L, 1);
   if (!yes) return 0;
+  clank_render_path(r, &r->where);
   char d[16];
-  int n = snprintf(d, sizeof d, "%d ", depth);
-  clank_buf_reset(&r->where);
+  int n = snprintf(d, sizeof d, " %d", depth);
   clank_render_append(r, &r->where, d, (size_t)n);
-  clank_buf_t path = {0};
-  clank_render_path(r, &path); /* cannot raise: path is freed below */
-  int failed = clank_buf_append(&r->where, path.data ? path.data : "", path.len) != 0;
-  clank_buf_free(&path);
-  if (failed) clank_render_no_memory(L);
-  lua_pushlstring(L, r->where.data, r->where.len);
   return 1;
 }
 
-/* The element at idx kept with its "depth path" at where: writes the HTML it had there the last
-   time, if it was there → 1; else 0. */
-static int write_kept(clank_render_t *r, int idx, int where) {
+/* The element at idx, kept, is where r->where says: writes the HTML it had there the last time,
+   if it was there → 1; else 0. No allocation: this is every unchanged row of a list. */
+static int write_kept(clank_render_t *r, int idx) {
   lua_State *L = r->L;
-  size_t wn, fn;
-  const char *w = lua_tolstring(L, where, &wn);
+  size_t wn = r->where.len, fn;
+  const char *w = r->where.data;
   lua_pushvalue(L, idx);
   int hit = 0;
   if (lua_rawget(L, r->fragments) == LUA_TSTRING) {
@@ -490,7 +484,7 @@ static int write_kept(clank_render_t *r, int idx, int where) {
   return hit;
 }
 
-/* Keeps the HTML written for the element at idx since start, with its "depth path" at where. */
+/* Keeps the HTML written for the element at idx since start, with its "path depth" at where. */
 static void keep(clank_render_t *r, int idx, int where, size_t start) {
   lua_State *L = r->L;
   luaL_Buffer b;
@@ -516,8 +510,13 @@ static void emit_element_node(clank_render_t *r, int idx, int top, int depth, in
     emit_view(r, idx, depth, live);
     return;
   }
-  int where = type == LUA_TSTRING && kept(r, idx, depth, sel, live) ? lua_gettop(L) : 0;
-  if (where && write_kept(r, idx, where)) return;
+  int is_kept = type == LUA_TSTRING && kept(r, idx, depth, sel, live), where = 0;
+  if (is_kept) {
+    if (write_kept(r, idx)) return;
+    /* kept while its children are written (theirs use r->where) */
+    lua_pushlstring(L, r->where.data, r->where.len);
+    where = lua_gettop(L);
+  }
   size_t start = r->out.len;
   int at = lua_gettop(L);
   lua_pushvalue(L, RUV(RUV_PROPS));

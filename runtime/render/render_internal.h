@@ -70,10 +70,10 @@ typedef struct {
   clank_render_event_t *events;
   size_t nevents, evcap;
   int actions; /* stack index of live.actions */
-  /* live, when given: stack indexes of fragments (element → "depth path\nhtml", the HTML last
+  /* live, when given: stack indexes of fragments (element → "path depth\nhtml", the HTML last
      written for it there) and outputs (the elements whose HTML is kept: components' trees) */
   int fragments, outputs;
-  clank_buf_t where; /* a fragment's "depth path" */
+  clank_buf_t where; /* a fragment's "path depth" */
   int level;         /* live: path[1..level] are the indexes down to the element being written */
   int path[CLANK_RENDER_MAXLEVEL + 1];
   /* live: the key of the element at each level when it is keyed (its segment of the path is
