@@ -421,16 +421,26 @@ end
 -- (and those their writes queue), then raises the first error one of them
 -- raised. Unless a coroutine co runs inside (one resumed it) has a batch
 -- open: that one's end runs them, as if co's writes were its own.
-local function flush(co)
+-- (Atomic: a task preempted in this walk while another opens a batch would resume it on a key
+-- next() no longer knows.) Whether a coroutine co runs inside has a batch open; the entries of
+-- dead coroutines go.
+local function nested_batch(co)
   for other in next, depths do
     if other ~= co then
       local st = co_status(other)
-      if st == "normal" then
-        depths[co] = nil
-        return
-      end
+      if st == "normal" then return true end
       if st == "dead" then depths[other] = nil end
     end
+  end
+  return false
+end
+
+local function flush(co)
+  local walked, nested = atomic_pcall(nested_batch, co)
+  if not walked then error(nested, 0) end
+  if nested then
+    depths[co] = nil
+    return
   end
   local failed, err = false, nil
   local passes = 0
