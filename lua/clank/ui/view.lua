@@ -136,7 +136,7 @@ function Mounted:start(version)
         return
       end
     end
-    if self.version == 0 or not on_error then
+    if not self.rendered or not on_error then -- the first render raises; a woken one does not
       self.current = memo.within(self.scope, render_mounted, view, props, data)
     else
       local ok, tree = xpcall(memo.within, trace, self.scope, render_mounted, view, props, data)
@@ -147,7 +147,7 @@ function Mounted:start(version)
       end
       self.current = tree
     end
-    self.failed = false
+    self.failed, self.rendered = false, true
     self.version = self.version + 1
     if self.version > 1 and on_render then on_render(self.current, self.version) end
   end)

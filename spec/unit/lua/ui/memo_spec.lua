@@ -294,3 +294,19 @@ describe("Mounted:hibernate", function()
     assert.is_false(a.m:hibernate(function() end))
   end)
 end)
+
+describe("Mounted:wake", function()
+  it("passes a render that raises on waking to onError, as any re-render", function()
+    local broken, errors = false, {}
+    local m = clank.mount(clank.defineView { name = "w", render = function()
+      if broken then error("broken now") end
+      return h.p(nil, "ok")
+    end }, nil, { onError = function(err) errors[#errors + 1] = err end })
+    m:hibernate(function() end)
+    broken = true
+    m:wake(false)
+    assert.are.equal(1, #errors)
+    assert.matches("broken now", errors[1])
+    m:dispose()
+  end)
+end)
