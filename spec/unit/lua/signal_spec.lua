@@ -795,3 +795,39 @@ describe("clank.signal", function()
     end)
   end)
 end)
+
+describe("clank.signal sources, changed and retrack", function()
+  it("sources: the signals an effect read, through its computeds, each once", function()
+    local a, b, c = S.signal(1), S.signal(2), S.signal(3)
+    local sum = S.computed(function() return a.value + b.value end)
+    local stop = S.effect(function() local _ = sum.value + a.value + c.value end)
+    local got = {}
+    for _, s in ipairs(S.sources(stop)) do got[#got + 1] = s.value end
+    table.sort(got)
+    assert.are.same({ 1, 2, 3 }, got)
+    stop()
+  end)
+
+  it("changed: nil outside a run and on a first run; then what changed since the last", function()
+    assert.is_nil(S.changed())
+    local a, b = S.signal(1), S.signal(1)
+    local double = S.computed(function() return b.value * 2 end)
+    local seen = {}
+    local stop = S.effect(function()
+      local changed = S.changed()
+      seen[#seen + 1] = changed and #changed or "first"
+      if changed and #changed == 1 and changed[1] == double then
+        S.retrack() -- what it read last time, tracked again without reading a
+        local _ = double.value
+        return
+      end
+      local _ = a.value + double.value
+    end)
+    b.value = 2 -- only the computed changed: retracked
+    a.value = 5 -- a is still tracked: the effect runs
+    assert.are.same({ "first", 1, 1 }, seen)
+    b.value = 3
+    assert.are.same({ "first", 1, 1, 1 }, seen)
+    stop()
+  end)
+end)
