@@ -8,13 +8,8 @@ local json = clank.json
 local s = clank.schema
 local h = clank.h
 
-local function run(fn)
-  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
-    input = s.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
-  return a({}, {}).v
-end
-
-local function settle(ms) run(function() clank.sleep(ms or 5) end) end
+local harness = require "helpers.live_socket"
+local run, settle = harness.run, harness.settle
 
 describe("clank.publish", function()
   it("refuses a bad topic or payload at the call, naming the limit", function()

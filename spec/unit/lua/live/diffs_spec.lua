@@ -8,17 +8,7 @@ local json = clank.json
 local h = clank.h
 local signal = clank.signal
 
-local function fake_socket()
-  local sock = { frames = {}, sizes = {} }
-  function sock.send(self, text)
-    self.frames[#self.frames + 1] = json.decode(text)
-    self.sizes[#self.frames] = #text
-    return true
-  end
-  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
-  function sock.last(self) return self.frames[#self.frames] end
-  return sock
-end
+local fake_socket = require("helpers.live_socket").fake_socket
 
 local DIFFS = { method = "GET", url = "/?diffs=1", path = "/", query = { diffs = "1" }, headers = {} }
 local PLAIN = { method = "GET", url = "/", path = "/", query = {}, headers = {} }

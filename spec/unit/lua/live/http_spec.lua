@@ -6,11 +6,7 @@ local json = clank.json
 local h, s = clank.h, clank.schema
 local signal = clank.signal
 
-local function run(fn)
-  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
-    input = s.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
-  return a({}, {}).v
-end
+local run = require("helpers.live_socket").run
 
 local function post(path, body, headers)
   local hd = { ["content-type"] = "application/json" }

@@ -142,21 +142,9 @@ describe("clank.live.validPath", function()
   end
 end)
 
--- A live session over a fake socket, as in session_spec.lua.
-local function run(fn)
-  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
-    input = clank.schema.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
-  return a({}, {}).v
-end
-local function settle(ms) run(function() clank.sleep(ms) end) end
-
-local function fake_socket()
-  local sock = { frames = {} }
-  function sock.send(self, text) self.frames[#self.frames + 1] = json.decode(text) return true end
-  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
-  function sock.last(self) return self.frames[#self.frames] end
-  return sock
-end
+-- A live session over a fake socket.
+local harness = require "helpers.live_socket"
+local settle, fake_socket = harness.settle, harness.fake_socket
 
 local REQUEST = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
 

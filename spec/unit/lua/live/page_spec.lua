@@ -6,11 +6,8 @@ local token = require "clank.live.token"
 local h, s = clank.h, clank.schema
 
 -- Runs fn in a runtime task (as clank-run runs page and http) and returns its result.
-local function run(fn)
-  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
-    input = s.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
-  return a({}, {}).v
-end
+local harness = require "helpers.live_socket"
+local run, fake_socket = harness.run, harness.fake_socket
 
 local function request(url, extra)
   local path, query = url:match("^([^?]*)%??(.*)$")
@@ -19,13 +16,6 @@ local function request(url, extra)
   local r = { method = "GET", url = url, path = path, query = q, headers = {}, scheme = "http" }
   for k, v in pairs(extra or {}) do r[k] = v end
   return r
-end
-
-local function fake_socket()
-  local sock = { frames = {} }
-  function sock.send(self, text) self.frames[#self.frames + 1] = clank.json.decode(text) return true end
-  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
-  return sock
 end
 
 local Hello = clank.defineView {

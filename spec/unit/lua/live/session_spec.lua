@@ -8,21 +8,8 @@ local json = clank.json
 local h, s = clank.h, clank.schema
 local signal = clank.signal
 
-local function run(fn)
-  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
-    input = s.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
-  return a({}, {}).v
-end
-
-local function settle(ms) run(function() clank.sleep(ms) end) end
-
-local function fake_socket()
-  local sock = { frames = {} }
-  function sock.send(self, text) self.frames[#self.frames + 1] = json.decode(text) return true end
-  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
-  function sock.last(self) return self.frames[#self.frames] end
-  return sock
-end
+local harness = require "helpers.live_socket"
+local settle, fake_socket = harness.settle, harness.fake_socket
 
 local REQUEST = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
 

@@ -1,0 +1,29 @@
+-- clank.live without clank-run, for the unit specs: run(fn) calls fn in a runtime task (an
+-- action's handler) and returns its value; settle(ms) lets the tasks run for ms (5 by
+-- default); fake_socket() is a live connection's socket that keeps each frame sent, decoded
+-- (frames) and its size (sizes), and how it was closed (closed = { code, reason }).
+local clank = require "clank"
+
+local M = {}
+
+function M.run(fn)
+  local a = clank.defineAction { name = "spec.run", description = "Runs a function.",
+    input = clank.schema.object {}, sideEffects = "none", handler = function() return { v = fn() } end }
+  return a({}, {}).v
+end
+
+function M.settle(ms) M.run(function() clank.sleep(ms or 5) end) end
+
+function M.fake_socket()
+  local sock = { frames = {}, sizes = {} }
+  function sock.send(self, text)
+    self.frames[#self.frames + 1] = clank.json.decode(text)
+    self.sizes[#self.frames] = #text
+    return true
+  end
+  function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
+  function sock.last(self) return self.frames[#self.frames] end
+  return sock
+end
+
+return M
