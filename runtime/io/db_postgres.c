@@ -508,15 +508,7 @@ static int send_flush(conn_t *c) {
 
 static void io_step(conn_t *c, int events) {
   PGconn *pg = c->pg;
-  if (c->flushing) {
-    int r = PQflush(pg);
-    if (r < 0) {
-      conn_lost(c, PQerrorMessage(pg));
-      return;
-    }
-    c->flushing = r == 1;
-  }
-  if ((events & UV_READABLE) && !PQconsumeInput(pg)) {
+  if (clank_pg_pump(pg, &c->flushing, events) < 0) {
     conn_lost(c, PQerrorMessage(pg));
     return;
   }

@@ -175,3 +175,13 @@ int clank_pg_connect_poll(PGconn *pg, int *events) {
     default: return -1;
   }
 }
+
+int clank_pg_pump(PGconn *pg, int *flushing, int events) {
+  if (*flushing) {
+    int r = PQflush(pg);
+    if (r < 0) return -1;
+    *flushing = r == 1;
+  }
+  if ((events & UV_READABLE) && !PQconsumeInput(pg)) return -1;
+  return 0;
+}

@@ -1,6 +1,6 @@
 /* Reaching a PostgreSQL server without blocking the loop: what clank.db's
    libpq driver (db_postgres.c) and the LISTEN/NOTIFY transport (pg_listen.c)
-   both need before a connection is theirs.
+   both need before a connection is theirs, and to move its bytes after.
 
    libpq resolves host names blocking, so a name is looked up with
    uv_getaddrinfo first and given to libpq as hostaddr; a socket folder
@@ -56,5 +56,10 @@ PGconn *clank_pg_connect_start(const clank_pg_target_t *t, const char *hostaddr,
 /* One step of PQconnectPoll: 1 connected, 0 wait for *events (libpq may have
    opened another socket: watch PQsocket afresh), -1 failed (PQerrorMessage). */
 int clank_pg_connect_poll(PGconn *pg, int *events);
+
+/* A connection's socket is ready (events: UV_READABLE, UV_WRITABLE): what
+   libpq holds is sent (*flushing: it still holds some), and what came is
+   read. 0, or -1 with the reason in PQerrorMessage(pg). */
+int clank_pg_pump(PGconn *pg, int *flushing, int events);
 
 #endif

@@ -383,15 +383,7 @@ static int wants_to_write(const clank_pglisten_t *l) {
 
 static void io_step(clank_pglisten_t *l, int events) {
   PGconn *pg = l->pg;
-  if (l->flushing) {
-    int r = PQflush(pg);
-    if (r < 0) {
-      down(l, PQerrorMessage(pg));
-      return;
-    }
-    l->flushing = r == 1;
-  }
-  if ((events & UV_READABLE) && !PQconsumeInput(pg)) {
+  if (clank_pg_pump(pg, &l->flushing, events) < 0) {
     down(l, PQerrorMessage(pg));
     return;
   }
