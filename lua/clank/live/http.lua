@@ -111,8 +111,8 @@ local function invalid(err)
   return fail(422, "INVALID_INPUT", message, props_mod.details(err, true))
 end
 
-local function nodes(s)
-  require("clank.live").awake(s)
+local function nodes(live, s)
+  live:awake(s)
   return surface_mod.createAgentSurface(s.mounted):inspect()
 end
 
@@ -141,7 +141,7 @@ local function create(live, request, name)
   local s, outcome = live:mount(id, view, data, request)
   if outcome == "stopped" then return stopped() end
   if not s then return fail(500, "MOUNT_FAILED", "The view failed to load.") end
-  return answer(201, { id = id, nodes = nodes(s) })
+  return answer(201, { id = id, nodes = nodes(live, s) })
 end
 
 -- ---- the surface of a session ----
@@ -197,7 +197,7 @@ local function operate(live, request, s, kind)
     if not got then return false, ctx end
     live:awake(s)
     local surface = surface_mod.createAgentSurface(s.mounted)
-    require("clank.live").touched(s) -- the surface writes into the tree's props
+    live:touched(s) -- the surface writes into the tree's props
     return live:asRequest(ctx, function()
       if kind == "input" then return surface:input(body.id, body.value) end
       return surface:activate(body.id)
@@ -214,7 +214,7 @@ local function operate(live, request, s, kind)
     log("error", "live view " .. s.name .. ": surface " .. kind .. " failed: " .. describe(result))
     return fail(500, "HANDLER_FAILED", "The event handler failed.")
   end
-  return answer(200, { ok = result == true, nodes = nodes(s) })
+  return answer(200, { ok = result == true, nodes = nodes(live, s) })
 end
 
 function M.handle(live, request)
@@ -237,7 +237,7 @@ function M.handle(live, request)
   if not s then return not_found() end
   live:catchUp(s) -- what it missed while nobody watched it
   live:setIdleIfIdle(s)
-  if kind == "inspect" then return answer(200, { nodes = nodes(s) }) end
+  if kind == "inspect" then return answer(200, { nodes = nodes(live, s) }) end
   return operate(live, request, s, kind)
 end
 

@@ -189,7 +189,6 @@ function Live.awake(_, s)
     keep_tree(s, m:tree(), version(s))
   end
 end
-M.awake = function(s) Live.awake(nil, s) end
 
 -- Quiet sessions let their trees go (view.lua's hibernate), and the html their diffs would start
 -- from: the signals their render read are all they watch, a change of one renders them again,
@@ -220,7 +219,7 @@ end
 
 -- An event or a surface call wrote into the props of an element of s's tree: the HTML kept
 -- of the trees holding it is no longer theirs.
-function M.touched(s) s.fragments = nil end
+function Live.touched(_, s) s.fragments = nil end
 
 local function send(conn, frame)
   if not conn or not conn.open then return false end
@@ -954,10 +953,10 @@ function Live:event(s, job)
   -- the element holds what the browser's holds, as after a surface input
   if m.checked ~= nil then
     el.props.checked = m.checked
-    M.touched(s)
+    self:touched(s)
   elseif m.value ~= nil and (m.type == "input" or m.type == "change") then
     el.props.value = m.value
-    M.touched(s)
+    self:touched(s)
   end
   local ev = { type = m.type, value = m.value, checked = m.checked, values = m.values,
     target = target_of(el) }

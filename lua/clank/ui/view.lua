@@ -2,6 +2,7 @@
 -- mounted view that re-renders when the signals its render read change.
 local schema = require "clank.schema"
 local memo = require "clank.ui.memo"
+local signal = require "clank.signal"
 
 local type, error, setmetatable, getmetatable, pairs, tostring =
   type, error, setmetatable, getmetatable, pairs, tostring
@@ -96,7 +97,6 @@ function Mounted:tree() return self.current end
 -- same value (what render reads besides its signals may have changed: a publish said so). The
 -- components it calls with equal props keep their trees (clank.ui.memo).
 function Mounted:setData(data)
-  local signal = require "clank.signal"
   signal.batch(function()
     self.data.value = data
     self.tick.value = self.tick.value + 1
@@ -119,15 +119,14 @@ local function trace(err) return memo.traceback(err, 2) end
 -- Renders now (the version after `version`) and again after each change of a signal the
 -- render read.
 function Mounted:start(version)
-  local signal = require "clank.signal"
   local view, props, on_render, on_error = self.view, self.props, self.onRender, self.onError
   self.version = version
   self.stop = signal.effect(function()
     local data = self.data.value
-    local _ = self.tick.value -- setData's "render again"
-    if self.current ~= nil and not self.failed then
-      -- only components' trees changed since the last render (which did not fail): they go
-      -- where the old ones are, the render does not run
+    local tick = self.tick.value -- setData's "render again" (data changes only with it)
+    if self.current ~= nil and not self.failed and tick == self.renderedTick then
+      -- no setData since the last render, which did not fail: when only components' trees
+      -- changed, they go where the old ones are, and the render does not run
       local swapped, tree = pcall(memo.swapChanged, self.scope, self.current)
       if swapped and tree ~= nil then
         self.current = tree
@@ -147,7 +146,7 @@ function Mounted:start(version)
       end
       self.current = tree
     end
-    self.failed, self.rendered = false, true
+    self.failed, self.rendered, self.renderedTick = false, true, tick
     self.version = self.version + 1
     if self.version > 1 and on_render then on_render(self.current, self.version) end
   end)
@@ -158,7 +157,6 @@ end
 -- wakes the view; so does wake(). → false when it was not rendering (asleep, disposed).
 function Mounted:hibernate(woken)
   if not self.stop then return false end
-  local signal = require "clank.signal"
   local sources = signal.sources(self.stop)
   self.stop()
   self.stop, self.current, self.scope = nil, nil, memo.scope()
@@ -197,7 +195,6 @@ function M.mount(view, props, options)
   if not callable then error("clank.mount: expected a view", 2) end
   if options ~= nil and type(options) ~= "table" then error("clank.mount: options must be a table", 2) end
   options = options or {}
-  local signal = require "clank.signal"
   -- data is a signal so that setData renders again; a new table is always a change
   local m = setmetatable({ version = 0, data = signal.signal(options.data), tick = signal.signal(0),
     scope = memo.scope(), view = view, props = props, onRender = options.onRender,
