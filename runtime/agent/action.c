@@ -26,6 +26,7 @@ struct clank_action_s {
   int side, confirmation;
   int has_authorize;
   int has_publishes; /* publishes: topics to publish after each successful call (issue 28) */
+  int auth;          /* CLANK_AUTH_*: who may call it (issue 30) */
   int takes_ctx;     /* its handler has a second parameter, or takes any number */
 };
 
@@ -75,6 +76,10 @@ static clank_action_t *check_action(lua_State *L, int idx) {
   if (a == NULL) luaL_typeerror(L, idx, CLANK_ACTION_MT);
   return a;
 }
+
+int clank_action_auth(const clank_action_t *a) { return a->auth; }
+
+int clank_action_writes(const clank_action_t *a) { return a->side >= SIDE_WRITE; }
 
 int clank_action_requires_confirmation(const clank_action_t *a) {
   return a->confirmation == CONFIRM_ALWAYS ||
@@ -130,9 +135,53 @@ static void push_json_schema(lua_State *L, int schema_idx) {
   lua_call(L, 1, 1);
 }
 
-static const char *const action_fields[] = {
-    "name",         "description", "input",   "output",    "sideEffects",
-    "confirmation", "authorize",   "handler", "publishes", NULL};
+static const char *const action_fields[] = {"name",        "description",  "input",     "output",
+                                            "sideEffects", "confirmation", "authorize", "handler",
+                                            "publishes",   "auth",         NULL};
+
+/* auth = "public" | "user" | { roles = { "name", ... } }: kept in the values
+   table as given (a roles table copied, so that later writes to it change
+   nothing), its kind in a->auth. */
+static void read_auth(lua_State *L, clank_action_t *a, int values) {
+  static const char *const problem =
+      "clank.defineAction: 'auth' must be \"public\", \"user\" or { roles = { \"name\", ... } }";
+  int t = lua_getfield(L, 1, "auth");
+  if (t == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (t == LUA_TSTRING) {
+    const char *v = lua_tostring(L, -1);
+    if (strcmp(v, "public") == 0)
+      a->auth = CLANK_AUTH_PUBLIC;
+    else if (strcmp(v, "user") == 0)
+      a->auth = CLANK_AUTH_USER;
+    else
+      luaL_error(L, "%s", problem);
+    lua_setfield(L, values, "auth");
+    return;
+  }
+  if (t != LUA_TTABLE) luaL_error(L, "%s", problem);
+  int given = lua_gettop(L);
+  for (lua_pushnil(L); lua_next(L, given); lua_pop(L, 1))
+    if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "roles") != 0)
+      luaL_error(L, "%s", problem);
+  if (lua_getfield(L, given, "roles") != LUA_TTABLE) luaL_error(L, "%s", problem);
+  lua_Integer n = luaL_len(L, -1);
+  if (n < 1) luaL_error(L, "clank.defineAction: 'auth.roles' must name at least one role");
+  lua_createtable(L, 0, 1);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (lua_rawgeti(L, -3, i) != LUA_TSTRING || lua_rawlen(L, -1) == 0)
+      luaL_error(L, "clank.defineAction: 'auth.roles[%d]' must be a non-empty string", (int)i);
+    lua_rawseti(L, -2, i);
+  }
+  clank_mark_array(L, -1);
+  lua_setfield(L, -2, "roles");
+  a->auth = CLANK_AUTH_ROLES;
+  lua_setfield(L, values, "auth");
+  lua_settop(L, given - 1);
+}
 
 static int l_define_action(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -211,6 +260,7 @@ static int l_define_action(lua_State *L) {
   }
   a->has_publishes = !lua_isnil(L, -1);
   lua_setfield(L, 3, "publishes");
+  read_auth(L, a, 3);
   lua_getfield(L, 1, "handler");
   if (!lua_isfunction(L, -1))
     return luaL_error(L, "clank.defineAction: 'handler' must be a function");
@@ -222,8 +272,9 @@ static int l_define_action(lua_State *L) {
   a->takes_ctx = ar.isvararg || ar.nparams >= 2;
   lua_setfield(L, 3, "handler");
 
-  /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation } */
-  lua_createtable(L, 0, 6);
+  /* manifest = { name, description, inputSchema, outputSchema?, sideEffects, confirmation, auth? }
+   */
+  lua_createtable(L, 0, 7);
   lua_getfield(L, 3, "name");
   lua_setfield(L, -2, "name");
   lua_getfield(L, 3, "description");
@@ -242,6 +293,10 @@ static int l_define_action(lua_State *L) {
   lua_setfield(L, -2, "sideEffects");
   lua_pushstring(L, confirm_names[a->confirmation]);
   lua_setfield(L, -2, "confirmation");
+  if (a->auth) { /* only when declared: an app with accounts gives the others theirs (bridge.c) */
+    lua_getfield(L, 3, "auth");
+    lua_setfield(L, -2, "auth");
+  }
   lua_setfield(L, 3, "manifest");
 
   lua_setiuservalue(L, 2, 1);

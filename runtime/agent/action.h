@@ -14,6 +14,12 @@ typedef struct clank_action_s clank_action_t;
 /* The action at idx, or NULL. */
 clank_action_t *clank_action_test(lua_State *L, int idx);
 int clank_action_requires_confirmation(const clank_action_t *a);
+/* Who may call an action (issue 30): as its `auth` says, or UNSET, when the
+   app decides (with accounts: a signed-in user). */
+enum { CLANK_AUTH_UNSET, CLANK_AUTH_PUBLIC, CLANK_AUTH_USER, CLANK_AUTH_ROLES };
+int clank_action_auth(const clank_action_t *a);
+/* 1 when its sideEffects are write or destructive. */
+int clank_action_writes(const clank_action_t *a);
 /* 1 when the running coroutine serves a live view's event (a ctx bound with
    clank.runner.bindRequest) that the person did not confirm (runner.c). */
 int clank_bound_request_unconfirmed(lua_State *L);

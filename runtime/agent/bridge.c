@@ -25,6 +25,7 @@ const char clank_bridge_tag = 0;
 #define K_ORIGINS "origins"
 #define K_INDEX "index"
 #define K_LIST "list"
+#define K_REALM "realm"
 
 /* ---- createAgentBridge ---- */
 
@@ -106,6 +107,7 @@ static void index_actions(lua_State *L, bridge_t *b, int list, int uv) {
       luaL_error(L, "clank.createAgentBridge: actions[%d] is not an action", (int)i + 1);
     index[i].slot = (int)i + 1;
     index[i].confirm = clank_action_requires_confirmation(index[i].action);
+    index[i].needs_user = clank_bridge_needs_user(&b->rules, index[i].action);
     clank_action_push_name(L, -1);
     index[i].name = lua_tolstring(L, -1, &index[i].len); /* the action holds the string */
     lua_pop(L, 1);
@@ -118,9 +120,55 @@ static void index_actions(lua_State *L, bridge_t *b, int list, int uv) {
   lua_setfield(L, uv, K_LIST);
 }
 
-static const char *const bridge_options[] = {"name",           "description",   "views",
-                                             "allowedOrigins", "requireOrigin", "maxRequestBytes",
-                                             "exposeErrors",   "actionTimeout", NULL};
+/* In the manifests of the sorted list at list, "auth": "user" for each
+   action that says nothing: what an app with accounts asks of it. Copies:
+   the action's own manifest stays as it was defined. */
+static void give_default_auth(lua_State *L, int list) {
+  lua_Integer n = luaL_len(L, list);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    if (lua_getfield(L, -1, "auth") == LUA_TNIL) {
+      lua_newtable(L);
+      for (lua_pushnil(L); lua_next(L, -4); lua_pop(L, 1)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+      }
+      lua_pushliteral(L, "user");
+      lua_setfield(L, -2, "auth");
+      lua_rawseti(L, list, i);
+    }
+    lua_pop(L, 2);
+  }
+}
+
+/* Pushes www-authenticate's value for a 401: Bearer realm="<the name in
+   the options at opts>" (quotes and backslashes escaped), or realm="clank". */
+static void push_realm(lua_State *L, int opts) {
+  size_t n = 0;
+  const char *name = NULL;
+  if (lua_istable(L, opts) && lua_getfield(L, opts, "name") == LUA_TSTRING)
+    name = lua_tolstring(L, -1, &n);
+  luaL_Buffer buf;
+  luaL_buffinit(L, &buf);
+  luaL_addstring(&buf, "Bearer realm=\"");
+  if (name == NULL) luaL_addstring(&buf, "clank");
+  for (size_t i = 0; name && i < n; i++) {
+    char c = name[i];
+    if ((unsigned char)c < 0x20 || c == 0x7f) continue; /* never a header's control byte */
+    if (c == '"' || c == '\\') luaL_addchar(&buf, '\\');
+    luaL_addchar(&buf, c);
+  }
+  luaL_addchar(&buf, '"');
+  luaL_pushresult(&buf);
+  if (lua_istable(L, opts)) lua_remove(L, -2);
+}
+
+static const char *const bridge_options[] = {"name",          "description",
+                                             "views",         "allowedOrigins",
+                                             "requireOrigin", "maxRequestBytes",
+                                             "exposeErrors",  "actionTimeout",
+                                             "auth",          NULL};
 
 static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->rules.max_bytes = CLANK_BRIDGE_DEFAULT_MAX_BYTES;
@@ -154,7 +202,9 @@ static void read_options(lua_State *L, bridge_t *b, int opts, int uv) {
   b->rules.require_origin = lua_toboolean(L, -1);
   lua_getfield(L, opts, "exposeErrors");
   b->expose_errors = lua_toboolean(L, -1);
-  lua_pop(L, 4);
+  lua_getfield(L, opts, "auth");
+  b->rules.auth = lua_toboolean(L, -1);
+  lua_pop(L, 5);
   if (lua_getfield(L, opts, "allowedOrigins") == LUA_TTABLE) {
     lua_getfield(L, uv, K_ORIGINS);
     lua_Integer n = luaL_len(L, -2);
@@ -190,7 +240,10 @@ static int l_create(lua_State *L) {
   lua_pushliteral(L, "clank-agent/1");
   lua_setfield(L, 6, "protocol");
   push_sorted(L, 1, "name", "manifest");
+  if (b->rules.auth) give_default_auth(L, lua_gettop(L));
   lua_setfield(L, 6, "actions");
+  push_realm(L, 2);
+  lua_setfield(L, 4, K_REALM);
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "name");
     lua_setfield(L, 6, "name");
@@ -223,8 +276,8 @@ static int l_create(lua_State *L) {
   lua_pushstring(L, etag);
   lua_setfield(L, 4, K_ETAG);
 
-  static const char *const slots[UV_COUNT] = {K_ACTIONS, K_MANIFEST, K_ETAG,
-                                              K_ORIGINS, K_INDEX,    K_LIST};
+  static const char *const slots[UV_COUNT] = {K_ACTIONS, K_MANIFEST, K_ETAG, K_ORIGINS,
+                                              K_INDEX,   K_LIST,     K_REALM};
   for (int i = 0; i < UV_COUNT; i++) {
     lua_getfield(L, 4, slots[i]);
     lua_setiuservalue(L, 3, i + 1);
@@ -344,6 +397,7 @@ static const luaL_Reg bridge_funcs[] = {
 int luaopen_clank_bridge(lua_State *L) {
   luaL_newmetatable(L, CLANK_BRIDGE_MT);
   luaL_newlib(L, bridge_methods);
+  luaL_setfuncs(L, clank_bridge_auth_methods, 0); /* bridge_auth.c */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, l_gc);
   lua_setfield(L, -2, "__gc");

@@ -56,6 +56,8 @@ typedef struct clank_bridge_answer_s {
      argument is nil, called only when Lua may read the request (ctx.request,
      a context function), always before the run's first wait. */
   void (*push_request)(lua_State *L, struct clank_bridge_answer_s *out);
+  /* Set by the run: the request did not confirm (for a check made later). */
+  int unconfirmed;
 } clank_bridge_answer_t;
 /* [bridge, request or maker or nil, context source, view, answer (light
    userdata: a clank_bridge_view_t, a clank_bridge_answer_t)]: the same as

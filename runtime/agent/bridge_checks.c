@@ -30,7 +30,7 @@ int clank_bridge_compare_entries(const void *x, const void *y) { return compare_
 
 /* The entry of the action named by the n bytes at name, or NULL. */
 static const clank_bridge_entry_t *find(const clank_bridge_rules_t *r, const char *name, size_t n) {
-  clank_bridge_entry_t key = {name, n, NULL, 0, 0};
+  clank_bridge_entry_t key = {name, n, NULL, 0, 0, 0};
   return r->nindex ? bsearch(&key, r->index, r->nindex, sizeof key, compare_entries) : NULL;
 }
 
@@ -194,7 +194,8 @@ clank_bridge_step_t clank_bridge_check_head(const clank_bridge_rules_t *r,
   }
   *found = find(r, name, name_len);
   if (*found == NULL) return CLANK_BRIDGE_NO_ACTION;
-  if ((*found)->confirm && !clank_span_is(v->confirmation.p, v->confirmation.n, "confirmed"))
+  if ((*found)->confirm && !(*found)->needs_user &&
+      !clank_span_is(v->confirmation.p, v->confirmation.n, "confirmed"))
     return CLANK_BRIDGE_CONFIRM;
   if (v->content_type.p == NULL ||
       !clank_bridge_json_media_type(v->content_type.p, v->content_type.n))
@@ -229,6 +230,10 @@ const clank_bridge_refusal_t *clank_bridge_refusal(clank_bridge_step_t step) {
       [CLANK_BRIDGE_NO_BODY] = {400, "INVALID_JSON", "A JSON request body is required."},
       [CLANK_BRIDGE_ENCODING] = {400, "INVALID_ENCODING", "Request body must be valid UTF-8."},
       [CLANK_BRIDGE_NOT_JSON] = {400, "INVALID_JSON", "Request body is not valid JSON."},
+      [CLANK_BRIDGE_UNAUTHORIZED] = {401, "UNAUTHORIZED", "Sign in to call this action."},
+      [CLANK_BRIDGE_FORBIDDEN] = {403, "FORBIDDEN", "Action is not authorized."},
+      [CLANK_BRIDGE_READ_ONLY] = {403, "FORBIDDEN",
+                                  "This token may call only actions that do not write."},
   };
   if ((size_t)step >= sizeof refusals / sizeof *refusals || refusals[step].status == 0) return NULL;
   return &refusals[step];

@@ -34,6 +34,7 @@ typedef struct clank_bridge_entry_s {
   struct clank_action_s *action;
   int slot;
   int confirm;
+  int needs_user; /* a signed-in user: its confirmation waits for the run (bridge_auth.c) */
 } clank_bridge_entry_t;
 
 /* What the checks know of a bridge: its actions sorted by name
@@ -43,6 +44,7 @@ typedef struct clank_bridge_rules_s {
   size_t nindex;
   long long max_bytes;
   int require_origin;
+  int auth; /* the app has accounts: an action that says nothing needs a user */
 } clank_bridge_rules_t;
 
 /* Step 3's reading of a request's origin. */
@@ -62,20 +64,23 @@ typedef struct clank_bridge_public_s {
 
 /* What steps 1–7 say of a request, in SPEC §5's order. */
 typedef enum {
-  CLANK_BRIDGE_PASS,        /* on to the body (or, after it, to the run), with the entry */
-  CLANK_BRIDGE_MANIFEST,    /* 1. GET the manifest */
-  CLANK_BRIDGE_PREFLIGHT,   /* 2. OPTIONS from an allowed origin */
-  CLANK_BRIDGE_NO_ENDPOINT, /* 2. anything else that is not POST on an action path */
-  CLANK_BRIDGE_ORIGIN,      /* 3. refused */
-  CLANK_BRIDGE_DECODE,      /* 4. the name is percent-encoded: clank_bridge_check_decoded */
-  CLANK_BRIDGE_BAD_PATH,    /* 4. a bad escape, or not UTF-8 */
-  CLANK_BRIDGE_NO_ACTION,   /* 5. */
-  CLANK_BRIDGE_CONFIRM,     /* 6. */
-  CLANK_BRIDGE_MEDIA,       /* 7. not a JSON content type */
-  CLANK_BRIDGE_TOO_LARGE,   /* 7. by content-length, or the body itself */
-  CLANK_BRIDGE_NO_BODY,     /* 7. */
-  CLANK_BRIDGE_ENCODING,    /* 7. a body that is not UTF-8 */
-  CLANK_BRIDGE_NOT_JSON     /* 7. a body that is not JSON */
+  CLANK_BRIDGE_PASS,         /* on to the body (or, after it, to the run), with the entry */
+  CLANK_BRIDGE_MANIFEST,     /* 1. GET the manifest */
+  CLANK_BRIDGE_PREFLIGHT,    /* 2. OPTIONS from an allowed origin */
+  CLANK_BRIDGE_NO_ENDPOINT,  /* 2. anything else that is not POST on an action path */
+  CLANK_BRIDGE_ORIGIN,       /* 3. refused */
+  CLANK_BRIDGE_DECODE,       /* 4. the name is percent-encoded: clank_bridge_check_decoded */
+  CLANK_BRIDGE_BAD_PATH,     /* 4. a bad escape, or not UTF-8 */
+  CLANK_BRIDGE_NO_ACTION,    /* 5. */
+  CLANK_BRIDGE_CONFIRM,      /* 6. */
+  CLANK_BRIDGE_MEDIA,        /* 7. not a JSON content type */
+  CLANK_BRIDGE_TOO_LARGE,    /* 7. by content-length, or the body itself */
+  CLANK_BRIDGE_NO_BODY,      /* 7. */
+  CLANK_BRIDGE_ENCODING,     /* 7. a body that is not UTF-8 */
+  CLANK_BRIDGE_NOT_JSON,     /* 7. a body that is not JSON */
+  CLANK_BRIDGE_UNAUTHORIZED, /* no user, for an action that needs one (issue 30) */
+  CLANK_BRIDGE_FORBIDDEN,    /* a user without the role it needs */
+  CLANK_BRIDGE_READ_ONLY     /* a read token, for an action that writes */
 } clank_bridge_step_t;
 
 /* The failure a step answers with: status, code and message (SPEC §5), or

@@ -45,7 +45,8 @@ enum {
   UV_ORIGINS, /* origin → true */
   UV_INDEX,   /* the entry_t of every action, sorted */
   UV_LIST,    /* the actions, as the entries' slots say */
-  UV_COUNT = UV_LIST
+  UV_REALM,   /* www-authenticate of a 401: Bearer realm="<name>" */
+  UV_COUNT = UV_REALM
 };
 
 static inline bridge_t *test_bridge(lua_State *L, int idx) {
@@ -76,8 +77,9 @@ typedef struct answer_s {
 static inline void push_response(lua_State *L, const answer_t *a, int status, const char *cache,
                                  const char *body, size_t len) {
   if (a->out) {
-    *a->out = (clank_bridge_answer_t){status, cache, a->cors_origin, a->cors_len,
-                                      body,   len,   a->out->done,   a->out->push_request};
+    *a->out = (clank_bridge_answer_t){
+        status, cache,        a->cors_origin,       a->cors_len,        body,
+        len,    a->out->done, a->out->push_request, a->out->unconfirmed};
     lua_pushnil(L);
     return;
   }
@@ -143,6 +145,22 @@ int clank_bridge_push_error_object(lua_State *L, int idx, int expose, int prefix
 int clank_bridge_answer_error(lua_State *L, bridge_t *b, const answer_t *a, int idx);
 /* errorEnvelope. */
 extern const luaL_Reg clank_bridge_envelope_funcs[];
+
+/* ---- bridge_auth.c: who may call ---- */
+
+/* 1 when the action needs a signed-in user in this bridge. */
+int clank_bridge_needs_user(const clank_bridge_rules_t *r, const struct clank_action_s *a);
+/* The check of the action at action against the context value at context
+   (a table, or anything else: no user); unconfirmed: the request did not
+   confirm, for actions whose confirmation waited for this check. */
+clank_bridge_step_t clank_bridge_user_step(lua_State *L, const bridge_t *b, int action, int context,
+                                           int unconfirmed);
+/* Pushes the answer of such a refusal (a 401 with www-authenticate) for the
+   bridge at 1. */
+int clank_bridge_refuse_user(lua_State *L, bridge_t *b, const answer_t *a,
+                             clank_bridge_step_t step);
+/* allows. */
+extern const luaL_Reg clank_bridge_auth_methods[];
 
 /* ---- bridge_ctx.c: ctx ---- */
 

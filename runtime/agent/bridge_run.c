@@ -5,6 +5,8 @@
    task of its own) and its answer (steps 8 and 9). Also run(), the action
    as the bridge runs it, for clank.mcp. Owns nothing past a run: the stack
    slots below hold what it needs, the caller's answer struct its result. */
+#include <string.h>
+
 #include "agent/action.h"
 #include "agent/bridge_envelope.h"
 #include "agent/bridge_internal.h"
@@ -12,6 +14,7 @@
 #include "core/protect.h"
 #include "data/json.h"
 #include "data/schema.h"
+#include "util/bytes.h"
 
 /* The stack of a run, slot by slot. Every function of the run and its
    continuations reads these absolute indices, so each is set once, in
@@ -71,6 +74,7 @@ static int handle_checked(lua_State *L, const clank_bridge_view_t *v, clank_brid
   if (out) { /* the request's origin lives as long as the run: the answer's CORS */
     out->cors_origin = a.cors_origin;
     out->cors_len = a.cors_len;
+    out->unconfirmed = !clank_span_is(v->confirmation.p, v->confirmation.n, "confirmed");
   }
   if (lua_isfunction(L, RUN_SOURCE)) {
     need_maker(L, out);
@@ -144,11 +148,30 @@ static void hold_signal(lua_State *L, int ctx, clank_task_t *task) {
   }
 }
 
-/* With the context value in RUN_CONTEXT: the input checked, then ctx, the
+/* 1 when the request table at RUN_REQUEST confirmed (x-clank-confirmation). */
+static int table_confirmed(lua_State *L) {
+  int top = lua_gettop(L);
+  int yes = lua_istable(L, RUN_REQUEST) && lua_getfield(L, RUN_REQUEST, "headers") == LUA_TTABLE &&
+            lua_getfield(L, -1, "x-clank-confirmation") == LUA_TSTRING &&
+            strcmp(lua_tostring(L, -1), "confirmed") == 0;
+  lua_settop(L, top);
+  return yes;
+}
+
+/* With the context value in RUN_CONTEXT: who may call checked, the input, then ctx, the
    signal, and the action run, inline or in a task of its own. */
 static int handle_context(lua_State *L, clank_bridge_answer_t *out) {
   bridge_t *b = lua_touserdata(L, RUN_BRIDGE);
   lua_settop(L, RUN_CONTEXT);
+  clank_bridge_step_t who =
+      clank_bridge_user_step(L, b, RUN_ACTION, RUN_CONTEXT, out ? out->unconfirmed : -1);
+  if (who == CLANK_BRIDGE_CONFIRM && out == NULL && table_confirmed(L)) who = CLANK_BRIDGE_PASS;
+  if (who != CLANK_BRIDGE_PASS) {
+    answer_t a = {.out = out};
+    clank_bridge_answer_origin(L, &a, out);
+    clank_bridge_refuse_user(L, b, &a, who);
+    return view_done(L, out, 1);
+  }
   int valid = check_input(L, b);
   if (valid == 0) {
     answer_t a = {.out = out};

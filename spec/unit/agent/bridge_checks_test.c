@@ -24,18 +24,22 @@ static int failures, checks;
   } while (0)
 
 static const char *const step_names[] = {
-    "PASS",      "MANIFEST", "PREFLIGHT", "NO_ENDPOINT", "ORIGIN",  "DECODE",   "BAD_PATH",
-    "NO_ACTION", "CONFIRM",  "MEDIA",     "TOO_LARGE",   "NO_BODY", "ENCODING", "NOT_JSON"};
+    "PASS",     "MANIFEST",  "PREFLIGHT",    "NO_ENDPOINT", "ORIGIN",    "DECODE",
+    "BAD_PATH", "NO_ACTION", "CONFIRM",      "MEDIA",       "TOO_LARGE", "NO_BODY",
+    "ENCODING", "NOT_JSON",  "UNAUTHORIZED", "FORBIDDEN",   "READ_ONLY"};
 
 /* ---- the bridge the cases run against ---- */
 
 static clank_bridge_entry_t entries[] = {
-    {"tasks.create", 12, NULL, 1, 0},
-    {"tasks.delete", 12, NULL, 2, 1}, /* confirmation required */
-    {"A", 1, NULL, 3, 0},
-    {"a+b", 3, NULL, 4, 0},
-    {"a b", 3, NULL, 5, 0},
-    {"\xc3\xa9", 2, NULL, 6, 0}, /* é */
+    {"tasks.create", 12, NULL, 1, 0, 0},
+    {"tasks.delete", 12, NULL, 2, 1, 0}, /* confirmation required */
+    {"A", 1, NULL, 3, 0, 0},
+    {"a+b", 3, NULL, 4, 0, 0},
+    {"a b", 3, NULL, 5, 0, 0},
+    {"\xc3\xa9", 2, NULL, 6, 0, 0}, /* é */
+    /* confirmation required of a signed-in user: who is calling is known
+       only in the run, and a caller not signed in gets 401 there, not 428 */
+    {"notes.delete", 12, NULL, 7, 1, 1},
 };
 #define NENTRIES (sizeof entries / sizeof *entries)
 #define MAX_BYTES 100
@@ -177,6 +181,8 @@ static const head_case_t head_cases[] = {
     /* step 6 */
     {"confirmation required, no header", "POST", "/actions/tasks.delete", .content_type = JSON,
      .want = CLANK_BRIDGE_CONFIRM, .want_action = "tasks.delete"},
+    {"confirmation of a signed-in user's action: left to the run", "POST", "/actions/notes.delete",
+     .content_type = JSON, .want = CLANK_BRIDGE_PASS, .want_action = "notes.delete"},
     {"confirmation: exactly confirmed", "POST", "/actions/tasks.delete",
      .confirmation = "confirmed", .content_type = JSON, .want = CLANK_BRIDGE_PASS,
      .want_action = "tasks.delete"},
@@ -382,7 +388,7 @@ static const struct {
 int main(void) {
   memset(big, '1', sizeof big);
   qsort(entries, NENTRIES, sizeof *entries, clank_bridge_compare_entries);
-  clank_bridge_rules_t rules = {entries, NENTRIES, MAX_BYTES, 0};
+  clank_bridge_rules_t rules = {entries, NENTRIES, MAX_BYTES, 0, 0};
 
   for (size_t i = 0; i < sizeof head_cases / sizeof *head_cases; i++)
     run_head_case(&rules, &head_cases[i]);
