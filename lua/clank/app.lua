@@ -1,7 +1,8 @@
 -- clank.app { ... }: checks an app's definition and marks it for clank-run (SPEC §2).
 local bridge = require "clank.bridge"
 
-local type, pairs, ipairs, error, setmetatable, tostring = type, pairs, ipairs, error, setmetatable, tostring
+local type, pairs, ipairs, error, setmetatable, getmetatable, tostring =
+  type, pairs, ipairs, error, setmetatable, getmetatable, tostring
 local format, concat = string.format, table.concat
 local isReservedPath, actionsByName = bridge.isReservedPath, bridge.actionsByName
 
@@ -11,7 +12,7 @@ local fields = {
   name = "string", description = "string", version = "string", actions = "table",
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
   actionTimeout = "number", cpuLimit = "number", mcp = "table", routes = "table",
-  page = "table", principal = "function", static = "table", pubsub = "string",
+  page = "table", principal = "function", static = "table", pubsub = "string", auth = "table",
 }
 
 -- The route rules (method, pattern syntax, bodyLimit) live here alone: the host's router
@@ -155,6 +156,13 @@ local function app(def)
       origins[i] = origin
     end
     out.allowedOrigins = origins
+  end
+  if def.auth ~= nil then
+    local mt = getmetatable(def.auth)
+    if not (type(mt) == "table" and mt.__name == "clank.Auth") then
+      error("clank.app: field 'auth' must be made by clank.auth { db = ... }", 2)
+    end
+    require("clank.auth.bind").app(out, def)
   end
   -- not (x > 0), not x <= 0: NaN is refused too
   if def.actionTimeout and not (def.actionTimeout > 0) then -- luacheck: ignore 581

@@ -95,7 +95,17 @@ local function elicitation_declared(params)
   return next(e) == nil or e.form ~= nil -- {} means form mode (2025-06-18)
 end
 
-local function initialize(msg, env, cors)
+-- The app's principal for a request as text (issue 30: with accounts, the signed-in user's id),
+-- or nil: MCP sessions are bound to it.
+local function principal_of(env, request)
+  local fn = env.app and env.app.principal
+  if not fn then return nil end
+  local p = fn(request)
+  if p == nil then return nil end
+  return type(p) == "string" and p or json.encode(p)
+end
+
+local function initialize(msg, request, env, cors)
   local params = msg.params
   local asked = type(params) == "table" and params.protocolVersion
   local version = session.supported(asked) and asked or session.LATEST
@@ -107,7 +117,7 @@ local function initialize(msg, env, cors)
                    .. env.contractHash },
   }
   local headers = merge(cors, { ["mcp-session-id"] = session.create(env, version,
-                                                                    elicitation_declared(params)) })
+    elicitation_declared(params), principal_of(env, request)) })
   return rpc.answer(200, rpc.result(msg.id, result), headers)
 end
 
@@ -125,8 +135,9 @@ local function tools_call(msg, request, env, sess, cors)
     return rpc.fail(200, msg.id, input, wrapped, cors)
   end
   local channel = channel_for(msg, env, sess, cors, act)
-  local result
-  if act:requiresConfirmation() then
+  -- who may call it before any confirmation is asked (issue 30)
+  local result = tools.refusal(env, request, act)
+  if not result and act:requiresConfirmation() then
     local mode = confirmation_mode(env)
     if mode == "refuse" and request.headers["x-clank-confirmation"] ~= "confirmed" then
       result = tools.confirmation_required()
@@ -160,8 +171,8 @@ local methods = {
   ping = function(msg, _, _, _, cors)
     return rpc.answer(200, rpc.result(msg.id, {}), cors)
   end,
-  ["tools/list"] = function(msg, _, env, _, cors)
-    return rpc.answer(200, rpc.result(msg.id, tools.list(env)), cors)
+  ["tools/list"] = function(msg, request, env, _, cors)
+    return rpc.answer(200, rpc.result(msg.id, tools.list(env, request)), cors)
   end,
   ["tools/call"] = tools_call,
   ["logging/setLevel"] = set_level,
@@ -172,7 +183,7 @@ local methods = {
 
 -- The session a message carries: sess, or nil, an answer (404, or 400 for the version header).
 local function check_session(request, env, id, cors)
-  local sess = session.verify(env, request.headers["mcp-session-id"])
+  local sess = session.verify(env, request.headers["mcp-session-id"], principal_of(env, request))
   if not sess then
     return nil, rpc.fail(404, id, rpc.SESSION_NOT_FOUND, "Session not found.", cors)
   end
@@ -217,7 +228,7 @@ local function post(request, env, cors)
     return rpc.answer(202, "", cors)
   end
   if msg.method == "initialize" then
-    return initialize(msg, env, cors)
+    return initialize(msg, request, env, cors)
   end
   local method = methods[msg.method]
   if sid == nil then

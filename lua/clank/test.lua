@@ -88,6 +88,7 @@ function M.app(path, opts)
   for _, k in ipairs { "name", "description", "views", "allowedOrigins", "actionTimeout" } do
     bridge_opts[k] = app[k]
   end
+  bridge_opts.auth = app.auth ~= nil
   local bridge = clank.createAgentBridge(app.actions or {}, bridge_opts)
   local live
   if app.views and #app.views > 0 then

@@ -129,7 +129,7 @@ static void give_default_auth(lua_State *L, int list) {
     lua_rawgeti(L, list, i);
     if (lua_getfield(L, -1, "auth") == LUA_TNIL) {
       lua_newtable(L);
-      for (lua_pushnil(L); lua_next(L, -4); lua_pop(L, 1)) {
+      for (lua_pushnil(L); lua_next(L, -4);) { /* [key, value] → [key] */
         lua_pushvalue(L, -2);
         lua_insert(L, -2);
         lua_rawset(L, -4);

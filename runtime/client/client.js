@@ -371,6 +371,12 @@ const live = root => {
       ready = false;
       if (stopped) return;
       if (e.code === 4404) return reload();
+      if (e.code === 4401) { // signed out (here or in another tab): to the sign-in page, and back
+        stopped = true;
+        location.assign("/__clank/auth/login?next=" +
+          encodeURIComponent(location.pathname + location.search));
+        return;
+      }
       if (e.code === 4409) return stop("This page is open in another tab.");
       if (!opened && ++failures >= 3) return stop("Cannot connect to the server: reload the page.");
       status("connecting");

@@ -354,6 +354,22 @@ static int handle_mcp(clank_conn_t *c, head_t *hd) {
   return hold(c, hd->g, &hd->g->mcp_route);
 }
 
+/* /__clank/auth/...: app.auth's sign-in pages and endpoints (issue 30);
+   an unsafe method under the origin rule of app routes (SPEC §15), so no
+   other site can post a sign-in form. */
+static int match_auth(clank_conn_t *c, head_t *hd) {
+  (void)c;
+  return hd->g->auth_route.handler_ref != LUA_NOREF &&
+         clank_span_starts(hd->path, hd->path_len, "/__clank/auth/");
+}
+static int handle_auth(clank_conn_t *c, head_t *hd) {
+  int m = hd->method;
+  int unsafe = m == HTTP_POST || m == HTTP_PUT || m == HTTP_PATCH || m == HTTP_DELETE;
+  if (unsafe && !clank_csrf_check(c, hd->g)) return CLANK_HTTP_ANSWERED;
+  c->body_limit = (size_t)hd->g->bridge_max_bytes;
+  return hold(c, hd->g, &hd->g->auth_route);
+}
+
 /* The bridge (SPEC §5): answered at the header block when it can be. */
 static int match_bridge(clank_conn_t *c, head_t *hd) {
   (void)c;
@@ -464,6 +480,7 @@ static const row_t dispatch_order[] = {
     {match_foreign_host, handle_foreign_host}, /* DNS rebinding defence (SPEC §13) */
     {match_handoff, handle_handoff},           /* --workers: the session's owner */
     {match_mcp, handle_mcp},
+    {match_auth, handle_auth},
     {match_bridge, handle_bridge},
     {match_client, handle_client},
     {match_metrics, handle_metrics},
@@ -576,12 +593,20 @@ static int on_message(clank_conn_t *c) {
     lua_pushnil(co); /* the bridge's maker only if Lua may read it, its table only if Lua does */
   else
     push_request_in(co, c, g, names);
+  if (route == &g->auth_route) { /* for its limits on guessing, per client address */
+    char peer[64];
+    size_t n = clank_conn_peer_address(c, peer, sizeof peer);
+    if (n > 0) {
+      lua_pushlstring(co, peer, n);
+      lua_setfield(co, -2, "remoteAddress");
+    }
+  }
   if (route->path && !unread) { /* an app route: request.params */
     clank_target_t t;
     clank_request_target(&c->req, &t);
     clank_route_set_params(co, names, route, t.path, t.path_len);
   }
-  if (g->context_ref != LUA_NOREF)
+  if (g->context_ref != LUA_NOREF && route != &g->auth_route)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);

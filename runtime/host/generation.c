@@ -131,6 +131,10 @@ static int make_bridge(lua_State *L) {
     lua_getfield(L, 1, copied[i]);
     lua_setfield(L, 3, copied[i]);
   }
+  lua_getfield(L, 1, "auth"); /* an app with accounts: actions need a user unless they say */
+  lua_pushboolean(L, !lua_isnil(L, -1));
+  lua_setfield(L, 3, "auth");
+  lua_pop(L, 1);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "clank.bridge");
   lua_call(L, 1, 1);
@@ -470,6 +474,20 @@ static int load_app(lua_State *L) {
   g->bridge_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   g->bridge_route.handler_ref = LUA_NOREF;
   g->mcp_route.handler_ref = LUA_NOREF;
+  g->auth_route.handler_ref = LUA_NOREF;
+  g->auth_route.takes_request = 1;
+  if (lua_getfield(L, 1, "auth") !=
+      LUA_TNIL) { /* its pages: require("clank.auth.bind").route(app) */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "clank.auth.bind");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "route");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    g->auth_route.handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
   g->page_route.handler_ref = LUA_NOREF;
   g->live_http_route.handler_ref = LUA_NOREF;
   g->live_route.handler_ref = LUA_NOREF;

@@ -37,6 +37,7 @@ typedef struct clank_gen_s {
   long long bridge_max_bytes;
   clank_route_t bridge_route;    /* the pseudo-route requests for the bridge take */
   clank_route_t mcp_route;       /* and those for /__clank/mcp (SPEC §6) */
+  clank_route_t auth_route;      /* /__clank/auth/...: app.auth's pages (issue 30), or NOREF */
   clank_route_t page_route;      /* GET / and /views/:name (SPEC §11) */
   clank_route_t live_http_route; /* /__clank/views/... and /__clank/sessions/... surfaces */
   clank_route_t live_route;      /* /__clank/sessions/:id/live, the WebSocket */

@@ -251,3 +251,21 @@ const char *clank_server_date(clank_server_t *s) {
   }
   return s->date;
 }
+
+size_t clank_conn_peer_address(clank_conn_t *c, char *out, size_t outlen) {
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (outlen == 0 || uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return 0;
+  int rc = -1;
+  if (ss.ss_family == AF_INET) {
+    rc = uv_ip4_name((struct sockaddr_in *)&ss, out, outlen);
+  } else if (ss.ss_family == AF_INET6) {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) { /* one client, one spelling */
+      rc = inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], out, (socklen_t)outlen) ? 0 : -1;
+    } else {
+      rc = uv_ip6_name(a6, out, outlen);
+    }
+  }
+  return rc == 0 ? strlen(out) : 0;
+}

@@ -206,6 +206,10 @@ void clank_conn_accept(clank_server_t *s, int fd);
    socketpair): it takes sock on success; 0 or a libuv error. */
 int clank_conn_open(clank_server_t *s, uv_os_sock_t sock);
 void clank_conn_close(clank_conn_t *c);
+/* The peer's IP address as text ("127.0.0.1", "::1"; an IPv4 peer on an
+   IPv6 socket as IPv4) in out (INET6_ADDRSTRLEN bytes will do); returns
+   its length, or 0 when it cannot be read. */
+size_t clank_conn_peer_address(clank_conn_t *c, char *out, size_t outlen);
 /* Writes what c owes once the loop iteration's reads are done; at once when
    the connection is ending or the server no longer defers (stopping). */
 void clank_conn_flush_later(clank_conn_t *c);

@@ -23,6 +23,18 @@ local trace, describe = errors.trace, errors.describe
 
 -- ---- the page ----
 
+-- A view with auth = "user" to someone not signed in: with app.auth, 303 to its sign-in page,
+-- which comes back here (next); without, 401.
+local function sign_in_first(live, request, opts, csp)
+  if not live.app.auth then
+    return page.errorPage(401, "Sign in first", { "This page is for signed-in users." }, opts, csp)
+  end
+  local next_url = request.url or request.path or "/"
+  local escaped = next_url:gsub("[^%w%-._~/]", function(c) return ("%%%02X"):format(c:byte()) end)
+  return { status = 303, body = "", headers = {
+    location = "/__clank/auth/login?next=" .. escaped, ["cache-control"] = "no-store" } }
+end
+
 local function view_of(live, path)
   if path == "/" then return live.first end
   local name = path:match("^/views/([^/]+)$")
@@ -51,6 +63,14 @@ function M.page(live, request)
       end
     end
     return page.errorPage(400, "Bad request", lines, opts, csp)
+  end
+  if view.auth == "user" then
+    local signedIn, user = pcall(live.signedIn, live, request)
+    if not signedIn then
+      log("error", "view " .. view.viewManifest.name .. ": sign-in check failed: " .. describe(user))
+      return page.errorPage(500, "Something went wrong", nil, opts, csp)
+    end
+    if not user then return sign_in_first(live, request, opts, csp) end
   end
   local ok, result = xpcall(function()
     local id = token.sign(live.secret, view.viewManifest.name, data, live:principal(request),
@@ -121,6 +141,9 @@ end
 local function create(live, request, name)
   local view = live.views[name]
   if not view then return fail(404, "NOT_FOUND", "View not found.") end
+  if view.auth == "user" and not live:signedIn(request) then
+    return fail(401, "UNAUTHORIZED", "Sign in to open this view.")
+  end
   local body, response = body_of(live, request)
   if response then return response end
   local data, why, err = props_mod.validate(view, body)

@@ -105,6 +105,9 @@ function M.new(opts)
     self.views[v.viewManifest.name] = v
   end
   for _, a in ipairs(app.actions or {}) do self.actions[a.name] = a end
+  if app.auth then
+    require("clank.auth.bind").watchEnded(self, function(hashes) self:signedOut(hashes) end)
+  end
   self.pageOptions = (app.page or {})
   self.csp = page.csp(self.pageOptions.csp)
   self.renderOptions = { live = true, actions = self.actions }
@@ -147,6 +150,30 @@ function Live.asRequest(_, ctx, fn, ...)
   core.requestId(previous)
   runner.bindRequest(co, nil)
   return table.unpack(r, 1, r.n)
+end
+
+-- The signed-in user of a request (its context's user), or nil.
+function Live:signedIn(request)
+  local c = self.app.context and self.app.context(request)
+  return type(c) == "table" and c.user or nil
+end
+
+-- Sessions that ended (signed out, a password changed or reset): their live pages close with
+-- 4401, which the page's script turns into a visit to the sign-in page.
+function Live:signedOut(hashes)
+  local ended = {}
+  for _, h in ipairs(hashes) do ended[h] = true end
+  local closing = {}
+  for _, conn in pairs(self.conns) do
+    if conn.authSession and ended[conn.authSession] then closing[#closing + 1] = conn end
+  end
+  for _, conn in ipairs(closing) do
+    conn.open = false
+    self.conns[conn.socket] = nil
+    pcall(conn.socket.close, conn.socket, 4401, "signed out")
+    local s = conn.session
+    if s and s.conn == conn then self:endSession(s) end
+  end
 end
 
 function Live:principal(request)
@@ -625,6 +652,7 @@ local function open_connection(self, id, request, socket, mount, ready)
       end
       return
     end
+    if self.app.auth then conn.authSession = require("clank.auth.bind").session(self.app.auth, request) end
     self:attach(s, conn)
     ready(s, conn)
   end)

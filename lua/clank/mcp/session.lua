@@ -32,8 +32,12 @@ function session.randomHex(nbytes)
   return hex(core.randomBytes(nbytes))
 end
 
-local function mac(env, version, flag, nonce)
-  return hex(core.hmacSHA256(env.secret, concat({ env.contractHash, version, flag, nonce }, "\n")))
+-- principal: the app's principal for the request as text (issue 30: the signed-in user), or
+-- nil; a session made for one principal does not verify for another.
+local function mac(env, version, flag, nonce, principal)
+  local parts = { env.contractHash, version, flag, nonce }
+  if principal ~= nil then parts[5] = "principal=" .. principal end
+  return hex(core.hmacSHA256(env.secret, concat(parts, "\n")))
 end
 
 -- Equal strings of equal length, in time that does not depend on where they differ.
@@ -48,15 +52,16 @@ local function same(a, b)
   return diff == 0
 end
 
--- A new id for a client that negotiated `version` and did (or did not) declare elicitation.
-function session.create(env, version, elicit)
+-- A new id for a client that negotiated `version` and did (or did not) declare elicitation,
+-- bound to principal (text or nil).
+function session.create(env, version, elicit, principal)
   local flag = elicit and "1" or "0"
   local nonce = session.randomHex(8)
-  return concat({ version, flag, nonce, mac(env, version, flag, nonce) }, ".")
+  return concat({ version, flag, nonce, mac(env, version, flag, nonce, principal) }, ".")
 end
 
 -- The session an id stands for, { id, version, elicit }, or nil when it does not verify.
-function session.verify(env, id)
+function session.verify(env, id, principal)
   if type(id) ~= "string" then
     return nil
   end
@@ -64,7 +69,7 @@ function session.verify(env, id)
   if not version or not supported[version] or #nonce ~= 16 or #tag ~= 64 then
     return nil
   end
-  if not same(tag, mac(env, version, flag, nonce)) then
+  if not same(tag, mac(env, version, flag, nonce, principal)) then
     return nil
   end
   return { id = id, version = version, elicit = flag == "1" }

@@ -192,26 +192,67 @@ local function with_defs(json_schema, defs)
   return out
 end
 
-function tools.list(env)
+-- Who may call: the context of the request (app.context) as the bridge checks it, or nil when
+-- the app has no accounts and no action says who may call it.
+local function caller_context(env, request)
+  if request == nil or not (env.app and env.app.context and env.bridge) then return nil end
+  return env.app.context(request)
+end
+
+-- An action's auth as the manifest shows it: its own, else "user" in an app with accounts.
+local function auth_of(env, act)
+  local own = act.auth
+  if own ~= nil then return own end
+  return env.app and env.app.auth and "user" or nil
+end
+
+-- tools/call's answer when the caller may not call act (not signed in, without its role, a
+-- read token for an action that writes), else nil.
+function tools.refusal(env, request, act)
+  if auth_of(env, act) == nil then return nil end
+  local context = caller_context(env, request)
+  local allowed, _, code, message = env.bridge:allows(act, context, true)
+  if allowed then return nil end
+  return tools.failure(code, message)
+end
+
+-- tools/list for request: each action the caller may call (issue 30: a read token sees only
+-- actions that do not write), with its auth in _meta when there is one.
+function tools.list(env, request)
   local list = array()
   local to_tool = names_of(env).tool
+  local context, checked = nil, false
   for _, name in ipairs(sorted_names(env.actions)) do
-    local m = env.actions[name].manifest
-    local opts = tool_options(env, name)
-    local input = object_schema(m.inputSchema)
-    if opts and opts.defs then
-      input = with_defs(input, opts.defs)
+    local act = env.actions[name]
+    local auth = auth_of(env, act)
+    local shown = true
+    if auth ~= nil and request ~= nil and env.bridge then
+      if not checked then context, checked = caller_context(env, request), true end
+      shown = env.bridge:allows(act, context, true)
     end
-    list[#list + 1] = {
-      name = to_tool[name],
-      description = m.description,
-      inputSchema = input,
-      outputSchema = m.outputSchema and object_schema(m.outputSchema),
-      annotations = annotations[m.sideEffects](),
-      _meta = { ["clank/action"] = name },
-    }
+    if shown then
+      list[#list + 1] = tools.entry(env, name, to_tool[name], auth)
+    end
   end
   return { tools = list }
+end
+
+-- One tools/list entry.
+function tools.entry(env, name, tool_name, auth)
+  local m = env.actions[name].manifest
+  local opts = tool_options(env, name)
+  local input = object_schema(m.inputSchema)
+  if opts and opts.defs then
+    input = with_defs(input, opts.defs)
+  end
+  return {
+    name = tool_name,
+    description = m.description,
+    inputSchema = input,
+    outputSchema = m.outputSchema and object_schema(m.outputSchema),
+    annotations = annotations[m.sideEffects](),
+    _meta = { ["clank/action"] = name, ["clank/auth"] = auth },
+  }
 end
 
 --------------------------------------------------------------------------------

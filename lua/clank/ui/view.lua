@@ -10,7 +10,7 @@ local type, error, setmetatable, getmetatable, pairs, tostring =
 local M = {}
 
 local VIEW_KEYS = { name = true, description = true, props = true, render = true, load = true,
-  topics = true }
+  topics = true, auth = true }
 
 local View = { __name = "clank.View" }
 View.__index = View
@@ -80,11 +80,14 @@ function M.defineView(def)
   if def.props ~= nil and not schema.isSchema(def.props) then
     error("clank.defineView: props must be a schema", 2)
   end
+  if def.auth ~= nil and def.auth ~= "public" and def.auth ~= "user" then
+    error("clank.defineView: auth must be \"public\" or \"user\"", 2)
+  end
   local manifest = { name = def.name, description = def.description }
   if def.props then manifest.propsSchema = def.props:toJSONSchema() end
   local properties = manifest.propsSchema and manifest.propsSchema.properties
   return setmetatable({ viewManifest = manifest, props = def.props, render = def.render,
-    load = def.load, topics = def.topics,
+    load = def.load, topics = def.topics, auth = def.auth,
     takesKey = type(properties) == "table" and properties.key ~= nil }, View)
 end
 
