@@ -15,9 +15,11 @@ static const char usage[] =
     "usage: clank-run [options] app.lua|DIR\n"
     "       clank-run new NAME\n"
     "       clank-run test [DIR]\n"
+    "       clank-run users add EMAIL [--role NAME]... [--app DIR]\n"
     "\n"
     "Serves a Clank app over HTTP (DIR serves DIR/app.lua). `new NAME` writes a starter app\n"
-    "into the folder NAME; `test DIR` runs the specs under DIR/spec (default .) with busted.\n"
+    "into the folder NAME; `test DIR` runs the specs under DIR/spec (default .) with busted;\n"
+    "`users add` adds an account to the app's clank.auth (the password read from stdin).\n"
     "\n"
     "  --host HOST          address to listen on (default 127.0.0.1)\n"
     "  --allow-any-host     answer any Host (behind a proxy that checks it); by default\n"
@@ -201,6 +203,13 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
   if (argc > 1 && (!strcmp(argv[1], "new") || !strcmp(argv[1], "test"))) {
     o->command = !strcmp(argv[1], "new") ? CLANK_COMMAND_NEW : CLANK_COMMAND_TEST;
     first = 2;
+  }
+  if (argc > 1 && !strcmp(argv[1], "users")) { /* its own options: lua/clank/cli/users.lua */
+    o->command = CLANK_COMMAND_USERS;
+    o->app_path = ".";
+    o->rest_argc = argc - 2;
+    o->rest_argv = argv + 2;
+    return CLANK_OPTIONS_RUN;
   }
   if (o->command == CLANK_COMMAND_TEST) {
     /* the rest is busted's own command line */

@@ -1,7 +1,8 @@
 -- The seed's task tracker: four actions over SQLite (a file next to this one) or PostgreSQL, and
 -- a live view of them at / (its stylesheet: public/app.css, served at /assets).
 --   CLANK_TASKS_DB    a file path, or a postgres:// / postgresql:// URL (default: tasks.db here)
---   CLANK_TASKS_USER  whose tasks the requests see (default: "local")
+--   CLANK_TASKS_USER  one user for every request, without accounts (benches, single-user use);
+--                     unset, people register and sign in (clank.auth) and each sees only their own
 local clank = require "clank"
 local store = require "store" -- apps/tasks/store.lua: clank-run puts this folder on package.path
 
@@ -28,6 +29,9 @@ local function db_target()
 end
 
 local db
+
+local single_user = os.getenv("CLANK_TASKS_USER")
+if single_user == "" then single_user = nil end
 
 -- Runs store method `name`; a database failure raises (the bridge answers 500 ACTION_FAILED and
 -- logs the message; the request's timeout answers 504 TIMEOUT).
@@ -77,12 +81,20 @@ end
 
 -- The topic of a user's list: every change to it is published there, and every page showing
 -- it subscribes (clank.publish, issue 28), so other pages and agents' changes show at once.
+-- Whose tasks a request sees: the signed-in person's id (clank.auth), or CLANK_TASKS_USER.
+local function owner(ctx)
+  local user = ctx.user
+  if type(user) == "table" then return "user:" .. tostring(user.id) end
+  return user
+end
+
 local function user_topic(ctx)
-  return "tasks:" .. ctx.user:gsub("[^%w_.:/-]", "_")
+  return "tasks:" .. owner(ctx):gsub("[^%w_.:/-]", "_")
 end
 
 local function authorized(_, ctx)
-  return type(ctx.user) == "string" and ctx.user ~= ""
+  local who = owner(ctx)
+  return type(who) == "string" and who ~= ""
 end
 
 -- Neither database can keep a NUL character in text (the schema lets JSON's \u0000 through).
@@ -134,7 +146,7 @@ local createTask = clank.defineAction {
     if estimate == null then
       estimate = nil
     end
-    local task = call("create", ctx.user, {
+    local task = call("create", owner(ctx), {
       title = input.title, priority = input.priority, estimate = estimate, tags = input.tags,
     })
     return { id = task.id, created = true }
@@ -152,7 +164,7 @@ local listTasks = clank.defineAction {
   authorize = authorized,
   handler = function(input, ctx)
     local tasks = array()
-    for i, t in ipairs(call("list", ctx.user, input.includeArchived == true)) do
+    for i, t in ipairs(call("list", owner(ctx), input.includeArchived == true)) do
       tasks[i] = task_output(t)
     end
     return { tasks = tasks }
@@ -169,7 +181,7 @@ local completeTask = clank.defineAction {
   authorize = authorized,
   publishes = function(_, _, ctx) return user_topic(ctx) end,
   handler = function(input, ctx)
-    if not call("complete", ctx.user, input.id) then
+    if not call("complete", owner(ctx), input.id) then
       not_found()
     end
     return { id = input.id, completed = true }
@@ -186,7 +198,7 @@ local archiveTask = clank.defineAction {
   authorize = authorized,
   publishes = function(_, _, ctx) return user_topic(ctx) end,
   handler = function(input, ctx)
-    if not call("archive", ctx.user, input.id) then
+    if not call("archive", owner(ctx), input.id) then
       not_found()
     end
     return { id = input.id, archived = true }
@@ -293,6 +305,7 @@ end
 local TaskList = clank.defineView {
   name = "tasks",
   description = "Your tasks: add, complete and archive them.",
+  auth = "user", -- signed in (or CLANK_TASKS_USER's single user): others go to the sign-in page
   -- Per view session: the list as last read, the add form, a runner per row action.
   -- the list of this user's topic: a change made anywhere re-loads it
   topics = function(_, ctx) return { user_topic(ctx) } end,
@@ -303,6 +316,7 @@ local TaskList = clank.defineView {
     end
     local d
     d = {
+      email = type(load_ctx.user) == "table" and load_ctx.user.email or nil,
       tasks = signal.signal(array()),
       listError = signal.signal(nil),
       actionError = signal.signal(nil),
@@ -386,6 +400,9 @@ local TaskList = clank.defineView {
     return h.main({ class = "app" },
       h.header({ class = "app-header" },
         h.h1(nil, "Tasks"),
+        d.email and h.form({ class = "account", method = "post", action = "/__clank/auth/logout" },
+          h.span({ class = "account-email", agentId = "account" }, d.email), " ",
+          h.button({ type = "submit", class = "button ghost", agentId = "sign-out" }, "Sign out")),
         h.p({ class = "summary", agentId = "summary" },
           #tasks == 0 and "Nothing to do yet."
             or plural(#tasks - done, "open task", "open tasks") .. " \u{b7} " .. done .. " done")),
@@ -420,9 +437,10 @@ return clank.app {
   version = "1.0.0",
   actions = { createTask, listTasks, completeTask, archiveTask },
   views = { TaskList },
-  context = function(request) -- luacheck: no unused args
-    return { user = os.getenv("CLANK_TASKS_USER") or "local" }
-  end,
+  -- people and their agents sign in (the accounts live in the tasks' own database), unless one
+  -- user is given
+  auth = not single_user and clank.auth { db = db_target() } or nil,
+  context = single_user and function() return { user = single_user } end or nil,
   -- public/ next to this file, also when another app file loads this one (spec/fixtures/apps/mcp_tasks)
   static = { ["/assets"] = here:sub(1, 1) == "/" and here .. "/public" or "public" },
   page = { stylesheets = { "/assets/app.css" } },

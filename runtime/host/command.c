@@ -1,4 +1,4 @@
-/* clank-run new and clank-run test (SPEC §16): runs the runtime's Lua
+/* clank-run new, clank-run test (SPEC §16) and clank-run users (issue 30): runs the runtime's Lua
    script for the command (lua/clank/cli/) in a Lua state of its own, which it
    owns and closes, with clank-run's modules. */
 #include "host/command.h"
@@ -91,7 +91,9 @@ int clank_command_main(const clank_options_t *o) {
   clank_find_lua_dir(lua_dir, sizeof lua_dir);
   clank_prepend_lua_dir(L, lua_dir);
   lua_pushcfunction(L, run_script);
-  lua_pushstring(L, o->command == CLANK_COMMAND_NEW ? "clank.cli.new" : "clank.cli.test");
+  lua_pushstring(L, o->command == CLANK_COMMAND_NEW     ? "clank.cli.new"
+                    : o->command == CLANK_COMMAND_USERS ? "clank.cli.users"
+                                                        : "clank.cli.test");
   lua_pushstring(L, lua_dir);
   lua_pushlightuserdata(L, (void *)o);
   int code;

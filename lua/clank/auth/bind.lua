@@ -1,7 +1,7 @@
 -- An app's accounts (clank.app { auth = clank.auth { ... } }, issue 30) bound to the rest of the
--- runtime: the context every action, route, view and MCP call gets (ctx.user, ctx.credential),
--- the default principal that binds view sessions and MCP sessions to the user, the handler of
--- /__clank/auth/..., and the note every worker and instance gets when sessions end, so that
+-- runtime: the context every action, route, view and MCP call gets (ctx.user, ctx.credential,
+-- and request.user), the default principal that binds view sessions and MCP sessions to the
+-- user, the handler of /__clank/auth/..., and the note every worker and instance gets when sessions end, so that
 -- their live pages close.
 local pubsub = require "clank.pubsub"
 
@@ -29,6 +29,7 @@ function M.context(a, appContext)
     end
     ctx.user = user or nil
     ctx.credential = credential and { kind = credential.kind, scope = credential.scope } or nil
+    if type(request) == "table" then request.user = user or nil end -- routes read it there too
     return ctx
   end
 end
