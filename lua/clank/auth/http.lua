@@ -283,7 +283,7 @@ local INVALID_TOKEN = "This reset link is not valid: it was used already, it exp
 local SENT = "If an account exists for that email, a link to choose a new password was sent to it."
 
 local function reset_form(c)
-  local token = c.request.query and c.request.query.token
+  local token = c.query.token
   if token == nil then return show(c, "reset") end
   if not secrets.isReset(token) or not store.openReset(c.auth.db, secrets.hash(token), c.auth.clock()) then
     return fail(c, 400, "INVALID_TOKEN", INVALID_TOKEN, { page = "reset" })
@@ -295,12 +295,10 @@ end
 local function reset_url(c, token)
   local base = c.auth.baseUrl
   if not base then
-    local host = header(c.request, "host")
-    if host and find(host, "^[%w%.%-]+:?%d*$") or (host and find(host, "^%[[%x:%.]+%]:?%d*$")) then
-      base = (c.request.scheme == "https" and "https://" or "http://") .. host
-    else
-      base = ""
-    end
+    -- a host name or [IPv6], and a port: nothing that could carry the link elsewhere
+    local host = header(c.request, "host") or ""
+    local ok = find(host, "^[%w%.%-]+:?%d*$") or find(host, "^%[[%x:%.]+%]:?%d*$")
+    base = ok and ((c.request.scheme == "https" and "https://" or "http://") .. host) or ""
   end
   return base .. PREFIX .. "reset?token=" .. token
 end
@@ -479,7 +477,8 @@ end
 
 function M.handle(auth, request)
   local query = type(request.query) == "table" and request.query or {}
-  local c = { auth = auth, request = request, json = wants_json(request), next = input.next(query.next, nil) }
+  local c = { auth = auth, request = request, query = query, json = wants_json(request),
+    next = input.next(query.next, nil) }
   local ok, answer = pcall(dispatch, c)
   if not ok then
     local shown, page = pcall(crashed, c, answer)
