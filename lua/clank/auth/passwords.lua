@@ -44,10 +44,12 @@ local function verify(stored, pw)
 end
 
 -- verify(auth, stored, pw) → whether pw is the password of stored (nil: no such user; the
--- answer is false, as slowly as for a user).
+-- answer is false, as slowly as for a user). The dummy hash is made before the first verify
+-- either way, so that first answer does not tell either.
 function M.verify(auth, stored, pw)
+  local fallback = dummy(auth)
   if stored == nil then
-    verify(dummy(auth), pw)
+    verify(fallback, pw)
     return false
   end
   return verify(stored, pw)

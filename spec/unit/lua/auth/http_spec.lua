@@ -174,6 +174,18 @@ describe("clank.auth handle", function()
         -- the same parameters: the same "$argon2id$v=19$m=...,t=...,p=...$" head
         assert.are.equal(real:match("^(%$argon2id%$[^$]*%$[^$]*%$)"), dummy:match("^(%$argon2id%$[^$]*%$[^$]*%$)"))
       end)
+      it_runs("makes its dummy hash before the first verify, for a known email too", function()
+        a:addUser("ada@example.com", PASSWORD)
+        local hash = spy.on(password, "hash")
+        local ok = pcall(function()
+          login("ada@example.com", "guess")
+          login("ada@example.com", "guess")
+          login("nobody@example.com", "guess")
+        end)
+        password.hash:revert()
+        assert.is_true(ok)
+        assert.spy(hash).was.called(1) -- the dummy's, once, at the first sign-in
+      end)
     end)
 
     describe("input", function()
