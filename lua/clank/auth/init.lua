@@ -7,6 +7,21 @@
 -- guessing limits' counts live in the app's database (tables clank_*, made by the runtime's
 -- migrations, recorded in clank_auth_migrations); passwords are Argon2id (clank.password).
 --
+--   auth:authenticate(request) → user { id, email, roles (a JSON array), epoch }, credential
+--     { kind = "session", hash } or { kind = "token", id, scope = "read"|"write" }, or nil.
+--     A session's hash is the SHA-256 hex of the cookie's text (clank_session=<that text>).
+--   auth:handle(request) → { status, headers, body } (set-cookie among the headers).
+--   auth:addUser(email, password, roles?) → user; auth:endSessions(userId, exceptHash?).
+--   auth.onEnded: functions called as fn(hashes, userId) after sessions ended and the change
+--     committed: sign-out, a sign-in replacing the request's session, a password change (every
+--     session of the user, this browser's old one too: it gets a new id), a reset, an expired
+--     session found by authenticate, endSessions. What one raises is logged.
+--   auth:ready(): the migrations, once (every method runs it first).
+--
+-- Options beyond the documented ones: baseUrl (the origin reset links start with; without
+-- it, the request's scheme and Host header, which a client chooses: set it in production)
+-- and passwordParams (clank.password's { opslimit, memlimit }, for tests).
+--
 -- Files: init.lua (options, the Auth object), sessions.lua (who a request is, cookies),
 -- http.lua (the endpoints), pages.lua (their HTML), store.lua (the SQL), limits.lua (guessing
 -- limits), passwords.lua (hashing), secrets.lua (random ids and tokens), input.lua (what
