@@ -45,7 +45,7 @@ button:hover { background: #1158c7; }
   border: 1px solid #ff8182; border-radius: 6px;
 }
 nav { margin-top: 1.5rem; text-align: center; font-size: .9rem; }
-nav a { margin: 0 .5rem; color: #0969da; }
+nav a { display: inline-block; margin: .25rem .5rem; color: #0969da; white-space: nowrap; }
 ]]
 
 -- ---- the default pages ----
