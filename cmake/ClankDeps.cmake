@@ -9,6 +9,8 @@ pkg_check_modules(SSL REQUIRED libssl)
 pkg_check_modules(SQLITE3 REQUIRED sqlite3)
 # clank.db's PostgreSQL driver (SPEC §12): libpq in non-blocking mode.
 pkg_check_modules(PQ REQUIRED libpq)
+# clank.password: Argon2id (crypto_pwhash).
+pkg_check_modules(SODIUM REQUIRED libsodium)
 pkg_check_modules(LLHTTP libllhttp>=9.2)
 if(NOT LLHTTP_FOUND)
   message(FATAL_ERROR "llhttp >= 9.2 was not found. Debian 12 ships only 8.1, which "

@@ -25,5 +25,5 @@ set(CPACK_DEBIAN_PACKAGE_SECTION web)
 # What clank-run and clank.so link, and busted for `clank-run test` (Debian 12, with
 # libllhttp9.2 from trixie as vendor/deps.sh pins it).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-  "liblua5.4-0, libuv1, libwslay1, libllhttp9.2, libssl3, libsqlite3-0, libpq5, lua-busted")
+  "liblua5.4-0, libuv1, libwslay1, libllhttp9.2, libssl3, libsqlite3-0, libpq5, libsodium23, lua-busted")
 include(CPack)

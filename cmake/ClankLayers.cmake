@@ -33,7 +33,7 @@ function(clank_layer name)
   target_compile_options(clank_${name} PRIVATE -fno-plt)
   target_include_directories(clank_${name} PRIVATE ${dir} ${LUA_INCLUDE_DIRS}
     ${LIBUV_INCLUDE_DIRS} ${SQLITE3_INCLUDE_DIRS} ${PQ_INCLUDE_DIRS} ${LLHTTP_INCLUDE_DIRS}
-    ${SSL_INCLUDE_DIRS})
+    ${SSL_INCLUDE_DIRS} ${SODIUM_INCLUDE_DIRS})
   target_compile_definitions(clank_${name} PRIVATE _POSIX_C_SOURCE=200809L
     CLANK_VERSION="${PROJECT_VERSION}")
   clank_warnings(clank_${name})

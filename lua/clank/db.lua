@@ -258,25 +258,45 @@ local function describe(sql)
   return line
 end
 
+-- The advisory lock key of a migrations table on PostgreSQL: clank_migrations keeps the key it
+-- always had; another table's is derived from its name, so the app's migrations and the
+-- runtime's (clank_auth_migrations) never wait for each other.
+local DEFAULT_TABLE = "clank_migrations"
+local function lock_key(name)
+  if name == DEFAULT_TABLE then return 7231650146915447 end
+  return (string.unpack(">i8", sha256("clank.db.migrate\0" .. name)))
+end
+
 -- Applies each statement once, in order, recorded by position with its
--- checksum in clank_migrations, under a lock (BEGIN IMMEDIATE on SQLite,
--- pg_advisory_xact_lock on PostgreSQL): workers starting together apply each
--- once. A recorded migration whose text changed is an error naming it.
-function Db:migrate(list)
+-- checksum in clank_migrations (or opts.table: a list of migrations of its
+-- own, such as the runtime's), under a lock (BEGIN IMMEDIATE on SQLite,
+-- pg_advisory_xact_lock on PostgreSQL, a key per table): workers starting
+-- together apply each once. A recorded migration whose text changed is an
+-- error naming it.
+function Db:migrate(list, opts)
   if type(list) ~= "table" then error("clank.db: migrate expects a list of SQL strings", 2) end
   for i = 1, #list do
     if type(list[i]) ~= "string" then
       error("clank.db: migration " .. i .. " must be SQL text", 2)
     end
   end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("clank.db: migrate's options must be a table", 2)
+  end
+  local name = opts and opts.table or DEFAULT_TABLE
+  if type(name) ~= "string" or not name:find("^[%a_][%w_]*$") then
+    error("clank.db: migrate's table must be a name of letters, digits and _, got " ..
+      tostring(name), 2)
+  end
   return self:transaction(function(tx)
     if self.kind == "postgres" then
-      tx:exec("SELECT pg_advisory_xact_lock(7231650146915447)")
+      tx:exec("SELECT pg_advisory_xact_lock($1)", lock_key(name))
     end
-    tx:exec("CREATE TABLE IF NOT EXISTS clank_migrations (position INTEGER PRIMARY KEY, " ..
+    -- name is checked above: the only text spliced into these statements
+    tx:exec("CREATE TABLE IF NOT EXISTS " .. name .. " (position INTEGER PRIMARY KEY, " ..
       "checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
     local recorded = {}
-    for _, row in ipairs(tx:query("SELECT position, checksum FROM clank_migrations")) do
+    for _, row in ipairs(tx:query("SELECT position, checksum FROM " .. name)) do
       recorded[math.tointeger(row.position) or row.position] = row.checksum
     end
     local applied = 0
@@ -290,7 +310,7 @@ function Db:migrate(list)
         end
       else
         tx:exec(list[i])
-        tx:exec("INSERT INTO clank_migrations (position, checksum, applied_at) VALUES ($1, $2, $3)",
+        tx:exec("INSERT INTO " .. name .. " (position, checksum, applied_at) VALUES ($1, $2, $3)",
           i, sum, os.date("!%Y-%m-%dT%H:%M:%SZ"))
         applied = applied + 1
       end

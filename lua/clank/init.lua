@@ -34,4 +34,15 @@ local clank = {
   createForm = ui.createForm,
 }
 
-return clank
+-- Loaded on first use: clank.auth (sign-in, issue 30) pulls in clank.password and the pages.
+local lazy = { auth = "clank.auth" }
+
+return setmetatable(clank, {
+  __index = function(t, key)
+    local name = lazy[key]
+    if name == nil then return nil end
+    local module = require(name)
+    rawset(t, key, module)
+    return module
+  end,
+})

@@ -107,6 +107,25 @@ void clank_abort_resolve(lua_State *L) {
   lua_pop(L, 1);
 }
 
+int clank_abort_push_current(lua_State *L) {
+  clank_task_t *t = clank_task_of(L);
+  if (t) clank_task_hold_signal(t); /* an action's handler without ctx: its holder now */
+  if (t && t->signal_ref == 0 && t->wants_signal) {
+    /* A route's first wait: the request's signal is made now. It has no
+       deadline. */
+    clank_abort_push(L);
+    lua_pushvalue(L, -1);
+    t->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    t->signal_lazy = 1;
+  } else if (t && t->signal_ref > 0) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->signal_ref);
+    clank_abort_resolve(L); /* a bridge's request holds its signal in its ctx */
+  } else {
+    lua_pushnil(L);
+  }
+  return t && t->signal_ref > 0 && !t->signal_lazy;
+}
+
 void clank_abort_fire(lua_State *L, int idx, const char *reason) {
   idx = lua_absindex(L, idx);
   if (lua_istable(L, idx)) { /* a holder */

@@ -20,4 +20,12 @@ void clank_abort_fire(lua_State *L, int idx, const char *reason);
    left as it is. */
 void clank_abort_resolve(lua_State *L);
 
+/* Pushes the running task's signal, the one the runtime's waits watch: a
+   request's ctx.signal, which an action's task inherits; a route's, made now
+   at its first asking (its driver aborts it when the client goes away); or
+   nil outside a task or in one without a signal (clank.spawn's). Returns 1
+   when the signal aborts at a deadline of its own (an action's, at its
+   timeout), else 0. clank.core.currentSignal, and C waits (clank.password). */
+int clank_abort_push_current(lua_State *L);
+
 #endif

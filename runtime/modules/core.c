@@ -164,25 +164,11 @@ static int core_array(lua_State *L) {
 }
 
 /* clank.core.currentSignal() → the running task's abort signal (a request's
-   ctx.signal, which an action's task inherits), or nil. For clank.db. */
+   ctx.signal, which an action's task inherits), or nil; and whether it aborts
+   at a deadline of its own (an action's, at its timeout). For clank.db and
+   clank.fetch. */
 static int core_current_signal(lua_State *L) {
-  clank_task_t *t = clank_task_of(L);
-  if (t) clank_task_hold_signal(t); /* an action's handler without ctx: its holder now */
-  if (t && t->signal_ref == 0 && t->wants_signal) {
-    /* A route's first wait: the request's signal is made now; its driver
-       aborts it when the client goes away. It has no deadline. */
-    clank_abort_push(L);
-    lua_pushvalue(L, -1);
-    t->signal_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    t->signal_lazy = 1;
-  } else if (t && t->signal_ref > 0) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->signal_ref);
-    clank_abort_resolve(L); /* a bridge's request holds its signal in its ctx */
-  } else {
-    lua_pushnil(L);
-  }
-  /* 2: whether the signal aborts at a deadline of its own (an action's, at its timeout) */
-  lua_pushboolean(L, t && t->signal_ref > 0 && !t->signal_lazy);
+  lua_pushboolean(L, clank_abort_push_current(L));
   return 2;
 }
 

@@ -11,6 +11,7 @@
 #include "io/db_sqlite.h"
 #include "io/fetch.h"
 #include "io/multipart.h"
+#include "io/password.h"
 #include "render/render_internal.h"
 
 #include <lauxlib.h>
@@ -26,6 +27,7 @@ static const luaL_Reg clank_modules[] = {{"clank.core", luaopen_clank_core},
                                          {"clank.db.postgres", luaopen_clank_db_postgres},
                                          {"clank.fetch.core", luaopen_clank_fetch_core},
                                          {"clank.multipart", luaopen_clank_multipart},
+                                         {"clank.password", luaopen_clank_password},
                                          {NULL, NULL}};
 
 void clank_preload_modules(lua_State *L) {

@@ -456,6 +456,26 @@ describe("clank.db.postgres", function()
     assert.truthy(tostring(err2):find("several hosts", 1, true), tostring(err2))
   end)
 
+  it("migrates through clank.db into the table { table = name } names, under a lock of its own",
+    function()
+      local db = clank.db.open(URL)
+      local suffix = ("%d_%d"):format(os.time(), math.random(1, 1e9))
+      local name, t = "spec_migrations_" .. suffix, "spec_migrated_" .. suffix
+      local list = { "CREATE TABLE " .. t .. " (id INTEGER PRIMARY KEY)",
+        "CREATE INDEX " .. t .. "_id ON " .. t .. " (id)" }
+      local out = in_handler(function()
+        local counts = {}
+        all_of(2, function(i) counts[i] = db:migrate(list, { table = name }) end)
+        local rows = db:query("SELECT position FROM " .. name .. " ORDER BY position")
+        db:exec("DROP TABLE " .. t)
+        db:exec("DROP TABLE " .. name)
+        return { total = counts[1] + counts[2], rows = rows }
+      end)
+      assert.are.equal(2, out.total)
+      assert.are.same({ { position = 1 }, { position = 2 } }, out.rows)
+      db:close()
+    end)
+
   it("returns CLOSED from a closed pool", function()
     local pool = new_pool()
     pool:close()

@@ -294,6 +294,31 @@ describe("clank.db", function()
       db:close()
     end)
 
+    it("keeps a list of its own in the table { table = name } names", function()
+      local db = clank.db.open(new_path())
+      local out = in_handler(function()
+        local app = db:migrate { A }
+        local own = db:migrate({ B, C }, { table = "clank_auth_migrations" })
+        local again = db:migrate({ B, C }, { table = "clank_auth_migrations" })
+        return { app = app, own = own, again = again,
+          app_rows = db:one("SELECT count(*) AS n FROM clank_migrations").n,
+          own_rows = db:query("SELECT position FROM clank_auth_migrations ORDER BY position") }
+      end)
+      assert.are.same({ app = 1, own = 2, again = 0, app_rows = 1,
+        own_rows = { { position = 1 }, { position = 2 } } }, out)
+      db:close()
+    end)
+
+    it("raises for a table name that is not letters, digits and _", function()
+      local db = clank.db.open(new_path())
+      for _, name in ipairs { "a b", "x; DROP TABLE t", "1abc", "", 7 } do
+        local err = raised(db.migrate, db, { A }, { table = name })
+        assert.truthy(tostring(err):find("migrate's table must be a name", 1, true), tostring(err))
+      end
+      assert.truthy(tostring(raised(db.migrate, db, { A }, "t")):find("options must be a table", 1, true))
+      db:close()
+    end)
+
     it("applies each migration once when two run at the same time", function()
       local path = new_path()
       local db1, db2 = clank.db.open(path, { pool = 2 }), clank.db.open(path, { pool = 3 })
