@@ -67,7 +67,7 @@ function M.app(path, opts)
   add_path(folder_of(path))
   local chunk, err = loadfile(path)
   if not chunk then error("clank.test.app: " .. tostring(err), 2) end
-  local app = chunk()
+  local app = run(chunk) -- as clank-run loads it: its top-level code may wait (clank.db)
   local mt = type(app) == "table" and getmetatable(app)
   if not (mt and mt.__name == "clank.App") then
     error("clank.test.app: " .. path .. " must return clank.app { ... }", 2)

@@ -306,6 +306,7 @@ end
 
 -- Runs a short-lived clank-run: server.run({ "--version" }, { env = {...} })
 -- returns exit code, stdout, stderr. Bounded by `timeout` (exit 124 when hit).
+-- opts.stdin: what it reads on standard input (else nothing);
 -- opts.binary: another clank-run than $CLANK_RUN (a copy elsewhere); opts.cwd: the folder it
 -- runs in.
 function server.run(args, opts)
@@ -322,7 +323,15 @@ function server.run(args, opts)
   end
   -- the status goes through a file: under LD_PRELOAD=libasan the wrapping
   -- shell's own exit status could be LeakSanitizer's, not clank-run's
-  local cmd = table.concat(words, " ") .. " </dev/null >" .. quote(out_path) .. " 2>" .. quote(err_path)
+  local in_path = "/dev/null"
+  if opts.stdin then -- what the command reads on its standard input
+    in_path = base .. ".in"
+    local f = assert(io.open(in_path, "wb"))
+    f:write(opts.stdin)
+    f:close()
+  end
+  local cmd = table.concat(words, " ") .. " <" .. quote(in_path) .. " >" .. quote(out_path) .. " 2>"
+    .. quote(err_path)
     .. "; echo $? >" .. quote(status_path)
   if opts.cwd then cmd = "cd " .. quote(opts.cwd) .. " && " .. cmd end
   os.execute(cmd)
@@ -331,6 +340,7 @@ function server.run(args, opts)
   os.remove(out_path)
   os.remove(err_path)
   os.remove(status_path)
+  if opts.stdin then os.remove(in_path) end
   os.remove(base)
   check_sanitizers(stderr)
   return code, stdout, stderr
