@@ -517,7 +517,8 @@ describe('the tasks page when the database cannot be opened', () => {
     const dir = mkdtempSync(join(tmpdir(), 'clank-tasks-nodb-'));
     server = await startServer({
       app: join(TASKS_APP, 'app.lua'),
-      env: { CLANK_TASKS_DB: join(dir, 'missing/folder/tasks.db') },
+      // one user without accounts: the list's own failure, not the sign-in's, is what is shown
+      env: { CLANK_TASKS_DB: join(dir, 'missing/folder/tasks.db'), CLANK_TASKS_USER: 'browser-spec' },
       cleanup: dir,
     });
   });
