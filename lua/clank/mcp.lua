@@ -95,9 +95,15 @@ local function elicitation_declared(params)
   return next(e) == nil or e.form ~= nil -- {} means form mode (2025-06-18)
 end
 
--- The app's principal for a request as text (issue 30: with accounts, the signed-in user's id),
--- or nil: MCP sessions are bound to it.
+-- The app's principal for a request as text, or nil: MCP sessions are bound to it. With
+-- accounts (issue 30), the signed-in user's id and epoch, so that a password change or reset,
+-- which ends the user's sessions, ends their MCP sessions too (their clients initialize again).
 local function principal_of(env, request)
+  local auth = env.app and env.app.auth
+  if auth and not env.app.ownPrincipal then
+    local user = auth:authenticate(request)
+    return user and (tostring(user.id) .. ":" .. tostring(user.epoch)) or nil
+  end
   local fn = env.app and env.app.principal
   if not fn then return nil end
   local p = fn(request)

@@ -63,6 +63,7 @@ function M.app(out, def)
   local a = def.auth
   out.context = M.context(a, def.context)
   out.principal = def.principal or M.principal(a)
+  out.ownPrincipal = def.principal ~= nil -- then MCP sessions are bound to it alone
   local hooks = a.onEnded
   local known = false
   for _, fn in ipairs(hooks) do known = known or fn == announce end

@@ -102,6 +102,26 @@ describe("clank.auth limits", function()
       assert.are.equal(200, login("ada@example.com", PASSWORD, nil).status)
     end)
 
+    it_runs("holds against 1,000 sign-ins from one address and from many against one account", function()
+      a:addUser("ada@example.com", PASSWORD)
+      local refused = 0
+      for i = 1, 1000 do -- one address, many accounts, then ada's right password
+        local r = login("spray" .. i .. "@example.com", "wrong", "203.0.113.20")
+        if r.status == 429 then refused = refused + 1 else assert.are.equal(401, r.status) end
+      end
+      assert.are.equal(950, refused)
+      assert.are.equal(429, login("ada@example.com", PASSWORD, "203.0.113.20").status)
+      refused = 0
+      for i = 1, 1000 do -- many addresses, one account
+        local r = login("ada@example.com", "guess " .. i, "198.18." .. (i // 250) .. "." .. (i % 250))
+        if r.status == 429 then refused = refused + 1 else assert.are.equal(401, r.status) end
+      end
+      assert.are.equal(990, refused)
+      local r = login("ada@example.com", PASSWORD, "192.0.2.99")
+      assert.are.equal(429, r.status)
+      assert.is_nil(r.headers["set-cookie"])
+    end)
+
     it_runs("forgets an account's failures when it signs in", function()
       a:addUser("ada@example.com", PASSWORD)
       fail(9, "ada@example.com")
