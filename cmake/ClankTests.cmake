@@ -75,6 +75,10 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
   add_test(NAME mcp/sdk COMMAND ${NODE} --test spec/mcp/tasks.test.mjs
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(mcp/sdk PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
+  # the same client with accounts: API tokens, scopes, revocation, sessions bound to a person
+  add_test(NAME mcp/accounts COMMAND ${NODE} --test spec/mcp/accounts.test.mjs
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(mcp/accounts PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
 endif()
 
 # The official MCP conformance suite's server scenarios (SPEC §6) against apps/conformance
