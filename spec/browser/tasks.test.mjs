@@ -517,7 +517,9 @@ describe('the tasks page when the database cannot be opened', () => {
     const dir = mkdtempSync(join(tmpdir(), 'clank-tasks-nodb-'));
     server = await startServer({
       app: join(TASKS_APP, 'app.lua'),
-      env: { CLANK_TASKS_DB: join(dir, 'missing/folder/tasks.db') },
+      // one user, as in the other specs here: with accounts, the sign-in check itself needs
+      // the database (accounts.test.mjs is the page with accounts)
+      env: { CLANK_TASKS_DB: join(dir, 'missing/folder/tasks.db'), CLANK_TASKS_USER: 'browser-spec' },
       cleanup: dir,
     });
   });
