@@ -2,7 +2,7 @@
 -- elements and rendered into a small page of their own (a centered card, its style inline,
 -- the live pages' content security policy). An app replaces any of them with
 -- `pages = { <name> = view or function(props) → element }`; props are
--- { error?, email?, next, registration = "open"|"closed", token? }.
+-- { error?, email?, next, registration = "open"|"closed", token?, passwordMinLength }.
 local element = require "clank.ui.element"
 local render = require "clank.ui.render"
 local page = require "clank.live.page"
@@ -33,7 +33,8 @@ input {
   display: block; width: 100%; margin-top: .25rem; padding: .5rem .75rem;
   font: inherit; font-weight: 400; border: 1px solid #8c959f; border-radius: 6px;
 }
-input:focus, button:focus { outline: 2px solid #0969da; outline-offset: 1px; }
+input:focus { outline: 2px solid #0969da; outline-offset: 1px; border-color: #0969da; }
+button:focus-visible, a:focus-visible { outline: 2px solid #0969da; outline-offset: 2px; }
 button {
   display: block; width: 100%; margin-top: 1.5rem; padding: .6rem;
   font: inherit; font-weight: 600; color: #fff; background: #1f6feb;
@@ -44,6 +45,7 @@ button:hover { background: #1158c7; }
   padding: .75rem; color: #82071e; background: #ffebe9;
   border: 1px solid #ff8182; border-radius: 6px;
 }
+.hint { margin: -.75rem 0 1rem; font-size: .875rem; color: #59636e; }
 nav { margin-top: 1.5rem; text-align: center; font-size: .9rem; }
 nav a { display: inline-block; margin: .25rem .5rem; color: #0969da; white-space: nowrap; }
 ]]
@@ -57,18 +59,47 @@ local function path(name, next)
   end)
 end
 
+-- The form's error, above it; every field names it as its description (aria-describedby), so
+-- the field focused when the page comes back reads it too.
+local ERROR_ID = "auth-error"
+
 local function error_line(props)
-  if props.error then return h.p({ className = "error", role = "alert" }, props.error) end
+  if props.error then return h.p({ className = "error", id = ERROR_ID, role = "alert" }, props.error) end
+end
+
+-- aria-describedby: the error when there is one, then the field's hint.
+local function described(props, hint)
+  local ids = {}
+  if props.error then ids[#ids + 1] = ERROR_ID end
+  ids[#ids + 1] = hint
+  return #ids > 0 and concat(ids, " ") or nil
 end
 
 local function email_field(props)
   return h.label(nil, "Email", h.input { type = "email", name = "email", value = props.email or "",
-    autocomplete = "email", required = true, maxlength = 254, autofocus = props.email == nil })
+    autocomplete = "email", required = true, maxlength = 254, autofocus = props.email == nil,
+    ["aria-describedby"] = described(props) })
 end
 
-local function password_field(label, name, autocomplete, autofocus)
+local function password_field(props, label, name, autocomplete, autofocus)
   return h.label(nil, label, h.input { type = "password", name = name, autocomplete = autocomplete,
-    required = true, autofocus = autofocus })
+    required = true, autofocus = autofocus, ["aria-describedby"] = described(props) })
+end
+
+-- A password to set (its field and its hint, a list): the rule said under it before anyone
+-- breaks it, and checked by the browser too (minlength counts UTF-16 units, never fewer than
+-- the server's characters).
+local HINT_ID = "password-hint"
+
+local function new_password_field(props, label, autofocus)
+  local min = props.passwordMinLength
+  return {
+    h.label(nil, label, h.input { type = "password", name = "password",
+      autocomplete = "new-password", required = true, autofocus = autofocus, minlength = min,
+      ["aria-describedby"] = described(props, min and HINT_ID) }),
+    min and h.p({ className = "hint", id = HINT_ID },
+      format("At least %d %s.", min, min == 1 and "character" or "characters")),
+  }
 end
 
 local function form(name, props, ...)
@@ -99,7 +130,7 @@ function DEFAULT.login(props)
     error_line(props),
     form("login", props,
       email_field(props),
-      password_field("Password", "password", "current-password", props.email ~= nil),
+      password_field(props, "Password", "password", "current-password", props.email ~= nil),
       h.button({ type = "submit" }, "Sign in")),
     links(props, "register", "reset"))
 end
@@ -116,7 +147,7 @@ function DEFAULT.register(props)
     error_line(props),
     form("register", props,
       email_field(props),
-      password_field("Password", "password", "new-password", props.email ~= nil),
+      new_password_field(props, "Password", props.email ~= nil),
       h.button({ type = "submit" }, "Create account")),
     links(props, "login"))
 end
@@ -138,7 +169,7 @@ function DEFAULT.newPassword(props)
     error_line(props),
     form("reset", props,
       h.input { type = "hidden", name = "token", value = props.token or "" },
-      password_field("New password", "password", "new-password", true),
+      new_password_field(props, "New password", true),
       h.button({ type = "submit" }, "Set the password")),
     links(props, "login"))
 end
@@ -156,8 +187,8 @@ function DEFAULT.password(props)
     h.h1(nil, "Change your password"),
     error_line(props),
     form("password", props,
-      password_field("Current password", "current", "current-password", true),
-      password_field("New password", "password", "new-password", false),
+      password_field(props, "Current password", "current", "current-password", true),
+      new_password_field(props, "New password", false),
       h.button({ type = "submit" }, "Change password")))
 end
 
@@ -193,6 +224,7 @@ end
 -- show(auth, name, props, status, headers?) → the page name (the app's, else the default).
 function M.show(auth, name, props, status, headers)
   local view = auth.pages[name] or DEFAULT[name]
+  props.passwordMinLength = auth.passwordMinLength
   return respond(status, M.TITLES[name], render.render(view(props)), headers)
 end
 

@@ -24,13 +24,15 @@ local trace, describe = errors.trace, errors.describe
 -- ---- the page ----
 
 -- A view with auth = "user" to someone not signed in: with app.auth, 303 to its sign-in page,
--- which comes back here (next); without, 401.
+-- which comes back here (next); without, 401. next is escaped as a query value the way the
+-- page's script (encodeURIComponent) and clank.auth's own redirects escape it, "/" too, so
+-- every way to the sign-in page names the same address.
 local function sign_in_first(live, request, opts, csp)
   if not live.app.auth then
     return page.errorPage(401, "Sign in first", { "This page is for signed-in users." }, opts, csp)
   end
   local next_url = request.url or request.path or "/"
-  local escaped = next_url:gsub("[^%w%-._~/]", function(c) return ("%%%02X"):format(c:byte()) end)
+  local escaped = next_url:gsub("[^%w%-._~]", function(c) return ("%%%02X"):format(c:byte()) end)
   return { status = 303, body = "", headers = {
     location = "/__clank/auth/login?next=" .. escaped, ["cache-control"] = "no-store" } }
 end
