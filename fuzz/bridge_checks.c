@@ -19,7 +19,9 @@
    value), x-rules-max-bytes (a number; 65536 without), x-rules-allowed-origin
    (repeatable, allowedOrigins), x-rules-public-origin (--public-origin),
    x-rules-confirm (an action's name, repeatable: it requires confirmation),
-   x-rules-views (has_views for the reserved paths).
+   x-rules-user (an action's name, repeatable: it needs a signed-in user,
+   so its confirmation is left to the run), x-rules-views (has_views for
+   the reserved paths).
 
    The bridge's actions are fixed: tasks.create, tasks.delete (requires
    confirmation), A, a+b, "a b", é and %41 (a name with a % in it).
@@ -42,14 +44,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef clank_bridge_span_t span_t;
 
 static const char *const step_names[] = {
-    "PASS",      "MANIFEST", "PREFLIGHT", "NO_ENDPOINT", "ORIGIN",  "DECODE",   "BAD_PATH",
-    "NO_ACTION", "CONFIRM",  "MEDIA",     "TOO_LARGE",   "NO_BODY", "ENCODING", "NOT_JSON"};
+    "PASS",     "MANIFEST",  "PREFLIGHT",    "NO_ENDPOINT", "ORIGIN",    "DECODE",
+    "BAD_PATH", "NO_ACTION", "CONFIRM",      "MEDIA",       "TOO_LARGE", "NO_BODY",
+    "ENCODING", "NOT_JSON",  "UNAUTHORIZED", "FORBIDDEN",   "READ_ONLY"};
 #define NSTEPS (sizeof step_names / sizeof *step_names)
 
 static const clank_bridge_entry_t fixed_entries[] = {
-    {"tasks.create", 12, NULL, 1, 0}, {"tasks.delete", 12, NULL, 2, 1}, {"A", 1, NULL, 3, 0},
-    {"a+b", 3, NULL, 4, 0},           {"a b", 3, NULL, 5, 0},           {"\xc3\xa9", 2, NULL, 6, 0},
-    {"%41", 3, NULL, 7, 0},
+    {"tasks.create", 12, NULL, 1, 0, 0},
+    {"tasks.delete", 12, NULL, 2, 1, 0},
+    {"A", 1, NULL, 3, 0, 0},
+    {"a+b", 3, NULL, 4, 0, 0},
+    {"a b", 3, NULL, 5, 0, 0},
+    {"\xc3\xa9", 2, NULL, 6, 0, 0},
+    {"%41", 3, NULL, 7, 0, 0},
 };
 #define NENTRIES (sizeof fixed_entries / sizeof *fixed_entries)
 
@@ -245,7 +252,8 @@ static clank_bridge_step_t ref_head(const clank_bridge_rules_t *r, const clank_b
   free(name);
   if (*found == NULL) return CLANK_BRIDGE_NO_ACTION;
   /* 6. */
-  if ((*found)->confirm && !span_equals(v->confirmation, "confirmed")) return CLANK_BRIDGE_CONFIRM;
+  if ((*found)->confirm && !(*found)->needs_user && !span_equals(v->confirmation, "confirmed"))
+    return CLANK_BRIDGE_CONFIRM;
   /* 7. before the body */
   if (v->content_type.p == NULL || !ref_json_media_type(v->content_type.p, v->content_type.n))
     return CLANK_BRIDGE_MEDIA;
@@ -289,8 +297,8 @@ static const char *const field_names[NFIELDS] = {"origin",
 typedef struct {
   char *method;
   span_t path, field[NFIELDS], body;
-  span_t allowed[MAX_LIST], confirm[MAX_LIST];
-  size_t nallowed, nconfirm;
+  span_t allowed[MAX_LIST], confirm[MAX_LIST], user[MAX_LIST];
+  size_t nallowed, nconfirm, nuser;
 } request_t;
 
 /* A heap copy of exactly n bytes (one byte allocated for none). */
@@ -348,6 +356,8 @@ static void carve(const char *d, size_t size, request_t *q) {
           q->allowed[q->nallowed++] = copy(val, vn);
         if (kn == 15 && strncasecmp(p, "x-rules-confirm", 15) == 0 && q->nconfirm < MAX_LIST)
           q->confirm[q->nconfirm++] = copy(val, vn);
+        if (kn == 12 && strncasecmp(p, "x-rules-user", 12) == 0 && q->nuser < MAX_LIST)
+          q->user[q->nuser++] = copy(val, vn);
       }
     }
     if (!nl) break;
@@ -367,6 +377,7 @@ static void release(request_t *q) {
   for (size_t f = 0; f < NFIELDS; f++) free((void *)q->field[f].p);
   for (size_t i = 0; i < q->nallowed; i++) free((void *)q->allowed[i].p);
   for (size_t i = 0; i < q->nconfirm; i++) free((void *)q->confirm[i].p);
+  for (size_t i = 0; i < q->nuser; i++) free((void *)q->user[i].p);
 }
 
 /* ---- the invariants ---- */
@@ -409,10 +420,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (q.confirm[k].n == entries[i].len &&
           memcmp(q.confirm[k].p, entries[i].name, entries[i].len) == 0)
         entries[i].confirm = 1;
+  for (size_t i = 0; i < NENTRIES; i++)
+    for (size_t k = 0; k < q.nuser; k++)
+      if (q.user[k].n == entries[i].len &&
+          memcmp(q.user[k].p, entries[i].name, entries[i].len) == 0)
+        entries[i].needs_user = 1;
   qsort(entries, NENTRIES, sizeof *entries, clank_bridge_compare_entries);
   long long max_bytes = 65536;
   if (q.field[H_MAX_BYTES].p) max_bytes = ref_length(q.field[H_MAX_BYTES]);
-  clank_bridge_rules_t rules = {entries, NENTRIES, max_bytes, q.field[H_REQUIRE_ORIGIN].p != NULL};
+  clank_bridge_rules_t rules = {entries, NENTRIES, max_bytes, q.field[H_REQUIRE_ORIGIN].p != NULL,
+                                q.nuser > 0};
   clank_bridge_public_t pub = {NULL, 0, 0};
   span_t po = q.field[H_PUBLIC_ORIGIN];
   /* --public-origin as options.c takes it: scheme://host[:port], the host
@@ -520,9 +537,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* step 3 comes before the name: a refused origin never passes */
   if (refused && (step == CLANK_BRIDGE_PASS || step == CLANK_BRIDGE_CONFIRM))
     fail("a refused origin got to %s", step_names[step]);
-  /* step 6: a confirmed action passes only with exactly "confirmed" */
-  if (step == CLANK_BRIDGE_PASS && found->confirm && !span_equals(v.confirmation, "confirmed"))
+  /* step 6: a confirmed action passes only with exactly "confirmed", unless it needs a user:
+     then the run checks who is calling first, and confirmation after (bridge_auth.c) */
+  if (step == CLANK_BRIDGE_PASS && found->confirm && !found->needs_user &&
+      !span_equals(v.confirmation, "confirmed"))
     fail("an action needing confirmation passed without it");
+  if (step == CLANK_BRIDGE_CONFIRM && found->needs_user)
+    fail("an action needing a user was refused for confirmation before the run knew the user");
 
   /* step 7 on the body: none, too large, then (when the decoder refused
      it) not UTF-8 or not JSON */
