@@ -8,6 +8,10 @@ local isReservedPath, actionsByName = bridge.isReservedPath, bridge.actionsByNam
 
 local App = { __name = "clank.App" }
 
+-- What an app with accounts serves at the root, besides /__clank/ (issue 31's discovery).
+local AUTH_PATHS = { "/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server",
+  "/.well-known/openid-configuration" }
+
 local fields = {
   name = "string", description = "string", version = "string", actions = "table",
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
@@ -124,6 +128,14 @@ local function app(def)
         error(format("clank.app: route '%s' is not a valid pattern: it %s", key, shape), 2)
       end
       -- the runtime answers there itself; a pattern by the literal part before its first parameter
+      if def.auth ~= nil and (prefix or path):find("^/%.well%-known/") then
+        local literal = prefix or path
+        for _, own in ipairs(AUTH_PATHS) do
+          if literal:sub(1, #own) == own or own:sub(1, #literal) == literal then
+            error(format("clank.app: route '%s' collides with the reserved path %s", key, own), 2)
+          end
+        end
+      end
       if isReservedPath(prefix or path, has_views) then
         error(format("clank.app: route '%s' collides with the reserved path %s", key, prefix or path), 2)
       end

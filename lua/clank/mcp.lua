@@ -141,8 +141,15 @@ local function tools_call(msg, request, env, sess, cors)
     return rpc.fail(200, msg.id, input, wrapped, cors)
   end
   local channel = channel_for(msg, env, sess, cors, act)
-  -- who may call it before any confirmation is asked (issue 30)
-  local result = tools.refusal(env, request, act)
+  -- who may call it before any confirmation is asked (issue 30); a grant without the scope the
+  -- tool needs: 403 naming it, so the host asks the person for more (issue 31's step-up)
+  local result, needs = tools.refusal(env, request, act)
+  if needs then
+    return rpc.fail(403, msg.id, rpc.INVALID_REQUEST, "This call needs the scope " .. needs .. ".",
+      merge(cors, { ["www-authenticate"] = tools.challenge(env.app.auth, request, "insufficient_scope",
+        needs) }))
+  end
+  tools.audit(env, request, act)
   if not result and act:requiresConfirmation() then
     local mode = confirmation_mode(env)
     if mode == "refuse" and request.headers["x-clank-confirmation"] ~= "confirmed" then
@@ -253,6 +260,18 @@ local function post(request, env, cors)
   return method(msg, request, env, sess, cors)
 end
 
+-- With accounts (issues 30, 31), what answers a request without a user: 401 naming where the
+-- protected resource's metadata is (RFC 9728), which MCP hosts follow to the authorization
+-- server; nil when the request is signed in (or the app has no accounts).
+local function sign_in_first(request, env, cors)
+  local auth = env.app and env.app.auth
+  if not auth or auth:authenticate(request) then return nil end
+  local given = request.headers.authorization ~= nil
+  return rpc.fail(401, nil, rpc.TRANSPORT, "Authorization required.", merge(cors, {
+    ["www-authenticate"] = tools.challenge(auth, request, given and "invalid_token" or nil, "agent:read"),
+  }))
+end
+
 -- One request to /__clank/mcp: returns { status, headers, body }, or nil after env.stream.
 function mcp.handle(request, env)
   if request.headers == nil then
@@ -263,6 +282,10 @@ function mcp.handle(request, env)
     return rpc.fail(403, nil, rpc.INVALID_REQUEST, FORBIDDEN)
   end
   local method = request.method
+  if method ~= "OPTIONS" then
+    local refused = sign_in_first(request, env, cors)
+    if refused then return refused end
+  end
   if method == "POST" then
     return post(request, env, cors)
   end

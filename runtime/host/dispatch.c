@@ -354,18 +354,32 @@ static int handle_mcp(clank_conn_t *c, head_t *hd) {
   return hold(c, hd->g, &hd->g->mcp_route);
 }
 
-/* /__clank/auth/...: app.auth's sign-in pages and endpoints (issue 30);
-   an unsafe method under the origin rule of app routes (SPEC §15), so no
-   other site can post a sign-in form. */
+/* app.auth's paths: its sign-in pages and endpoints (issue 30) and its
+   OAuth authorization server with the metadata MCP hosts discover it by
+   (issue 31). An unsafe method is under the origin rule of app routes
+   (SPEC §15), so no other site can post a sign-in or consent form; the
+   token, revocation and registration endpoints, which no cookie reaches
+   and which browser-based clients call from their own origin, are not. */
+static int is_auth_path(const char *p, size_t n) {
+  return clank_span_starts(p, n, "/__clank/auth/") || clank_span_starts(p, n, "/__clank/oauth/") ||
+         clank_span_starts(p, n, "/.well-known/oauth-protected-resource") ||
+         clank_span_is(p, n, "/.well-known/oauth-authorization-server") ||
+         clank_span_is(p, n, "/.well-known/openid-configuration");
+}
+static int cookieless_endpoint(const char *p, size_t n) {
+  return clank_span_is(p, n, "/__clank/oauth/token") ||
+         clank_span_is(p, n, "/__clank/oauth/revoke") ||
+         clank_span_is(p, n, "/__clank/oauth/register");
+}
 static int match_auth(clank_conn_t *c, head_t *hd) {
   (void)c;
-  return hd->g->auth_route.handler_ref != LUA_NOREF &&
-         clank_span_starts(hd->path, hd->path_len, "/__clank/auth/");
+  return hd->g->auth_route.handler_ref != LUA_NOREF && is_auth_path(hd->path, hd->path_len);
 }
 static int handle_auth(clank_conn_t *c, head_t *hd) {
   int m = hd->method;
   int unsafe = m == HTTP_POST || m == HTTP_PUT || m == HTTP_PATCH || m == HTTP_DELETE;
-  if (unsafe && !clank_csrf_check(c, hd->g)) return CLANK_HTTP_ANSWERED;
+  if (unsafe && !cookieless_endpoint(hd->path, hd->path_len) && !clank_csrf_check(c, hd->g))
+    return CLANK_HTTP_ANSWERED;
   c->body_limit = (size_t)hd->g->bridge_max_bytes;
   return hold(c, hd->g, &hd->g->auth_route);
 }

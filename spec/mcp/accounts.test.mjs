@@ -2,7 +2,7 @@
 // HTTP: apps/tasks with people signed up (no CLANK_TASKS_USER), their agents calling with API
 // tokens in `authorization: Bearer <token>`. Who may see and call a tool follows the token: a
 // write token every tool of its person, a read token only the tools that do not write, no token
-// none that needs a user; each person sees only their own tasks; a revoked token stops at once;
+// a 401 that points at the OAuth metadata (issue 31); each person sees only their own tasks; a revoked token stops at once;
 // an MCP session belongs to the person who made it.
 //
 //   CLANK_RUN=build/clank-run node --test spec/mcp/accounts.test.mjs
@@ -21,7 +21,6 @@ const app = join(root, 'apps/tasks/app.lua');
 
 const ALL_TOOLS = ['tasks_archive', 'tasks_complete', 'tasks_create', 'tasks_list'];
 // runtime/agent/bridge_checks.c's refusals, as clank.mcp words them in a tool result
-const UNAUTHORIZED = { error: { code: 'UNAUTHORIZED', message: 'Sign in to call this action.' } };
 const READ_ONLY = {
   error: { code: 'FORBIDDEN', message: 'This token may call only actions that do not write.' },
 };
@@ -238,24 +237,25 @@ describe('MCP with API tokens (apps/tasks with accounts, official SDK client)', 
     });
   });
 
-  test('without a token no tool is listed, and a call is UNAUTHORIZED', async () => {
-    await withClient(server, null, async (client) => {
-      assert.deepEqual(await toolNames(client), []);
-      const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
-      assert.equal(listed.isError, true);
-      assert.equal(listed.structuredContent, undefined);
-      assert.deepEqual(textJSON(listed), UNAUTHORIZED);
-      const created = await client.callTool({
-        name: 'tasks_create', arguments: { title: 'Anonymous', tags: [], estimate: null },
-      });
-      assert.deepEqual(textJSON(created), UNAUTHORIZED);
+  test('without a token the endpoint answers 401, naming where its metadata is (issue 31)', async () => {
+    await assert.rejects(connect(server, null), /401/);
+    const init = {
+      jsonrpc: '2.0', id: 1, method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    };
+    const accept = { accept: 'application/json, text/event-stream' };
+    const bare = await request(server, 'POST', '__clank/mcp', { body: init, headers: accept });
+    assert.equal(bare.status, 401);
+    const metadata = `${server.base}.well-known/oauth-protected-resource/__clank/mcp`;
+    assert.equal(bare.headers.get('www-authenticate'),
+      `Bearer resource_metadata="${metadata}", scope="agent:read"`);
+    // a bearer that is no token of anyone's: the same, with invalid_token
+    const bogus = await request(server, 'POST', '__clank/mcp', {
+      body: init, headers: { ...accept, authorization: `Bearer clank_${'A'.repeat(43)}` },
     });
-    // a bearer that is no token of anyone's is no one
-    await withClient(server, `clank_${'A'.repeat(43)}`, async (client) => {
-      assert.deepEqual(await toolNames(client), []);
-      assert.deepEqual(textJSON(await client.callTool({ name: 'tasks_list', arguments: {} })),
-        UNAUTHORIZED);
-    });
+    assert.equal(bogus.status, 401);
+    assert.equal(bogus.headers.get('www-authenticate'),
+      `Bearer resource_metadata="${metadata}", error="invalid_token", scope="agent:read"`);
   });
 
   test('a revoked token stops at once: its session is gone, and a new one is no one', async () => {
@@ -270,20 +270,14 @@ describe('MCP with API tokens (apps/tasks with accounts, official SDK client)', 
         { cookie: ann.cookie });
       assert.equal(revoked.status, 204);
 
-      // The session was bound to Ann (lua/clank/mcp/session.lua); the revoked token is no one
-      // now, so the session id does not verify: 404, the next request already.
-      await assert.rejects(client.listTools(), /404|not found/i);
-      await assert.rejects(client.callTool({ name: 'tasks_list', arguments: {} }), /404|not found/i);
+      // The revoked token is no one now: 401, the next request already.
+      await assert.rejects(client.listTools(), /401/);
+      await assert.rejects(client.callTool({ name: 'tasks_list', arguments: {} }), /401/);
     } finally {
       await client.close();
     }
     // A client that connects again with it is as good as one without a token.
-    await withClient(server, doomed.token, async (again) => {
-      assert.deepEqual(await toolNames(again), []);
-      const listed = await again.callTool({ name: 'tasks_list', arguments: {} });
-      assert.equal(listed.isError, true);
-      assert.deepEqual(textJSON(listed), UNAUTHORIZED);
-    });
+    await assert.rejects(connect(server, doomed.token), /401/);
     // Ann's other tokens go on.
     await withClient(server, annWrite.token, async (other) => {
       assert.deepEqual(await toolNames(other), ALL_TOOLS);
@@ -332,17 +326,16 @@ describe('MCP with API tokens (apps/tasks with accounts, official SDK client)', 
     const herReader = await list(annRead.token);
     assert.equal(herReader.status, 200, JSON.stringify(herReader.body));
     assert.deepEqual(herReader.body.result.tools.map((t) => t.name), ['tasks_list']);
-    // Bob's token, or none: not found
-    for (const token of [bobWrite.token, null]) {
-      const headers = mcpHeaders(token ?? 'x', sessionId);
-      if (!token) delete headers.authorization;
-      const res = await request(server, 'POST', '__clank/mcp', {
-        headers, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' },
-      });
-      assert.equal(res.status, 404, `token ${token ? 'of Bob' : 'none'}: ${JSON.stringify(res.body)}`);
-      assert.deepEqual(res.body, {
-        jsonrpc: '2.0', id: 3, error: { code: -32001, message: 'Session not found.' },
-      });
-    }
+    // Bob's token: not found; none: not signed in (401, issue 31)
+    const body = { jsonrpc: '2.0', id: 3, method: 'tools/list' };
+    const bobs = await request(server, 'POST', '__clank/mcp', { headers: mcpHeaders(bobWrite.token, sessionId), body });
+    assert.equal(bobs.status, 404, JSON.stringify(bobs.body));
+    assert.deepEqual(bobs.body, {
+      jsonrpc: '2.0', id: 3, error: { code: -32001, message: 'Session not found.' },
+    });
+    const anonymous = mcpHeaders('x', sessionId);
+    delete anonymous.authorization;
+    const none = await request(server, 'POST', '__clank/mcp', { headers: anonymous, body });
+    assert.equal(none.status, 401);
   });
 });

@@ -29,6 +29,9 @@ function M.context(a, appContext)
     end
     ctx.user = user or nil
     ctx.credential = credential and { kind = credential.kind, scope = credential.scope } or nil
+    -- the OAuth client acting for the user (issue 31), or nil
+    ctx.client = credential and credential.kind == "oauth"
+      and { id = credential.clientId, name = credential.clientName } or nil
     if type(request) == "table" then request.user = user or nil end -- routes read it there too
     return ctx
   end

@@ -207,13 +207,37 @@ local function auth_of(env, act)
 end
 
 -- tools/call's answer when the caller may not call act (not signed in, without its role, a
--- read token for an action that writes), else nil.
+-- read token for an action that writes), else nil; and, when the caller is an OAuth grant
+-- without the scope act needs, that scope (issue 31: answered 403 for a step-up).
 function tools.refusal(env, request, act)
   if auth_of(env, act) == nil then return nil end
   local context = caller_context(env, request)
-  local allowed, _, code, message = env.bridge:allows(act, context, true)
+  local allowed, status, code, message = env.bridge:allows(act, context, true)
   if allowed then return nil end
+  local credential = type(context) == "table" and context.credential
+  if status == 403 and type(credential) == "table" and credential.kind == "oauth"
+    and credential.scope == "read" then
+    return tools.failure(code, message), "agent:write"
+  end
   return tools.failure(code, message)
+end
+
+-- WWW-Authenticate of a refused MCP request (RFC 6750 §3, RFC 9728 §5.1): where the protected
+-- resource's metadata is, the scope the call needs, and why (err), when there is a why; a plain
+-- Bearer challenge when the app's accounts have no OAuth.
+function tools.challenge(auth, request, err, scope)
+  return auth:oauthChallenge(request, { error = err, scope = scope }) or "Bearer"
+end
+
+-- Every tool call goes to the log with who made it: the user, and the OAuth client acting for
+-- them (issue 31's audit).
+function tools.audit(env, request, act)
+  local auth = env.app and env.app.auth
+  if not auth then return end
+  local user, credential = auth:authenticate(request)
+  local client = credential and credential.clientId
+  core.log("info", format("mcp: %s called by user %s%s", act.manifest.name, tostring(user and user.id),
+    client and (" through client " .. tostring(client)) or ""))
 end
 
 -- tools/list for request: each action the caller may call (issue 30: a read token sees only
