@@ -23,6 +23,7 @@ REDIRECTS = ["http://127.0.0.1:8123/callback", "https://client.example/oauth/cal
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # the body right after the head, not 40 ms later
 
     def log_message(self, *args):
         pass
