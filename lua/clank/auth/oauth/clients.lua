@@ -183,14 +183,15 @@ local FETCH_FAILED = {
   too_large = "is larger than " .. M.MAX_DOCUMENT // 1024 .. " KiB",
 }
 
--- The document at url → the client, or nil and why.
+-- The document at url → the client, or nil, why and whether to remember that (not when the
+-- request that asked went away: the document may be fine).
 local function fetch_document(url)
   local ok, res, err = pcall(fetch, url, { headers = { accept = "application/json" },
     timeout = M.FETCH_TIMEOUT, maxBytes = M.MAX_DOCUMENT })
-  if not ok then return nil, "could not be fetched" end
+  if not ok then return nil, "could not be fetched", true end
   if not res then
     local kind = type(err) == "table" and err.kind or "error"
-    return nil, FETCH_FAILED[kind] or "could not be fetched (" .. tostring(kind) .. ")"
+    return nil, FETCH_FAILED[kind] or "could not be fetched (" .. tostring(kind) .. ")", kind ~= "aborted"
   end
   if res.status >= 300 and res.status < 400 then return nil, "answered with a redirect" end
   if res.status ~= 200 then return nil, "answered with status " .. res.status end
@@ -210,11 +211,11 @@ local function by_document(auth, url)
   local now = auth.clock()
   local entry = cache_of(auth).entries[url]
   if not entry or entry.expires <= now then
-    local client, problem = fetch_document(url)
+    local client, problem, keep = fetch_document(url)
     now = auth.clock()
     entry = client and { expires = now + M.CACHE_FOR, client = client }
       or { expires = now + M.FAILURE_FOR, problem = problem }
-    remember(auth, url, entry, now)
+    if client or keep ~= false then remember(auth, url, entry, now) end
   end
   if entry.client then return entry.client end
   return nil, "The client's metadata document " .. entry.problem .. "."
