@@ -92,6 +92,7 @@ function M.show(c)
   end)
   return pages.consent {
     clientName = client.name or client.id, redirectHost = urls.hostOf(redirect_uri),
+    clientHost = urls.isClientIdUrl(client.id) and urls.hostOf(client.id) or nil,
     redirectOrigin = urls.originOf(redirect_uri), scope = scope, email = user.email, request = id,
   }
 end

@@ -43,13 +43,16 @@ local function list(items)
   return h.ul({ className = "oauth-list" }, out)
 end
 
--- consent { clientName, redirectHost, redirectOrigin, scope, email, request } → the page.
+-- consent { clientName, clientHost?, redirectHost, redirectOrigin, scope, email, request } → the
+-- page; clientHost is the host of a client ID metadata document's URL.
 -- Its content security policy lets the form go to this site and, after the POST's 303, to the
 -- client's redirect URI (Chromium applies form-action to the redirect too).
 function M.consent(p)
   local node = h.div(nil,
     h.h1(nil, "Allow access?"),
     h.p({ className = "oauth-lead" }, h.strong(nil, p.clientName), " wants to use your account."),
+    p.clientHost and h.p({ className = "oauth-note" }, "It describes itself at ", h.strong(nil, p.clientHost),
+      ": its name is its own claim."),
     h.p(nil, "It will be able to:"),
     list(scopes.words(p.scope)),
     h.p({ className = "oauth-note" }, "Signed in as ", p.email, ". Your answer goes to ",

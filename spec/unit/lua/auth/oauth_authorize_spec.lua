@@ -204,6 +204,7 @@ describe("clank.auth OAuth authorize", function()
         assert.truthy(csp:find("frame-ancestors 'none'", 1, true), csp)
         local body = r.body
         assert.truthy(body:find("<strong>Test Client</strong> wants to use your account.", 1, true), body)
+        assert.is_nil(body:find("describes itself", 1, true)) -- a registered client: no document
         assert.truthy(body:find("<li>Read your data (agent:read)</li><li>Change your data (agent:write)</li>",
           1, true), body)
         assert.truthy(body:find("Signed in as ada@example.com. Your answer goes to <strong>client.example</strong>.",

@@ -78,6 +78,8 @@ describe("clank.auth OAuth client ID metadata documents", function()
       local r = authorize(id)
       assert.are.equal(200, r.status, r.body)
       assert.truthy(r.body:find("<strong>Metadata Client</strong> wants to use your account.", 1, true), r.body)
+      assert.truthy(r.body:find("It describes itself at <strong>127.0.0.1:" .. port .. "</strong>: its name is " ..
+        "its own claim.", 1, true), r.body)
       r = O.decide(a, cookie, O.requestId(r))
       local _, params = O.location(r)
       local answer, body = O.token(a, O.exchange(id, params.code))
