@@ -18,14 +18,27 @@
 --     session found by authenticate, endSessions. What one raises is logged.
 --   auth:ready(): the migrations, once (every method runs it first).
 --
--- Options beyond the documented ones: baseUrl (the origin reset links start with; without
--- it, the request's scheme and Host header, which a client chooses: set it in production)
--- and passwordParams (clank.password's { opslimit, memlimit }, for tests).
+-- Options beyond the documented ones: baseUrl (the origin reset links start with, and
+-- OAuth's issuer; without it, the request's scheme and Host header, which a client chooses:
+-- set it in production) and passwordParams (clank.password's { opslimit, memlimit }, for
+-- tests).
+--
+-- OAuth (issue 31, clank.auth.oauth): an authorization server for MCP clients, on unless
+-- `oauth = false`. handle also answers /.well-known/oauth-protected-resource[/__clank/mcp],
+-- /.well-known/oauth-authorization-server, /.well-known/openid-configuration,
+-- /__clank/oauth/{authorize,token,revoke,register} and /__clank/auth/grants (auth:handles(path)
+-- says which paths are its); authenticate also takes `authorization: Bearer clank_at_...` on
+-- /__clank/mcp → credential { kind = "oauth", grantId, clientId, clientName, scope =
+-- "read"|"write", scopes = "agent:read agent:write" }. auth:oauthChallenge(request, opts?) →
+-- the WWW-Authenticate value of the MCP endpoint's 401/403 (opts: error, description, scope).
+-- oauth = { resourceName = "..." } names the resource in its metadata; oauth = {
+-- allowInsecureClientIds = true } (for specs only, never documented) lets http client ID
+-- metadata documents, and ones on this machine, through.
 --
 -- Files: init.lua (options, the Auth object), sessions.lua (who a request is, cookies),
 -- http.lua (the endpoints), pages.lua (their HTML), store.lua (the SQL), limits.lua (guessing
 -- limits), passwords.lua (hashing), secrets.lua (random ids and tokens), input.lua (what
--- people type).
+-- people type), oauth/ (the authorization server: oauth/init.lua's comment).
 --
 -- Everything that reads or writes the database waits, so it runs in a runtime task (an
 -- action's handler, a route).
@@ -42,6 +55,7 @@ local type, pairs, ipairs, error, pcall, tostring, setmetatable, getmetatable =
 local format, mtype = string.format, math.type
 
 local http -- clank.auth.http, loaded on the first handle (it needs the page renderer)
+local oauth -- clank.auth.oauth, the same
 
 local Auth = { __name = "clank.Auth" }
 Auth.__index = Auth
@@ -141,6 +155,19 @@ local CHECKS = {
   passwordParams = function(v) -- for tests: clank.password's parameters
     if type(v) ~= "table" then return "must be a table of clank.password parameters" end
   end,
+  oauth = function(v)
+    if v == false then return nil end
+    if type(v) ~= "table" then return "must be false or a table { resourceName }" end
+    for k, x in pairs(v) do
+      if k == "resourceName" then
+        if type(x) ~= "string" or x == "" then return "resourceName must be a non-empty string" end
+      elseif k == "allowInsecureClientIds" then -- for specs: http metadata documents, on this machine
+        if type(x) ~= "boolean" then return "allowInsecureClientIds must be a boolean" end
+      else
+        return format("has an unknown field '%s' (resourceName)", tostring(k))
+      end
+    end
+  end,
 }
 
 -- problem(opts) → nil, or the message naming what is wrong.
@@ -184,6 +211,11 @@ local function new(opts)
     clock = opts.clock or function() return os.time() * 1000 end,
     baseUrl = opts.baseUrl and opts.baseUrl:gsub("/$", ""),
     passwordParams = opts.passwordParams,
+    -- OAuth's settings and per-Auth state (the metadata documents' cache), false when off
+    oauth = opts.oauth ~= false and {
+      resourceName = opts.oauth and opts.oauth.resourceName,
+      allowInsecureClientIds = (opts.oauth and opts.oauth.allowInsecureClientIds) == true,
+    },
     onEnded = {},
     _seen = setmetatable({}, { __mode = "k" }), -- request → { user, credential } or false
   }, Auth)
@@ -228,8 +260,29 @@ end
 -- handle(request) → { status, headers, body } for a path under /__clank/auth/.
 function Auth:handle(request)
   if type(request) ~= "table" then error("clank.auth: handle expects a request, got " .. type(request), 2) end
+  if self.oauth then
+    oauth = oauth or require "clank.auth.oauth"
+    if oauth.handles(request.path) then return oauth.handle(self, request) end
+  end
   http = http or require "clank.auth.http"
   return http.handle(self, request)
+end
+
+-- handles(path) → whether handle answers path: /__clank/auth/..., and OAuth's when it is on.
+function Auth:handles(path)
+  if type(path) ~= "string" then return false end
+  if path:sub(1, 14) == "/__clank/auth/" then return true end
+  if not self.oauth then return false end
+  oauth = oauth or require "clank.auth.oauth"
+  return oauth.handles(path)
+end
+
+-- oauthChallenge(request, opts?) → the WWW-Authenticate value of the MCP endpoint's 401 or
+-- 403 (opts: error, description, scope), or nil when OAuth is off or the Host is no host name.
+function Auth:oauthChallenge(request, opts)
+  if not self.oauth then return nil end
+  oauth = oauth or require "clank.auth.oauth"
+  return oauth.challenge(self, request, opts)
 end
 
 -- Creates a user → the user, or nil and the message when the email is taken.

@@ -1,13 +1,13 @@
--- Who a request is: the bearer token of its authorization header, else the session of its
--- clank_session cookie; and the cookie a sign-in sets. A session's id is 32 random bytes in
--- base64url, its hash (what is stored, what credentials and onEnded name) the SHA-256 hex of
--- that text.
+-- Who a request is: the bearer token of its authorization header (an API token, or an OAuth
+-- access token: clank.auth.oauth.access), else the session of its clank_session cookie; and
+-- the cookie a sign-in sets. A session's id is 32 random bytes in base64url, its hash (what
+-- is stored, what credentials and onEnded name) the SHA-256 hex of that text.
 local json = require "clank.json"
 local reqlib = require "clank.request"
 local store = require "clank.auth.store"
 local secrets = require "clank.auth.secrets"
 
-local type, tointeger, floor, match = type, math.tointeger, math.floor, string.match
+local type, tointeger, floor, match, sub = type, math.tointeger, math.floor, string.match, string.sub
 
 local M = {}
 
@@ -70,6 +70,9 @@ function M.lookup(auth, request)
     local value = type(authorization) == "string" and
       match(authorization, "^%s*[Bb][Ee][Aa][Rr][Ee][Rr]%s+(%S+)%s*$")
     if not value then return nil end
+    if sub(value, 1, 9) == "clank_at_" then -- an OAuth access token (clank.auth.oauth)
+      return require("clank.auth.oauth.access").lookup(auth, request, value, now)
+    end
     return by_token(auth, value, now)
   end
   local value = M.cookie(request)

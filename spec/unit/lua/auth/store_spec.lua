@@ -7,7 +7,9 @@ local H = require "helpers.auth"
 
 local it_runs, request = H.it_runs, H.request
 
-local TABLES = { "clank_users", "clank_sessions", "clank_tokens", "clank_resets", "clank_attempts" }
+local TABLES = { "clank_users", "clank_sessions", "clank_tokens", "clank_resets", "clank_attempts",
+  "clank_oauth_clients", "clank_oauth_requests", "clank_oauth_grants", "clank_oauth_codes",
+  "clank_oauth_tokens" }
 
 teardown(H.removeAll)
 
@@ -33,8 +35,8 @@ describe("clank.auth store", function()
       for _, name in ipairs(TABLES) do assert.is_true(has_table(name), name) end
       local rows = db:query("SELECT position FROM clank_auth_migrations ORDER BY position")
       assert.are.equal(#store.MIGRATIONS[db.kind], #rows)
-      assert.are.equal(10, #rows)
-      assert.are.equal(10, rows[10].position)
+      assert.are.equal(19, #rows) -- 10 for accounts (issue 30), 9 for OAuth (issue 31)
+      assert.are.equal(19, rows[19].position)
       assert.is_false(has_table("clank_migrations"))
       -- the app's own migrations start at 1 in their table
       assert.are.equal(1, db:migrate { "CREATE TABLE app_notes (id INTEGER PRIMARY KEY)" })
@@ -46,6 +48,15 @@ describe("clank.auth store", function()
       local a = auth { db = db, passwordParams = H.CHEAP }
       assert.is_nil(a:authenticate(request { cookie = ("A"):rep(43) }))
       assert.is_true(has_table("clank_sessions"))
+    end)
+
+    it_runs("adds the OAuth tables to a database made before them (issue 30's ten)", function()
+      local before = {}
+      for i = 1, 10 do before[i] = store.MIGRATIONS[db.kind][i] end
+      assert.are.equal(10, db:migrate(before, { table = store.TABLE }))
+      assert.is_false(has_table("clank_oauth_grants"))
+      assert.are.equal(9, store.migrate(db))
+      assert.is_true(has_table("clank_oauth_grants"))
     end)
 
     it_runs("has the same migrations, in number, on both databases", function()
