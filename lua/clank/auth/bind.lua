@@ -67,6 +67,8 @@ function M.app(out, def)
   out.context = M.context(a, def.context)
   out.principal = def.principal or M.principal(a)
   out.ownPrincipal = def.principal ~= nil -- then MCP sessions are bound to it alone
+  -- the protected resource's metadata names the app, unless the app named it itself
+  if type(a.oauth) == "table" and a.oauth.resourceName == nil then a.oauth.resourceName = def.name end
   local hooks = a.onEnded
   local known = false
   for _, fn in ipairs(hooks) do known = known or fn == announce end
