@@ -528,6 +528,7 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
     try {
       assert.deepEqual(await toolNames(conn.client), ['tasks_list']);
       assert.equal(annStepper.tokens().scope, READ);
+      const readToken = annStepper.tokens().access_token;
 
       const created = await callWithStepUp(conn, annStepper, {
         name: 'tasks_create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
@@ -548,9 +549,12 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.deepEqual(await toolNames(conn.client), ALL_TOOLS);
       assert.deepEqual(titles(await conn.client.callTool({ name: 'tasks_list', arguments: {} })),
         ['Ship docs']);
+      // the grant has both now: the token of the first yes (another connection of the host
+      // may hold it) still works
       const clientId = annStepper.clientInformation().client_id;
       const grant = (await grantsOf(server, ann)).find((g) => g.clientId === clientId);
-      assert.equal(grant.scope, WRITE);
+      assert.equal(grant.scope, `${READ} ${WRITE}`);
+      assert.equal((await bareInitialize(server, readToken)).status, 200);
     } finally {
       await conn.client.close();
     }
