@@ -79,6 +79,11 @@ if(NODE AND EXISTS ${CMAKE_SOURCE_DIR}/spec/mcp/node_modules)
   add_test(NAME mcp/accounts COMMAND ${NODE} --test spec/mcp/accounts.test.mjs
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(mcp/accounts PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
+  # … and with OAuth (issue 31): discovery, registration both ways, consent, step-up, rotation,
+  # revocation, through the SDK's own OAuth client side
+  add_test(NAME mcp/oauth COMMAND ${NODE} --test spec/mcp/oauth.test.mjs
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(mcp/oauth PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 600)
 endif()
 
 # The official MCP conformance suite's server scenarios (SPEC §6) against apps/conformance

@@ -143,13 +143,13 @@ local function tools_call(msg, request, env, sess, cors)
   local channel = channel_for(msg, env, sess, cors, act)
   -- who may call it before any confirmation is asked (issue 30); a grant without the scope the
   -- tool needs: 403 naming it, so the host asks the person for more (issue 31's step-up)
+  tools.audit(env, request, act)
   local result, needs = tools.refusal(env, request, act)
   if needs then
     return rpc.fail(403, msg.id, rpc.INVALID_REQUEST, "This call needs the scope " .. needs .. ".",
       merge(cors, { ["www-authenticate"] = tools.challenge(env.app.auth, request, "insufficient_scope",
         needs) }))
   end
-  tools.audit(env, request, act)
   if not result and act:requiresConfirmation() then
     local mode = confirmation_mode(env)
     if mode == "refuse" and request.headers["x-clank-confirmation"] ~= "confirmed" then
@@ -268,7 +268,8 @@ local function sign_in_first(request, env, cors)
   if not auth or auth:authenticate(request) then return nil end
   local given = request.headers.authorization ~= nil
   return rpc.fail(401, nil, rpc.TRANSPORT, "Authorization required.", merge(cors, {
-    ["www-authenticate"] = tools.challenge(auth, request, given and "invalid_token" or nil, "agent:read"),
+    ["www-authenticate"] = tools.challenge(auth, request, given and "invalid_token" or nil,
+      "agent:read agent:write"),
   }))
 end
 

@@ -250,14 +250,14 @@ describe('MCP with API tokens (apps/tasks with accounts, official SDK client)', 
     assert.equal(bare.status, 401);
     const metadata = `${server.base}.well-known/oauth-protected-resource/__clank/mcp`;
     assert.equal(bare.headers.get('www-authenticate'),
-      `Bearer resource_metadata="${metadata}", scope="agent:read"`);
+      `Bearer resource_metadata="${metadata}", scope="agent:read agent:write"`);
     // a bearer that is no token of anyone's: the same, with invalid_token
     const bogus = await request(server, 'POST', '__clank/mcp', {
       body: init, headers: { ...accept, authorization: `Bearer clank_${'A'.repeat(43)}` },
     });
     assert.equal(bogus.status, 401);
     assert.equal(bogus.headers.get('www-authenticate'),
-      `Bearer resource_metadata="${metadata}", error="invalid_token", scope="agent:read"`);
+      `Bearer resource_metadata="${metadata}", error="invalid_token", scope="agent:read agent:write"`);
   });
 
   test('a revoked token stops at once: its session is gone, and a new one is no one', async () => {

@@ -119,7 +119,11 @@ function M.decide(c)
     local taken = store.takeRequest(tx, hash, user.id, now)
     if not taken or decision ~= "approve" then return taken end
     local name = text(taken.client_name)
-    local grant_id = store.saveGrant(tx, user.id, taken.client_id, name, taken.scope, now)
+    -- A grant only grows: a yes adds its scopes to the earlier ones and takes nothing from the
+    -- tokens they gave (a step-up asks for just the scope it lacks; a host's other connection
+    -- asks again for what the 401 names). Taking back is the grants page's Revoke.
+    local scope = scopes.union(store.grantScope(tx, user.id, taken.client_id), taken.scope)
+    local grant_id = store.saveGrant(tx, user.id, taken.client_id, name, scope, now)
     code = secrets.new()
     store.insertCode(tx, {
       hash = secrets.hash(code), grant_id = grant_id, client_id = taken.client_id,

@@ -58,6 +58,13 @@ function M.intersect(a, b)
   return M.format(both)
 end
 
+-- union(a, b) → the string of the scopes either string has (nil: none).
+function M.union(a, b)
+  local set = set_of(a)
+  for name in pairs(set_of(b)) do set[name] = true end
+  return M.format(set)
+end
+
 -- covers(a, b) → whether string a has every scope of string b.
 function M.covers(a, b)
   local sa = set_of(a)

@@ -55,7 +55,14 @@ end
 
 -- ---- grants (a person's yes to a client) ----
 
--- Creates the grant of (user, client) or gives it the new scope and name → its id.
+-- The scope of the grant of (user, client), or nil when there is none.
+function M.grantScope(q, user_id, client_id)
+  local row = q:one("SELECT scope FROM clank_oauth_grants WHERE user_id = $1 AND client_id = $2",
+    user_id, client_id)
+  return row and row.scope or nil
+end
+
+-- Creates the grant of (user, client) or gives it scope and the new name → its id.
 function M.saveGrant(q, user_id, client_id, client_name, scope, now)
   q:exec("INSERT INTO clank_oauth_grants (user_id, client_id, client_name, scope, created_at, " ..
     "updated_at) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (user_id, client_id) DO UPDATE SET " ..

@@ -324,13 +324,16 @@ describe("clank.auth OAuth authorize", function()
         assert.are.equal(303, O.decide(a, cookie, id).status)
       end)
 
-      it_runs("a second approval for the same client updates its one grant", function()
+      it_runs("a second approval for the same client adds its scopes to its one grant", function()
         O.decide(a, cookie, consent())
         clock.advance(MINUTE)
         O.decide(a, cookie, consent { scope = "agent:write" })
         local rows = db:query("SELECT id, scope, created_at, updated_at FROM clank_oauth_grants")
-        assert.are.same({ { id = 1, scope = "agent:write", created_at = H.START, updated_at = H.START + MINUTE } },
-          rows)
+        assert.are.same({ { id = 1, scope = "agent:read agent:write", created_at = H.START,
+          updated_at = H.START + MINUTE } }, rows)
+        -- asking for less again takes nothing away
+        O.decide(a, cookie, consent { scope = "agent:read" })
+        assert.are.equal("agent:read agent:write", db:one("SELECT scope FROM clank_oauth_grants").scope)
       end)
     end)
 
