@@ -46,7 +46,8 @@ end
 
 -- request { method, path, headers, body, query, scheme, remoteAddress, json = value,
 -- form = fields, cookie = value }: a request table with request.lua's methods. json and form
--- encode a body and set its content-type; cookie sets a clank_session cookie.
+-- encode a body and set its content-type (a form field whose value is a list is sent once per
+-- value, as checkboxes of one name are); cookie sets a clank_session cookie.
 function M.request(r)
   local headers = {}
   for k, v in pairs(r.headers or {}) do headers[k:lower()] = v end
@@ -56,11 +57,13 @@ function M.request(r)
     headers["content-type"] = headers["content-type"] or "application/json"
   elseif r.form ~= nil then
     local parts = {}
+    local function escape(s)
+      return (tostring(s):gsub("[^%w%-._~]", function(c) return ("%%%02X"):format(c:byte()) end))
+    end
     for k, v in pairs(r.form) do
-      local function escape(s)
-        return (tostring(s):gsub("[^%w%-._~]", function(c) return ("%%%02X"):format(c:byte()) end))
+      for _, one in ipairs(type(v) == "table" and v or { v }) do
+        parts[#parts + 1] = escape(k) .. "=" .. escape(one)
       end
-      parts[#parts + 1] = escape(k) .. "=" .. escape(v)
     end
     table.sort(parts)
     body = table.concat(parts, "&")

@@ -77,10 +77,16 @@ function M.requestId(answer)
   return answer.body:match('<input[^>]* name="request"[^>]* value="([^"]+)"')
 end
 
--- POSTs the consent form → the answer.
-function M.decide(a, cookie, id, decision)
-  return M.post(a, "/__clank/oauth/authorize", { cookie = cookie,
-    form = { request = id, decision = decision or "approve" } })
+-- POSTs the consent form → the answer. ticked: nil sends no scope field (all asked is
+-- granted); a list sends what the page's form sends with those boxes ticked (its empty scope,
+-- then one per box).
+function M.decide(a, cookie, id, decision, ticked)
+  local form = { request = id, decision = decision or "approve" }
+  if ticked then
+    form.scope = { "" }
+    for _, name in ipairs(ticked) do form.scope[#form.scope + 1] = name end
+  end
+  return M.post(a, "/__clank/oauth/authorize", { cookie = cookie, form = form })
 end
 
 -- location(answer) → the Location without its query, and the query's fields (decoded).

@@ -5,9 +5,10 @@
 -- redirect (else anyone could send people anywhere through this site). After that, problems
 -- go back to the client's redirect URI (RFC 6749 §4.1.2.1) with iss (RFC 9207).
 --
--- The consent form carries only a one-time request id: the pending request itself (client,
--- redirect URI, PKCE challenge, scope, resource, state) is stored under the id's hash, bound to
--- the person who saw the page, for 10 minutes, and taken once by the POST.
+-- The consent form carries a one-time request id and a checkbox per scope asked: the pending
+-- request itself (client, redirect URI, PKCE challenge, scope, resource, state) is stored under
+-- the id's hash, bound to the person who saw the page, for 10 minutes, and taken once by the
+-- POST. The person may untick a scope: the grant and the code get the ticked ones of those asked.
 local reqlib = require "clank.request"
 local base = require "clank.auth.pages"
 local answers = require "clank.auth.oauth.answers"
@@ -18,7 +19,7 @@ local secrets = require "clank.auth.oauth.secrets"
 local store = require "clank.auth.oauth.store"
 local urls = require "clank.auth.oauth.urls"
 
-local type, find = type, string.find
+local type, find, gmatch, concat = type, string.find, string.gmatch, table.concat
 
 local M = {}
 
@@ -37,6 +38,18 @@ local function text(v) return type(v) == "string" and v or nil end
 local function back(c, redirect_uri, state, params)
   params.state, params.iss = state, c.origin
   return answers.redirect(urls.withParams(redirect_uri, params, PARAMS))
+end
+
+-- The consent page of a pending request (id) for the person user; more: { ticked, error } when
+-- it comes back after an answer that chose nothing.
+local function consent_page(client_id, client_name, redirect_uri, scope, user, id, more)
+  more = more or {}
+  return pages.consent {
+    clientName = client_name or client_id, redirectHost = urls.hostOf(redirect_uri),
+    clientHost = urls.isClientIdUrl(client_id) and urls.hostOf(client_id) or nil,
+    redirectOrigin = urls.originOf(redirect_uri), scope = scope, ticked = more.ticked, error = more.error,
+    email = user.email, request = id,
+  }
 end
 
 -- GET: the request checked, then the sign-in page (not signed in) or the consent page.
@@ -90,15 +103,30 @@ function M.show(c)
       state = state, expires_at = now + M.REQUEST_LIFETIME,
     })
   end)
-  return pages.consent {
-    clientName = client.name or client.id, redirectHost = urls.hostOf(redirect_uri),
-    clientHost = urls.isClientIdUrl(client.id) and urls.hostOf(client.id) or nil,
-    redirectOrigin = urls.originOf(redirect_uri), scope = scope, email = user.email, request = id,
-  }
+  return consent_page(client.id, client.name, redirect_uri, scope, user, id)
 end
 
 local GONE = "This request was answered already, has expired, or is not yours. Go back to the app " ..
   "and connect it again."
+local NONE = "Choose at least one thing it may do, or Deny."
+
+-- The scopes ticked on the form, space-separated: every `scope` field's value (the page sends
+-- an empty one, then one per ticked box; request.form keeps only the last of a name, so an
+-- urlencoded body is read again here; of a multipart one, the last field), or nil when the form
+-- has no scope field at all (an older page, or a client that scripts the POST: then what was
+-- asked is granted).
+local function ticked(request, form)
+  if form.scope == nil then return nil end
+  local headers = type(request.headers) == "table" and request.headers or {}
+  if reqlib.mediaType(headers["content-type"] or "") ~= "application/x-www-form-urlencoded" then
+    return text(form.scope) or ""
+  end
+  local out = {}
+  for pair in gmatch(request.body, "[^&]+") do
+    out[#out + 1] = text(reqlib.parseUrlencoded(pair).scope)
+  end
+  return concat(out, " ")
+end
 
 -- POST: the consent form's answer, by the person it was shown to, once, in time.
 function M.decide(c)
@@ -112,27 +140,42 @@ function M.decide(c)
     return problem(400, "The answer must be Approve or Deny.")
   end
   if not secrets.is("", id) then return problem(400, GONE) end
+  local chosen = ticked(c.request, form)
   local now = auth.clock()
   local hash = secrets.hash(id)
-  local code
+  local code, none
   local row = auth.db:transaction(function(tx)
+    if decision == "approve" and chosen then
+      -- a yes to nothing is no answer: the page again, its request still open
+      local open = store.request(tx, hash, user.id, now)
+      if open and scopes.intersect(open.scope, chosen) == "" then
+        none = true
+        return open
+      end
+    end
     local taken = store.takeRequest(tx, hash, user.id, now)
     if not taken or decision ~= "approve" then return taken end
     local name = text(taken.client_name)
+    -- what the person ticked of what was asked (a box for a scope not asked counts for nothing)
+    local granted = chosen and scopes.intersect(taken.scope, chosen) or taken.scope
     -- A grant only grows: a yes adds its scopes to the earlier ones and takes nothing from the
     -- tokens they gave (a step-up asks for just the scope it lacks; a host's other connection
     -- asks again for what the 401 names). Taking back is the grants page's Revoke.
-    local scope = scopes.union(store.grantScope(tx, user.id, taken.client_id), taken.scope)
+    local scope = scopes.union(store.grantScope(tx, user.id, taken.client_id), granted)
     local grant_id = store.saveGrant(tx, user.id, taken.client_id, name, scope, now)
     code = secrets.new()
     store.insertCode(tx, {
       hash = secrets.hash(code), grant_id = grant_id, client_id = taken.client_id,
-      redirect_uri = taken.redirect_uri, code_challenge = taken.code_challenge, scope = taken.scope,
+      redirect_uri = taken.redirect_uri, code_challenge = taken.code_challenge, scope = granted,
       resource = taken.resource, expires_at = now + M.CODE_LIFETIME,
     })
     return taken
   end)
   if not row then return problem(400, GONE) end
+  if none then
+    return consent_page(row.client_id, text(row.client_name), row.redirect_uri, row.scope, user, id,
+      { ticked = "", error = NONE })
+  end
   local state = text(row.state) -- NULL is json.null
   if not code then
     return back(c, row.redirect_uri, state, { error = "access_denied",

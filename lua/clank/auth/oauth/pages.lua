@@ -1,6 +1,6 @@
--- The HTML of OAuth: the consent page (Approve or Deny, one plain form), the grants page (the
--- apps a person let in, each with a Revoke form) and the error page of an authorization
--- request that cannot go back to its client. Clank elements in clank.auth.pages's page (its
+-- The HTML of OAuth: the consent page (a checkbox per scope asked, Approve or Deny: one plain
+-- form), the grants page (the apps a person let in, each with a Revoke form) and the error page
+-- of an authorization request that cannot go back to its client. Clank elements in clank.auth.pages's page (its
 -- shell and style), with a few rules of their own.
 local element = require "clank.ui.element"
 local render = require "clank.ui.render"
@@ -19,7 +19,10 @@ M.GRANTS = base.PREFIX .. "grants"
 
 local STYLE = raw [[<style>
 .oauth-lead { font-size: 1.05rem; }
-.oauth-list { margin: 0 0 1rem; padding-left: 1.25rem; }
+.oauth-scopes { margin: 0 0 1rem; padding: 0; border: 0; }
+.oauth-scopes legend { margin: 0 0 .5rem; padding: 0; }
+.oauth-scopes label { display: flex; align-items: center; gap: .5rem; margin: 0 0 .5rem; font-weight: 400; }
+.oauth-scopes input { display: inline-block; width: auto; margin: 0; padding: 0; }
 .oauth-note { color: #57606a; font-size: .9rem; }
 button.oauth-deny { margin-top: .75rem; color: #1f2328; background: #fff; border: 1px solid #8c959f; }
 button.oauth-deny:hover { background: #f3f4f6; }
@@ -37,14 +40,23 @@ local function respond(status, title, node, csp)
     body = base.document(title, render.render(h.div(nil, STYLE, node))) }
 end
 
-local function list(items)
-  local out = {}
-  for i, text in ipairs(items) do out[i] = h.li(nil, text) end
-  return h.ul({ className = "oauth-list" }, out)
+-- One checkbox per scope asked (name="scope"), ticked when ticked has it: the person may grant
+-- less than was asked. An empty hidden scope comes first: a browser sends no field for a box
+-- left unticked, and this one tells a form with none ticked from a POST without the field
+-- (which is granted what was asked).
+local function choices(asked, ticked)
+  local on, out = {}, { h.input { type = "hidden", name = "scope", value = "" } }
+  for _, name in ipairs(scopes.names(ticked)) do on[name] = true end
+  for _, name in ipairs(scopes.names(asked)) do
+    local box = h.input { type = "checkbox", name = "scope", value = name, checked = on[name] == true }
+    out[#out + 1] = h.label(nil, box, scopes.label(name))
+  end
+  return h.fieldset({ className = "oauth-scopes" }, h.legend(nil, "It will be able to:"), out)
 end
 
--- consent { clientName, clientHost?, redirectHost, redirectOrigin, scope, email, request } → the
--- page; clientHost is the host of a client ID metadata document's URL.
+-- consent { clientName, clientHost?, redirectHost, redirectOrigin, scope, ticked?, error?, email,
+-- request } → the page (status 200, or 422 with an error); clientHost is the host of a client
+-- ID metadata document's URL; ticked (default: scope) the scopes whose boxes are ticked.
 -- Its content security policy lets the form go to this site and, after the POST's 303, to the
 -- client's redirect URI (Chromium applies form-action to the redirect too).
 function M.consent(p)
@@ -53,16 +65,16 @@ function M.consent(p)
     h.p({ className = "oauth-lead" }, h.strong(nil, p.clientName), " wants to use your account."),
     p.clientHost and h.p({ className = "oauth-note" }, "It describes itself at ", h.strong(nil, p.clientHost),
       ": its name is its own claim."),
-    h.p(nil, "It will be able to:"),
-    list(scopes.words(p.scope)),
-    h.p({ className = "oauth-note" }, "Signed in as ", p.email, ". Your answer goes to ",
-      h.strong(nil, p.redirectHost), "."),
+    p.error and h.p({ className = "error", role = "alert" }, p.error),
     h.form({ method = "post", action = M.AUTHORIZE },
       h.input { type = "hidden", name = "request", value = p.request },
+      choices(p.scope, p.ticked or p.scope),
+      h.p({ className = "oauth-note" }, "Signed in as ", p.email, ". Your answer goes to ",
+        h.strong(nil, p.redirectHost), "."),
       h.button({ type = "submit", name = "decision", value = "approve" }, "Approve"),
       h.button({ type = "submit", name = "decision", value = "deny", className = "oauth-deny" }, "Deny")))
   local csp = page.csp { ["form-action"] = { p.redirectOrigin } }
-  return respond(200, "Allow access?", node, csp)
+  return respond(p.error and 422 or 200, "Allow access?", node, csp)
 end
 
 local function when(ms)

@@ -79,12 +79,24 @@ function M.credential(s)
   return set_of(s)[M.WRITE] and "write" or "read"
 end
 
--- words(s) → { "Read your data (agent:read)", ... } for a consent page.
-function M.words(s)
+-- names(s) → { "agent:read", ... }: the supported scopes s has, in the supported order.
+function M.names(s)
   local set, out = set_of(s), {}
   for _, name in ipairs(M.SUPPORTED) do
-    if set[name] then out[#out + 1] = WORDS[name] .. " (" .. name .. ")" end
+    if set[name] then out[#out + 1] = name end
   end
+  return out
+end
+
+-- label(name) → "Read your data (agent:read)": a supported scope in words, for the pages.
+function M.label(name)
+  return WORDS[name] .. " (" .. name .. ")"
+end
+
+-- words(s) → { "Read your data (agent:read)", ... }.
+function M.words(s)
+  local out = M.names(s)
+  for i, name in ipairs(out) do out[i] = M.label(name) end
   return out
 end
 

@@ -39,10 +39,15 @@ end
 local REQUEST = "SELECT user_id, client_id, client_name, redirect_uri, code_challenge, scope, " ..
   "resource, state, expires_at FROM clank_oauth_requests "
 
+-- The request hash of user_id still open at now → its row, or nil (another user's: nil).
+function M.request(q, hash, user_id, now)
+  return q:one(REQUEST .. "WHERE hash = $1 AND user_id = $2 AND expires_at > $3", hash, user_id, now)
+end
+
 -- Takes the request hash for user_id (once: two at the same time, one wins) → its row, or nil
 -- when there is none for that user that is still open at now. Another user's try leaves it.
 function M.takeRequest(q, hash, user_id, now)
-  local row = q:one(REQUEST .. "WHERE hash = $1 AND user_id = $2 AND expires_at > $3", hash, user_id, now)
+  local row = M.request(q, hash, user_id, now)
   if not row then return nil end
   local gone = q:exec("DELETE FROM clank_oauth_requests WHERE hash = $1 AND user_id = $2", hash, user_id)
   if gone.changes ~= 1 then return nil end

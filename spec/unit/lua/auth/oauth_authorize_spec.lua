@@ -205,16 +205,24 @@ describe("clank.auth OAuth authorize", function()
         local body = r.body
         assert.truthy(body:find("<strong>Test Client</strong> wants to use your account.", 1, true), body)
         assert.is_nil(body:find("describes itself", 1, true)) -- a registered client: no document
-        assert.truthy(body:find("<li>Read your data (agent:read)</li><li>Change your data (agent:write)</li>",
-          1, true), body)
+        -- a box per scope asked, ticked, in the form: the person may grant less
+        assert.truthy(body:find('<fieldset class="oauth-scopes"><legend>It will be able to:</legend>' ..
+          '<input name="scope" type="hidden" value="">' ..
+          '<label><input checked name="scope" type="checkbox" value="agent:read">Read your data (agent:read)</label>' ..
+          '<label><input checked name="scope" type="checkbox" value="agent:write">Change your data (agent:write)' ..
+          '</label></fieldset>', 1, true), body)
         assert.truthy(body:find("Signed in as ada@example.com. Your answer goes to <strong>client.example</strong>.",
           1, true), body)
         assert.truthy(body:find('<form action="/__clank/oauth/authorize" method="post">', 1, true), body)
         assert.truthy(body:find('<button name="decision" type="submit" value="approve">Approve</button>', 1, true))
         assert.truthy(body:find('value="deny">Deny</button>', 1, true))
-        -- the form carries the request id and nothing else of the request
-        local _, hidden = body:gsub('type="hidden"', "")
-        assert.are.equal(1, hidden)
+        assert.is_nil(body:find('role="alert"', 1, true))
+        -- the form carries the request id and nothing else of the request (the empty scope
+        -- only tells a form with no box ticked from a POST without the field)
+        local hidden = {}
+        for tag in body:gmatch('<input[^>]* type="hidden"[^>]*>') do hidden[#hidden + 1] = tag end
+        assert.are.same({ '<input name="request" type="hidden" value="' .. O.requestId(r) .. '">',
+          '<input name="scope" type="hidden" value="">' }, hidden)
         local id = O.requestId(r)
         assert.are.equal(43, #id)
         assert.is_nil(body:find("st-123", 1, true))
@@ -224,8 +232,10 @@ describe("clank.auth OAuth authorize", function()
 
       it_runs("shows the read scope alone when none is asked for", function()
         local r = O.authorize(a, O.query(client, { scope = false }), cookie)
-        assert.truthy(r.body:find("<ul class=\"oauth-list\"><li>Read your data (agent:read)</li></ul>", 1, true),
-          r.body)
+        local _, boxes = r.body:gsub('type="checkbox"', "")
+        assert.are.equal(1, boxes)
+        assert.truthy(r.body:find('<label><input checked name="scope" type="checkbox" value="agent:read">' ..
+          "Read your data (agent:read)</label></fieldset>", 1, true), r.body)
       end)
 
       it_runs("shows the client's id when it has no name, and escapes names", function()
@@ -322,6 +332,93 @@ describe("clank.auth OAuth authorize", function()
         error_page(O.decide(a, cookie, "nope"))
         error_page(O.decide(a, cookie, id:sub(1, 42) .. (id:sub(-1) == "A" and "Q" or "A")))
         assert.are.equal(303, O.decide(a, cookie, id).status)
+      end)
+
+      -- the scopes of the grant, and of the tokens the code gives
+      local function granted()
+        return db:one("SELECT scope FROM clank_oauth_grants").scope
+      end
+      local function tokens_of(r)
+        local _, params = O.location(r)
+        local answer, body = O.token(a, O.exchange(client, params.code))
+        assert.are.equal(200, answer.status, answer.body)
+        return body.scope
+      end
+      local BOTH = "agent:read agent:write"
+
+      it_runs("with a box unticked grants the ticked scopes only: the grant and its tokens", function()
+        local r = O.decide(a, cookie, consent { scope = BOTH }, "approve", { "agent:read" })
+        assert.are.equal(303, r.status, r.body)
+        assert.are.equal("agent:read", granted())
+        assert.are.equal("agent:read", tokens_of(r))
+        -- as the page's boxes, in any order, and each box once or more
+        r = O.decide(a, cookie, consent { scope = BOTH }, "approve", { "agent:write", "agent:read", "agent:write" })
+        assert.are.equal(BOTH, granted())
+        assert.are.equal(BOTH, tokens_of(r))
+      end)
+
+      it_runs("with a box unticked takes nothing from the grant: only its own tokens are less", function()
+        O.decide(a, cookie, consent { scope = BOTH })
+        local r = O.decide(a, cookie, consent { scope = BOTH }, "approve", { "agent:read" })
+        assert.are.equal(BOTH, granted())
+        assert.are.equal("agent:read", tokens_of(r))
+      end)
+
+      it_runs("with no box ticked shows the page again, with an error, and its request still open", function()
+        local id = consent { scope = BOTH }
+        local r = O.decide(a, cookie, id, "approve", {})
+        assert.are.equal(422, r.status, r.body)
+        assert.is_nil(r.headers.location)
+        assert.are.equal("no-store", r.headers["cache-control"])
+        assert.truthy(r.headers["content-security-policy"]:find("form-action 'self' https://client.example", 1, true))
+        local body = r.body
+        assert.truthy(body:find('<p class="error" role="alert">Choose at least one thing it may do, or Deny.</p>',
+          1, true), body)
+        assert.truthy(body:find("<strong>Test Client</strong> wants to use your account.", 1, true), body)
+        assert.truthy(body:find("Your answer goes to <strong>client.example</strong>.", 1, true), body)
+        -- the same boxes, none ticked, and the same request
+        assert.truthy(body:find('<label><input name="scope" type="checkbox" value="agent:read">Read your data ' ..
+          '(agent:read)</label><label><input name="scope" type="checkbox" value="agent:write">Change your data ' ..
+          "(agent:write)</label>", 1, true), body)
+        assert.are.equal(id, O.requestId(r))
+        assert.is_nil(db:one("SELECT id FROM clank_oauth_grants"))
+        assert.is_nil(db:one("SELECT hash FROM clank_oauth_codes"))
+        assert.are.equal(1, pending_requests())
+        -- an answer with a box ticked then goes through, once
+        r = O.decide(a, cookie, id, "approve", { "agent:write" })
+        assert.are.equal(303, r.status, r.body)
+        assert.are.equal("agent:write", granted())
+        assert.are.equal("agent:write", tokens_of(r))
+        error_page(O.decide(a, cookie, id, "approve", { "agent:write" }))
+      end)
+
+      it_runs("with no box ticked, Deny is still a no", function()
+        local r = O.decide(a, cookie, consent { scope = BOTH }, "deny", {})
+        assert.are.equal(303, r.status)
+        local _, params = O.location(r)
+        assert.are.equal("access_denied", params.error)
+        assert.is_nil(db:one("SELECT id FROM clank_oauth_grants"))
+        assert.are.equal(0, pending_requests())
+      end)
+
+      it_runs("ignores a ticked scope that was not asked for", function()
+        local r = O.decide(a, cookie, consent(), "approve", { "agent:read", "agent:write", "admin" })
+        assert.are.equal(303, r.status, r.body)
+        assert.are.equal("agent:read", granted())
+        assert.are.equal("agent:read", tokens_of(r))
+        -- ticking only what was not asked is ticking nothing
+        local id = consent()
+        assert.are.equal(422, O.decide(a, cookie, id, "approve", { "agent:write" }).status)
+        assert.are.equal(422, O.decide(a, cookie, id, "approve", { "admin" }).status)
+        assert.are.equal(1, pending_requests())
+        assert.are.equal("agent:read", granted())
+      end)
+
+      it_runs("without a scope field at all grants all that was asked", function()
+        local r = O.decide(a, cookie, consent { scope = BOTH })
+        assert.are.equal(303, r.status, r.body)
+        assert.are.equal(BOTH, granted())
+        assert.are.equal(BOTH, tokens_of(r))
       end)
 
       it_runs("a second approval for the same client adds its scopes to its one grant", function()
