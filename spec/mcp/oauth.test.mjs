@@ -3,19 +3,23 @@
 // OAuthClientProvider, `transport.finishAuth(code)`) against the real clank-run. The person's
 // part of the flow, the consent page, is done over HTTP by SpecProvider.redirectToAuthorization
 // as a signed-in person would in a browser: GET the authorization URL with their session
-// cookie, POST the page's form with Approve, read the code from the 303's Location.
+// cookie, POST the page's form as the browser sends it (its hidden fields, the scope boxes left
+// ticked, Approve), read the code from the 303's Location.
 //
-//   apps/tasks with accounts: discovery from the 401, RFC 7591 registration, the read grant
-//     the challenge asks for, the step-up to agent:write after a 403, each person their own
-//     tasks, the audit line of each tool call, revocation (RFC 7009 and the grants page).
+//   apps/tasks with accounts: discovery from the 401, RFC 7591 registration, the grant of both
+//     scopes the challenge asks for, a read grant when the person unticks agent:write, its 403
+//     insufficient_scope and the step-up to agent:write, each person their own tasks, the audit
+//     line of each tool call (refused ones too), revocation (RFC 7009 and the grants page).
 //   spec/fixtures/apps/accounts: a client whose id is the https URL of its Client ID Metadata
 //     Document (served by this file, trusted through SSL_CERT_FILE), and refresh-token
 //     rotation with its grace window (the fixture's ACCOUNTS_CLOCK_FILE steps past it).
 //
-// A first connection asks for the scope the 401 names (agent:read), not for scopes_supported or
-// the provider's clientMetadata.scope (MCP's scope selection, which the SDK follows): agent:write
-// comes by a step-up after a 403. The SDK is pinned (spec/mcp/package-lock.json, 1.32.x); what a
-// test says about its behaviour is about that version.
+// A first connection asks for the scope the 401 names (agent:read agent:write), not for
+// scopes_supported or the provider's clientMetadata.scope (MCP's scope selection, which the SDK
+// follows). The consent page has a box per scope asked, ticked: the person may untick
+// agent:write (SpecProvider's grant option), and the host then holds a read grant until a 403
+// makes it ask for agent:write alone (a step-up). The SDK is pinned
+// (spec/mcp/package-lock.json, 1.32.x); what a test says about its behaviour is about that version.
 //
 //   CLANK_RUN=build/clank-run node --test spec/mcp/oauth.test.mjs
 import { after, before, describe, test } from 'node:test';
@@ -37,6 +41,7 @@ const ACCOUNTS_APP = join(root, 'spec/fixtures/apps/accounts/app.lua');
 
 const READ = 'agent:read';
 const WRITE = 'agent:write';
+const BOTH = `${READ} ${WRITE}`;
 const ALL_TOOLS = ['tasks_archive', 'tasks_complete', 'tasks_create', 'tasks_list'];
 // the grace after a refresh token's rotation (issue 31: 60 s), and a step past it
 const GRACE_MS = 60000;
@@ -194,46 +199,63 @@ function attributes(tag) {
   return out;
 }
 
-// Opens the authorization URL as person and answers its consent page with decision →
-// { html, csp, location (the 303's, parsed) }.
-async function consent(server, person, url, decision = 'approve') {
+// Opens the authorization URL as person and answers its consent page with Approve, with the
+// boxes of the scopes in grant ticked (undefined: the boxes as the page has them) → { html, csp,
+// boxes ([{ scope, checked }] as the page showed them), posted (the form's fields, a
+// URLSearchParams), location (the 303's, parsed) }.
+async function consent(server, person, url, grant) {
   const cookie = sessionCookie(person);
   const page = await fetch(url, { headers: { cookie }, redirect: 'manual' });
   const html = await page.text();
   assert.equal(page.status, 200, `the consent page: ${page.status} ${page.headers.get('location') ?? html}`);
-  // one plain form (works without JavaScript): a hidden request id, Approve and Deny
+  // one plain form (works without JavaScript): a hidden request id, a box per scope, Approve and Deny
   const forms = [...html.matchAll(/<form\b[^>]*>/g)].map((m) => attributes(m[0]));
   assert.equal(forms.length, 1, html);
   assert.equal(forms[0].method, 'post');
-  const hidden = [...html.matchAll(/<input\b[^>]*>/g)].map((m) => attributes(m[0]))
-    .find((a) => a.name === 'request');
-  assert.equal(hidden?.type, 'hidden', html);
-  assert.ok(hidden.value, html);
+  const inputs = [...html.matchAll(/<input\b[^>]*>/g)].map((m) => attributes(m[0]));
+  const request = inputs.find((a) => a.name === 'request');
+  assert.equal(request?.type, 'hidden', html);
+  assert.ok(request.value, html);
+  const checkboxes = inputs.filter((a) => a.type === 'checkbox');
+  assert.ok(checkboxes.every((a) => a.name === 'scope'), html);
+  const boxes = checkboxes.map((a) => ({ scope: a.value, checked: 'checked' in a }));
   const decisions = [...html.matchAll(/<button\b[^>]*>/g)].map((m) => attributes(m[0]))
     .filter((a) => a.name === 'decision').map((a) => a.value);
   assert.deepEqual(decisions.sort(), ['approve', 'deny']);
 
+  // what a browser posts: every hidden field, the ticked boxes, the button pressed
+  for (const scope of grant ?? []) {
+    assert.ok(boxes.some((b) => b.scope === scope), `no box for ${scope} on the page:\n${html}`);
+  }
+  const ticked = boxes.filter((b) => (grant ? grant.includes(b.scope) : b.checked));
+  const posted = new URLSearchParams([
+    ...inputs.filter((a) => a.type === 'hidden').map((a) => [a.name, a.value]),
+    ...ticked.map((b) => ['scope', b.scope]),
+    ['decision', 'approve'],
+  ]);
   const answer = await fetch(new URL(forms[0].action, url), {
     method: 'POST',
     redirect: 'manual',
     headers: { cookie, origin: server.origin, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ request: hidden.value, decision }).toString(),
+    body: posted.toString(),
   });
   const text = await answer.text();
   assert.equal(answer.status, 303, `the consent answer: ${answer.status} ${text}`);
   return {
-    html, csp: page.headers.get('content-security-policy'), location: new URL(answer.headers.get('location')),
+    html, csp: page.headers.get('content-security-policy'), boxes, posted,
+    location: new URL(answer.headers.get('location')),
   };
 }
 
 // An in-memory OAuthClientProvider (client/auth.js) for one installation of a host, acting for
 // person: it registers dynamically (or names clientMetadataUrl), keeps what the SDK saves, and
 // sends the person to the consent page, where they approve at once (approves = false: the host
-// waits for them, and the flow stops there). keepRefreshToken = false: it forgets refresh
-// tokens, so the SDK re-authorizes where it would refresh.
+// waits for them, and the flow stops there) with every box ticked, or only those of grant
+// (e.g. [READ]: they untick agent:write). keepRefreshToken = false: it forgets refresh tokens,
+// so the SDK re-authorizes where it would refresh.
 class SpecProvider {
   constructor(server, person, { name, redirectUrl = 'http://127.0.0.1:8123/callback', clientMetadataUrl,
-    keepRefreshToken = true } = {}) {
+    keepRefreshToken = true, grant } = {}) {
     this.server = server;
     this.person = person;
     this.name = name;
@@ -241,6 +263,7 @@ class SpecProvider {
     if (clientMetadataUrl) this.clientMetadataUrl = clientMetadataUrl;
     this.keepRefreshToken = keepRefreshToken;
     this.approves = true;
+    this.grant = grant; // the next consents' ticked boxes (undefined: all the page ticks)
     this.authorizations = []; // { url, html, csp, location } of each time the SDK sent the person
     this.saved = []; // every token response the SDK saved
     this.invalidated = [];
@@ -255,7 +278,7 @@ class SpecProvider {
     return {
       client_name: this.name, redirect_uris: [this.redirectUrl],
       grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
-      token_endpoint_auth_method: 'none', scope: `${READ} ${WRITE}`,
+      token_endpoint_auth_method: 'none', scope: BOTH,
     };
   }
 
@@ -292,7 +315,7 @@ class SpecProvider {
     const entry = { url: new URL(url) };
     this.authorizations.push(entry);
     if (!this.approves) return;
-    Object.assign(entry, await consent(this.server, this.person, entry.url));
+    Object.assign(entry, await consent(this.server, this.person, entry.url, this.grant));
     // RFC 6749 §4.1.2: back to the redirect URI with the code and the state; RFC 9207: iss
     const { location } = entry;
     assert.equal(`${location.origin}${location.pathname}`, this.redirectUrl);
@@ -387,6 +410,11 @@ async function logLine(server, re) {
 
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
+// The audit line of a tool call by person through provider's client (a client id may end in
+// "-": the line's end, not a word boundary).
+const auditLine = (action, person, provider) => new RegExp(`mcp: ${escapeRe(action)} called by user ` +
+  `${escapeRe(String(person.id))} through client ${escapeRe(provider.clientInformation().client_id)}$`, 'm');
+
 // ---- apps/tasks --------------------------------------------------------------------------------
 
 describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () => {
@@ -394,8 +422,11 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
   let server;
   let ann;
   let bob;
-  // Ann's two host installations: one keeps refresh tokens (as SDK hosts do), one does not
+  // Ann's host installations: one she grants both scopes (it keeps refresh tokens, as SDK hosts
+  // do), one she grants agent:read only, and one that steps up from agent:read (it does not
+  // keep refresh tokens)
   let annHost;
+  let annReader;
   let annStepper;
 
   before(async () => {
@@ -427,13 +458,13 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
         'POST /__clank/oauth/token 200',
         'POST /__clank/mcp 200', // initialize again, with the access token
       ]);
-      // the challenge: where the metadata is, and the scope a first connection needs
-      assert.equal(rec.seen[0].challenge, challenge(server, { scope: READ }));
+      // the challenge: where the metadata is, and every scope, so the host asks for all it may need
+      assert.equal(rec.seen[0].challenge, challenge(server, { scope: BOTH }));
 
       // registered as a public client, for the scope the challenge named (the SDK asks for the
       // challenge's scope before scopes_supported or its own metadata: MCP's scope selection)
       const registration = JSON.parse(rec.seen.find((r) => r.path === '/__clank/oauth/register').body);
-      assert.equal(registration.scope, READ);
+      assert.equal(registration.scope, BOTH);
       const registered = annHost.clientInformation();
       assert.ok(registered.client_id && !registered.client_id.includes('://'), registered.client_id);
       assert.deepEqual(registered.redirect_uris, [annHost.redirectUrl]);
@@ -442,7 +473,7 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
 
       // one authorization request: code with PKCE S256, for this resource (RFC 8707)
       assert.equal(annHost.authorizations.length, 1);
-      const [{ url, html, csp }] = annHost.authorizations;
+      const [{ url, html, csp, boxes, posted }] = annHost.authorizations;
       assert.equal(`${url.origin}${url.pathname}`, `${server.origin}/__clank/oauth/authorize`);
       const q = url.searchParams;
       assert.equal(q.get('response_type'), 'code');
@@ -450,13 +481,16 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.equal(q.get('code_challenge_method'), 'S256');
       assert.match(q.get('code_challenge'), /^[A-Za-z0-9_-]{43}$/);
       assert.equal(q.get('redirect_uri'), annHost.redirectUrl);
-      assert.equal(q.get('scope'), READ);
+      assert.equal(q.get('scope'), BOTH);
       assert.equal(q.get('resource'), `${server.origin}/__clank/mcp`);
-      // the page says who asks, where the answer goes and what it may do; its form may go there
+      // the page says who asks, where the answer goes and what it may do, a box per scope
+      // (ticked); its form may go there
       assert.match(html, /Ann Desktop Host/);
       assert.match(html, /127\.0\.0\.1:8123/);
-      assert.match(html, /agent:read/);
-      assert.doesNotMatch(html, /agent:write/);
+      assert.match(html, /Read your data \(agent:read\)/);
+      assert.match(html, /Change your data \(agent:write\)/);
+      assert.deepEqual(boxes, [{ scope: READ, checked: true }, { scope: WRITE, checked: true }]);
+      assert.deepEqual(posted.getAll('scope'), ['', READ, WRITE]);
       assert.match(csp, /form-action [^;]*http:\/\/127\.0\.0\.1:8123/);
 
       // the code exchanged with its verifier, for tokens of the scope granted
@@ -471,34 +505,72 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.match(tokens.refresh_token, /^clank_rt_/);
       assert.equal(tokens.token_type.toLowerCase(), 'bearer');
       assert.equal(tokens.expires_in, 3600);
-      assert.equal(tokens.scope, READ);
+      assert.equal(tokens.scope, BOTH);
 
-      // a read grant: only the tool that does not write
-      assert.deepEqual(await toolNames(client), ['tasks_list']);
-      const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
-      assert.equal(listed.isError, undefined, JSON.stringify(listed));
-      assert.deepEqual(listed.structuredContent, { tasks: [] });
+      // both scopes: every tool, and a write runs at once
+      assert.deepEqual(await toolNames(client), ALL_TOOLS);
+      const empty = await client.callTool({ name: 'tasks_list', arguments: {} });
+      assert.equal(empty.isError, undefined, JSON.stringify(empty));
+      assert.deepEqual(empty.structuredContent, { tasks: [] });
+      const created = await client.callTool({
+        name: 'tasks_create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
+      });
+      assert.equal(created.isError, undefined, JSON.stringify(created));
+      assert.deepEqual(created.structuredContent, { id: '1', created: true });
+      assert.deepEqual(titles(await client.callTool({ name: 'tasks_list', arguments: {} })), ['Ship docs']);
+      assert.equal(annHost.authorizations.length, 1);
 
       // the grants page lists it
       const grants = await grantsOf(server, ann);
       assert.equal(grants.length, 1);
       assert.equal(grants[0].clientId, registered.client_id);
       assert.equal(grants[0].clientName, 'Ann Desktop Host');
-      assert.equal(grants[0].scope, READ);
+      assert.equal(grants[0].scope, BOTH);
       assert.equal(typeof grants[0].lastUsed, 'number');
     } finally {
       await client.close();
     }
   });
 
+  it('the person unticks agent:write on the consent page: a read grant, without the write tools', async () => {
+    const rec = recorder();
+    annReader = new SpecProvider(server, ann, { name: 'Ann Reader Host', grant: [READ] });
+    const { client } = await connect(server, annReader, rec);
+    try {
+      // the host asked for both, as the challenge says; the page offered both, ticked; the
+      // person's browser sent agent:read alone
+      assert.equal(rec.seen[0].challenge, challenge(server, { scope: BOTH }));
+      assert.equal(annReader.authorizations.length, 1);
+      const [{ url, boxes, posted }] = annReader.authorizations;
+      assert.equal(url.searchParams.get('scope'), BOTH);
+      assert.deepEqual(boxes, [{ scope: READ, checked: true }, { scope: WRITE, checked: true }]);
+      assert.deepEqual(posted.getAll('scope'), ['', READ]);
+
+      // tokens and grant of what was ticked
+      assert.equal(annReader.tokens().scope, READ);
+      const clientId = annReader.clientInformation().client_id;
+      const grant = (await grantsOf(server, ann)).find((g) => g.clientId === clientId);
+      assert.equal(grant.clientName, 'Ann Reader Host');
+      assert.equal(grant.scope, READ);
+
+      // a read grant: only the tool that does not write, on the person's own tasks
+      assert.deepEqual(await toolNames(client), ['tasks_list']);
+      const listed = await client.callTool({ name: 'tasks_list', arguments: {} });
+      assert.equal(listed.isError, undefined, JSON.stringify(listed));
+      assert.deepEqual(titles(listed), ['Ship docs']);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a write tool called with a read grant: 403 insufficient_scope; a refresh cannot widen it', async () => {
-    assert.ok(annHost?.tokens(), 'needs the tokens of the first test');
+    assert.ok(annReader?.tokens(), 'needs the read grant of the unticking test');
     // typescript-sdk 1.32: on insufficient_scope, auth() refreshes when it holds a refresh
     // token and re-authorizes only when it has none (typescript-sdk#2255; SEP-2350 clients
     // skip the refresh). A refresh keeps the grant's scope (RFC 6749 §6), so the call is
     // refused again and the SDK gives up: the person is never asked for more.
     const rec = recorder();
-    const { client } = await connect(server, annHost, rec);
+    const { client } = await connect(server, annReader, rec);
     try {
       await assert.rejects(client.callTool({
         name: 'tasks_create', arguments: { title: 'Through a read grant', tags: [], estimate: null },
@@ -511,11 +583,11 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       const refresh = rec.seen.filter((r) => r.path === '/__clank/oauth/token');
       assert.deepEqual(refresh.map((r) => [new URLSearchParams(r.body).get('grant_type'), r.status]),
         [['refresh_token', 200]]);
-      assert.equal(lastSaved(annHost).scope, READ);
-      assert.equal(annHost.authorizations.length, 1);
-      // nothing was written
-      assert.deepEqual((await client.callTool({ name: 'tasks_list', arguments: {} })).structuredContent,
-        { tasks: [] });
+      assert.equal(lastSaved(annReader).scope, READ);
+      assert.equal(annReader.authorizations.length, 1);
+      // nothing was written, but the call was logged with who tried (before the scope check)
+      assert.deepEqual(titles(await client.callTool({ name: 'tasks_list', arguments: {} })), ['Ship docs']);
+      await logLine(server, auditLine('tasks.create', ann, annReader));
     } finally {
       await client.close();
     }
@@ -523,37 +595,40 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
 
   it('a write tool called with a read grant steps up: the person approves agent:write, the call runs', async () => {
     const rec = recorder();
-    annStepper = new SpecProvider(server, ann, { name: 'Ann Web Host', keepRefreshToken: false });
+    annStepper = new SpecProvider(server, ann, { name: 'Ann Web Host', keepRefreshToken: false, grant: [READ] });
     const conn = await connect(server, annStepper, rec);
     try {
       assert.deepEqual(await toolNames(conn.client), ['tasks_list']);
       assert.equal(annStepper.tokens().scope, READ);
       const readToken = annStepper.tokens().access_token;
 
+      annStepper.grant = [WRITE]; // this time the person leaves agent:write ticked
       const created = await callWithStepUp(conn, annStepper, {
-        name: 'tasks_create', arguments: { title: 'Ship docs', tags: ['docs'], estimate: 2 },
+        name: 'tasks_create', arguments: { title: 'Write tests', tags: [], estimate: null },
       });
       assert.equal(created.isError, undefined, JSON.stringify(created));
-      assert.deepEqual(created.structuredContent, { id: '1', created: true });
+      assert.deepEqual(created.structuredContent, { id: '2', created: true });
 
-      // the 403 named the scope, and the SDK asked the person for it
+      // the 403 named the scope, and the SDK asked the person for it alone
       const refusal = rec.seen.find((r) => r.path === '/__clank/mcp' && r.status === 403);
       assert.equal(refusal.challenge, challenge(server, { error: 'insufficient_scope', scope: WRITE }));
       assert.equal(annStepper.authorizations.length, 2);
       const second = annStepper.authorizations[1];
-      assert.ok(second.url.searchParams.get('scope').split(' ').includes(WRITE), second.url.href);
-      assert.match(second.html, /agent:write/);
+      assert.equal(second.url.searchParams.get('scope'), WRITE);
+      assert.match(second.html, /Change your data \(agent:write\)/);
+      assert.deepEqual(second.boxes, [{ scope: WRITE, checked: true }]);
+      assert.deepEqual(second.posted.getAll('scope'), ['', WRITE]);
       assert.equal(annStepper.tokens().scope, WRITE);
 
       // a write grant: every tool
       assert.deepEqual(await toolNames(conn.client), ALL_TOOLS);
       assert.deepEqual(titles(await conn.client.callTool({ name: 'tasks_list', arguments: {} })),
-        ['Ship docs']);
+        ['Ship docs', 'Write tests']);
       // the grant has both now: the token of the first yes (another connection of the host
       // may hold it) still works
       const clientId = annStepper.clientInformation().client_id;
       const grant = (await grantsOf(server, ann)).find((g) => g.clientId === clientId);
-      assert.equal(grant.scope, `${READ} ${WRITE}`);
+      assert.equal(grant.scope, BOTH);
       assert.equal((await bareInitialize(server, readToken)).status, 200);
     } finally {
       await conn.client.close();
@@ -567,13 +642,15 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
     const anns = await connect(server, annStepper, recorder());
     try {
       assert.notEqual(bobHost.clientInformation().client_id, annStepper.clientInformation().client_id);
+      assert.equal(bobHost.tokens().scope, BOTH);
       assert.deepEqual((await bobs.client.callTool({ name: 'tasks_list', arguments: {} })).structuredContent,
         { tasks: [] });
-      const created = await callWithStepUp(bobs, bobHost, {
+      const created = await bobs.client.callTool({
         name: 'tasks_create', arguments: { title: 'Bob errand', tags: [], estimate: null },
       });
       assert.equal(created.isError, undefined, JSON.stringify(created));
-      assert.notEqual(created.structuredContent.id, '1');
+      assert.deepEqual(created.structuredContent, { id: '3', created: true });
+      assert.equal(bobHost.authorizations.length, 1);
       assert.deepEqual(titles(await bobs.client.callTool({ name: 'tasks_list', arguments: {} })),
         ['Bob errand']);
       // Ann's task is not Bob's to complete
@@ -582,18 +659,15 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.deepEqual(textJSON(theirs), { error: { code: 'NOT_FOUND', message: 'Task not found.' } });
       // … and Ann's list has neither Bob's task nor a change to hers
       const hers = await anns.client.callTool({ name: 'tasks_list', arguments: {} });
-      assert.deepEqual(titles(hers), ['Ship docs']);
+      assert.deepEqual(titles(hers), ['Ship docs', 'Write tests']);
       assert.equal(hers.structuredContent.tasks[0].completed, false);
 
       // the audit: each call with the person and the client acting for them
-      // (a client id may end in "-": the line's end, not a word boundary)
-      const line = (action, person, provider) => new RegExp(`mcp: ${escapeRe(action)} called by user ` +
-        `${escapeRe(String(person.id))} through client ` +
-        `${escapeRe(provider.clientInformation().client_id)}$`, 'm');
-      await logLine(server, line('tasks.create', bob, bobHost));
-      await logLine(server, line('tasks.complete', bob, bobHost));
-      await logLine(server, line('tasks.create', ann, annStepper));
-      await logLine(server, line('tasks.list', ann, annStepper));
+      await logLine(server, auditLine('tasks.create', bob, bobHost));
+      await logLine(server, auditLine('tasks.complete', bob, bobHost));
+      await logLine(server, auditLine('tasks.create', ann, annHost));
+      await logLine(server, auditLine('tasks.create', ann, annStepper));
+      await logLine(server, auditLine('tasks.list', ann, annStepper));
     } finally {
       await bobs.client.close();
       await anns.client.close();
@@ -617,15 +691,16 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.equal(res.status, 200);
       await res.text();
       assert.deepEqual(await bareInitialize(server, revoked),
-        { status: 401, challenge: challenge(server, { error: 'invalid_token', scope: READ }) });
+        { status: 401, challenge: challenge(server, { error: 'invalid_token', scope: BOTH }) });
 
       // the SDK's next call: 401, a refresh, the call again
       const before = rec.seen.length;
-      assert.deepEqual(await toolNames(client), ['tasks_list']);
+      assert.deepEqual(await toolNames(client), ALL_TOOLS);
       assertInOrder(rec.calls().slice(before), [
         'POST /__clank/mcp 401', 'POST /__clank/oauth/token 200', 'POST /__clank/mcp 200',
       ]);
       assert.notEqual(annHost.tokens().access_token, revoked);
+      assert.equal(annHost.tokens().scope, BOTH);
       assert.equal(annHost.authorizations.length, 1);
     } finally {
       await client.close();
@@ -637,7 +712,7 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
     const rec = recorder();
     const { client } = await connect(server, annHost, rec);
     try {
-      assert.deepEqual(await toolNames(client), ['tasks_list']);
+      assert.deepEqual(await toolNames(client), ALL_TOOLS);
       annHost.approves = false; // from here on, the person is not at the screen
       const clientId = annHost.clientInformation().client_id;
       const grant = (await grantsOf(server, ann)).find((g) => g.clientId === clientId);
@@ -658,14 +733,22 @@ describe('OAuth for MCP clients: apps/tasks with accounts, the SDK client', () =
       assert.ok(annHost.invalidated.includes('tokens'), JSON.stringify(annHost.invalidated));
       assert.equal(annHost.authorizations.length, 2);
 
-      // gone from the page; Ann's other grant goes on
+      // gone from the page; Ann's other grants go on, each with its own scope
       const left = await grantsOf(server, ann);
-      assert.deepEqual(left.map((g) => g.clientId), [annStepper.clientInformation().client_id]);
-      const other = await connect(server, annStepper, recorder());
+      assert.deepEqual(left.map((g) => [g.clientId, g.scope]), [
+        [annReader.clientInformation().client_id, READ], [annStepper.clientInformation().client_id, BOTH],
+      ]);
+      const stepper = await connect(server, annStepper, recorder());
       try {
-        assert.deepEqual(await toolNames(other.client), ALL_TOOLS);
+        assert.deepEqual(await toolNames(stepper.client), ALL_TOOLS);
       } finally {
-        await other.client.close();
+        await stepper.client.close();
+      }
+      const reader = await connect(server, annReader, recorder());
+      try {
+        assert.deepEqual(await toolNames(reader.client), ['tasks_list']);
+      } finally {
+        await reader.client.close();
       }
     } finally {
       await client.close();
@@ -770,32 +853,40 @@ describe('OAuth for MCP clients: the accounts fixture, the SDK client', () => {
       // no registration: the URL is the client id
       assert.ok(!rec.seen.some((r) => r.path === '/__clank/oauth/register'), rec.calls().join('\n'));
       assert.equal(carolHost.clientInformation().client_id, metadataUrl);
-      const [{ url, html }] = carolHost.authorizations;
+      const [{ url, html, boxes }] = carolHost.authorizations;
       assert.equal(url.searchParams.get('client_id'), metadataUrl);
+      assert.equal(url.searchParams.get('scope'), BOTH);
       // the server fetched the document once, and showed its name and where it lives
       assert.equal(docs.requests, 1);
       assert.match(html, /Spec Metadata Host/);
       assert.match(html, new RegExp(`localhost:${docs.port}`));
       assert.match(html, /127\.0\.0\.1:49152/);
+      assert.deepEqual(boxes, [{ scope: READ, checked: true }, { scope: WRITE, checked: true }]);
 
-      // a read grant: notes.list and the public ping (not notes.add or .clear, not admin.stats)
-      assert.equal(carolHost.tokens().scope, READ);
-      assert.deepEqual(await toolNames(client), ['notes_list', 'ping']);
+      // both scopes: every tool of a signed-in person who is not an admin (not admin.stats)
+      assert.equal(carolHost.tokens().scope, BOTH);
+      assert.deepEqual(await toolNames(client), ['notes_add', 'notes_clear', 'notes_list', 'ping']);
+      const added = await client.callTool({ name: 'notes_add', arguments: { text: 'From Carol' } });
+      assert.equal(added.isError, undefined, JSON.stringify(added));
       const listed = await client.callTool({ name: 'notes_list', arguments: {} });
       assert.equal(listed.isError, undefined, JSON.stringify(listed));
-      assert.deepEqual(listed.structuredContent, { notes: [] });
+      assert.deepEqual(listed.structuredContent, { notes: ['From Carol'] });
     } finally {
       await client.close();
     }
 
-    // the same host installed by another person: the server's cached copy serves
+    // the same host installed by another person, who unticks agent:write: the server's cached
+    // copy serves, and a read grant lists notes.list and the public ping (not notes.add or .clear)
     const daveHost = new SpecProvider(server, dave, {
       name: 'Spec Metadata Host', clientMetadataUrl: metadataUrl,
-      redirectUrl: 'http://127.0.0.1:49153/oauth/callback',
+      redirectUrl: 'http://127.0.0.1:49153/oauth/callback', grant: [READ],
     });
     const other = await connect(server, daveHost, recorder());
     try {
+      assert.equal(daveHost.tokens().scope, READ);
       assert.deepEqual(await toolNames(other.client), ['notes_list', 'ping']);
+      assert.deepEqual((await other.client.callTool({ name: 'notes_list', arguments: {} })).structuredContent,
+        { notes: [] });
       assert.equal(docs.requests, 1);
     } finally {
       await other.client.close();
@@ -813,7 +904,7 @@ describe('OAuth for MCP clients: the accounts fixture, the SDK client', () => {
       assert.match(res.body.access_token, /^clank_at_/);
       assert.match(res.body.refresh_token, /^clank_rt_/);
       assert.equal(res.body.token_type.toLowerCase(), 'bearer');
-      assert.equal(res.body.scope, READ);
+      assert.equal(res.body.scope, BOTH);
       assert.ok(res.body.expires_in > 3500 && res.body.expires_in <= 3600, String(res.body.expires_in));
       return res.body;
     };
