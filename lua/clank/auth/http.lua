@@ -475,20 +475,27 @@ local function crashed(c, err)
     { title = "Something went wrong" })
 end
 
-function M.handle(auth, request)
-  local query = type(request.query) == "table" and request.query or {}
-  local c = { auth = auth, request = request, query = query, json = wants_json(request),
-    next = input.next(query.next, nil) }
-  local ok, answer = pcall(dispatch, c)
+-- answer(c, dispatch, crashed) → dispatch(c), or what crashed(c, err) makes of its error (a
+-- bare 500 when that fails too); then the request's cached lookup is dropped, so the next one
+-- sees what this request changed. clank.auth.oauth answers the same way.
+function M.guarded(c, run, crashed_with)
+  local ok, answer = pcall(run, c)
   if not ok then
-    local shown, page = pcall(crashed, c, answer)
+    local shown, page = pcall(crashed_with, c, answer)
     answer = shown and page or {
       status = 500, headers = { ["content-type"] = "text/plain; charset=utf-8", ["cache-control"] = "no-store" },
       body = "Internal server error\n",
     }
   end
-  auth:_forget(request) -- the next lookup sees what this request changed
+  c.auth:_forget(c.request)
   return answer
+end
+
+function M.handle(auth, request)
+  local query = type(request.query) == "table" and request.query or {}
+  local c = { auth = auth, request = request, query = query, json = wants_json(request),
+    next = input.next(query.next, nil) }
+  return M.guarded(c, dispatch, crashed)
 end
 
 M.ROUTES = ROUTES

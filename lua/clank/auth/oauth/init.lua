@@ -20,7 +20,7 @@ local pages = require "clank.auth.oauth.pages"
 local token = require "clank.auth.oauth.token"
 local urls = require "clank.auth.oauth.urls"
 
-local type, pcall, tostring, ipairs = type, pcall, tostring, ipairs
+local type, tostring, ipairs = type, tostring, ipairs
 local find, lower, format, concat = string.find, string.lower, string.format, table.concat
 
 local M = {}
@@ -129,16 +129,7 @@ function M.handle(auth, request)
     if user and credential.kind == "session" then return user end
     return nil
   end
-  local ok, answer = pcall(dispatch, c)
-  if not ok then
-    local shown, page = pcall(crashed, c, answer)
-    answer = shown and page or {
-      status = 500, headers = { ["content-type"] = "text/plain; charset=utf-8", ["cache-control"] = "no-store" },
-      body = "Internal server error\n",
-    }
-  end
-  auth:_forget(request)
-  return answer
+  return require("clank.auth.http").guarded(c, dispatch, crashed)
 end
 
 -- challenge(auth, request, opts?) → the WWW-Authenticate value for the MCP endpoint's 401 or

@@ -158,13 +158,20 @@ end
 
 local GRANTS = { authorization_code = by_code, refresh_token = by_refresh }
 
-function M.handle(c)
+-- The form of a POST to the token or revocation endpoint, and its headers; or nil and the
+-- failure when the body is not application/x-www-form-urlencoded.
+local function form_of(c)
   local request = c.request
   local headers = type(request.headers) == "table" and request.headers or {}
   if reqlib.mediaType(headers["content-type"] or "") ~= "application/x-www-form-urlencoded" then
-    return fail("invalid_request", "The body must be application/x-www-form-urlencoded.")
+    return nil, fail("invalid_request", "The body must be application/x-www-form-urlencoded.")
   end
-  local f = reqlib.parseUrlencoded(type(request.body) == "string" and request.body or "")
+  return reqlib.parseUrlencoded(type(request.body) == "string" and request.body or ""), headers
+end
+
+function M.handle(c)
+  local f, headers = form_of(c)
+  if not f then return headers end
   if headers.authorization ~= nil or f.client_secret ~= nil then
     return fail("invalid_client", "Clients authenticate with nothing here (token_endpoint_auth_method none).")
   end
@@ -183,12 +190,8 @@ end
 -- an access token ends; a refresh token ends its grant (every token of it). A client_id that
 -- is not the token's client revokes nothing.
 function M.revoke(c)
-  local request = c.request
-  local headers = type(request.headers) == "table" and request.headers or {}
-  if reqlib.mediaType(headers["content-type"] or "") ~= "application/x-www-form-urlencoded" then
-    return fail("invalid_request", "The body must be application/x-www-form-urlencoded.")
-  end
-  local f = reqlib.parseUrlencoded(type(request.body) == "string" and request.body or "")
+  local f, failure = form_of(c)
+  if not f then return failure end
   local value = f.token
   if type(value) ~= "string" or value == "" then return fail("invalid_request", "token is required.") end
   local auth = c.auth
