@@ -610,6 +610,12 @@ static int on_message(clank_conn_t *c) {
   if (route == &g->auth_route) { /* for its limits on guessing, per client address */
     char peer[64];
     size_t n = clank_conn_peer_address(c, peer, sizeof peer);
+    /* Behind a proxy on this machine (--public-origin) every client has the proxy's
+       address, which clank-run cannot see past (it never trusts X-Forwarded-*): a limit
+       on it would let anyone lock everyone out. The per-account limit holds; the proxy
+       limits per client (deploy/nginx.conf). */
+    int loopback = clank_http_is_loopback(peer, n) || (n == 3 && memcmp(peer, "::1", 3) == 0);
+    if (n > 0 && h->opts.public_origin_len && loopback) n = 0;
     if (n > 0) {
       lua_pushlstring(co, peer, n);
       lua_setfield(co, -2, "remoteAddress");

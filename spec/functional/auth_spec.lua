@@ -281,6 +281,29 @@ describe("accounts across --workers 2", function()
   end)
 end)
 
+describe("accounts behind a proxy (--public-origin)", function()
+  local dir = tmpdir()
+  local s = server.for_describe(server.fixture("accounts"),
+    { env = env(dir .. "/p.db"), args = { "--public-origin", "https://app.example" } })
+
+  teardown(function() os.execute("rm -rf " .. dir) end)
+
+  it("does not lock everyone out through the proxy's address; the account limit holds", function()
+    -- every client of a proxy on this machine comes from 127.0.0.1: no limit per address there
+    for i = 1, 55 do
+      local status = call(s.port, "POST", "/__clank/auth/login",
+        { email = "many" .. i .. "@example.com", password = "guess" }, { Host = "app.example" })
+      assert.are.equal(401, status, "attempt " .. i)
+    end
+    for i = 1, 10 do
+      call(s.port, "POST", "/__clank/auth/login", { email = "one@example.com", password = "guess " .. i },
+        { Host = "app.example" })
+    end
+    assert.are.equal(429, (call(s.port, "POST", "/__clank/auth/login",
+      { email = "one@example.com", password = "guess" }, { Host = "app.example" })))
+  end)
+end)
+
 describe("clank-run users add", function()
   local dir = tmpdir()
   teardown(function() os.execute("rm -rf " .. dir) end)
