@@ -77,7 +77,9 @@ awk -v route="$route" '{ print } /^  views = \{ TaskList \},$/ { print route; n+
   || die "apps/tasks/app.lua has changed: no single '  views = { TaskList },' line to add the route after"
 sed 's/__BENCH_VERSION__/0/' "$tmp/template.lua" >"$tmp/app/app.lua"
 
-CLANK_TASKS_DB=$tmp/tasks.db "$clank_run" --host 127.0.0.1 --port 0 --log text "$tmp/app/app.lua" \
+# one user, no accounts (the app's actions would otherwise need a sign-in)
+CLANK_TASKS_DB=$tmp/tasks.db CLANK_TASKS_USER=bench "$clank_run" --host 127.0.0.1 --port 0 \
+  --log text "$tmp/app/app.lua" \
   >"$tmp/out" 2>"$tmp/err" &
 server_pid=$!
 port=
