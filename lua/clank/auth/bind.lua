@@ -1,7 +1,8 @@
 -- An app's accounts (clank.app { auth = clank.auth { ... } }, issue 30) bound to the rest of the
 -- runtime: the context every action, route, view and MCP call gets (ctx.user, ctx.credential,
--- and request.user), the default principal that binds view sessions and MCP sessions to the
--- user, the handler of /__clank/auth/..., and the note every worker and instance gets when sessions end, so that
+-- ctx.client and request.user), the default principal that binds view sessions and MCP
+-- sessions to the user, the handler of the auth paths (/__clank/auth/..., /__clank/oauth/...,
+-- the OAuth metadata), and the note every worker and instance gets when sessions end, so that
 -- their live pages close.
 local pubsub = require "clank.pubsub"
 
@@ -15,8 +16,9 @@ M.ENDED_TOPIC = "clank.auth.ended"
 local PER_MESSAGE = 50
 
 -- The context the app's own (appContext, or nil) returns, with the signed-in user (or nil) as
--- `user` and how they signed in as `credential` ({ kind = "session" | "token", scope }), read
--- by the bridge's check of actions' auth. The app's own `user` gives way.
+-- `user`, how they signed in as `credential` ({ kind = "session" | "token" | "oauth", scope }),
+-- read by the bridge's check of actions' auth, and the OAuth client acting for them as
+-- `client`. The app's own `user` gives way.
 function M.context(a, appContext)
   return function(request)
     local user, credential = a:authenticate(request)
@@ -75,7 +77,7 @@ function M.app(out, def)
   if not known then hooks[#hooks + 1] = announce end
 end
 
--- The handler of /__clank/auth/... (runtime/host/dispatch.c): no app context runs for it.
+-- The handler of the auth paths (runtime/host/dispatch.c): no app context runs for it.
 function M.route(app)
   local a = app.auth
   return function(request) return a:handle(request) end
