@@ -66,19 +66,21 @@ function M.page(live, request)
     end
     return page.errorPage(400, "Bad request", lines, opts, csp)
   end
+  local ctx -- the request's ctx, made once: who is signed in, then load's
   if view.auth == "user" then
-    local signedIn, user = pcall(live.signedIn, live, request)
-    if not signedIn then
-      log("error", "view " .. view.viewManifest.name .. ": sign-in check failed: " .. describe(user))
+    local made, got = pcall(live.context, live, request)
+    if not made then
+      log("error", "view " .. view.viewManifest.name .. ": sign-in check failed: " .. describe(got))
       return page.errorPage(500, "Something went wrong", nil, opts, csp)
     end
-    if not user then return sign_in_first(live, request, opts, csp) end
+    if not got.user then return sign_in_first(live, request, opts, csp) end
+    ctx = got
   end
   local ok, result = xpcall(function()
     local id = token.sign(live.secret, view.viewManifest.name, data, live:principal(request),
       live.clock())
     local loaded
-    if view.load then loaded = view.load(data, live:context(request)) end
+    if view.load then loaded = view.load(data, ctx or live:context(request)) end
     local inner = render.render(view(data, loaded), live.renderOptions)
     local m = view.viewManifest
     return page.html(m.description or m.name, opts, id, inner, page.scriptPath())
