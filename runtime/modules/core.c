@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/alloc.h"
 #include "core/protect.h"
@@ -217,7 +218,17 @@ static int core_pcall_atomic(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* clank.core.nowMs() → the wall clock in integer milliseconds since the epoch (jobs' run times,
+   leases and schedules are stored as such). */
+static int core_now_ms(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  lua_pushinteger(L, (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  return 1;
+}
+
 static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
+                                      {"nowMs", core_now_ms},
                                       {"sleep", core_sleep},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
