@@ -1,8 +1,8 @@
 -- clank.app { ... }: checks an app's definition and marks it for clank-run (SPEC §2).
 local bridge = require "clank.bridge"
 
-local type, pairs, ipairs, error, setmetatable, getmetatable, tostring =
-  type, pairs, ipairs, error, setmetatable, getmetatable, tostring
+local type, pairs, ipairs, error, setmetatable, getmetatable, tostring, pcall =
+  type, pairs, ipairs, error, setmetatable, getmetatable, tostring, pcall
 local format, concat = string.format, table.concat
 local isReservedPath, actionsByName = bridge.isReservedPath, bridge.actionsByName
 
@@ -17,6 +17,8 @@ local fields = {
   views = "table", context = "function", allowedOrigins = "table", bridge = "table",
   actionTimeout = "number", cpuLimit = "number", mcp = "table", routes = "table",
   page = "table", principal = "function", static = "table", pubsub = "string", auth = "table",
+  jobs = "table", jobsDb = "any", jobConcurrency = "number", jobLease = "number", jobRetention = "number",
+  jobQueues = "table", schedules = "table",
 }
 
 -- The route rules (method, pattern syntax, bodyLimit) live here alone: the host's router
@@ -100,7 +102,7 @@ local function app(def)
     if not want then
       error(format("clank.app: unknown field '%s'", tostring(key)), 2)
     end
-    if type(value) ~= want then
+    if want ~= "any" and type(value) ~= want then
       error(format("clank.app: field '%s' must be a %s, got %s", key, want, type(value)), 2)
     end
     out[key] = value
@@ -175,6 +177,10 @@ local function app(def)
       error("clank.app: field 'auth' must be made by clank.auth { db = ... }", 2)
     end
     require("clank.auth.bind").app(out, def)
+  end
+  if def.jobs ~= nil or def.schedules ~= nil then
+    local ok, problem = pcall(require("clank.jobs.app").bind, out, def)
+    if not ok then error("clank.app: " .. tostring(problem), 2) end
   end
   -- not (x > 0), not x <= 0: NaN is refused too
   if def.actionTimeout and not (def.actionTimeout > 0) then -- luacheck: ignore 581

@@ -34,6 +34,7 @@ local current_signal = core.currentSignal
 local db_registry = core.dbRegistry
 local sha256 = core.sha256
 local pack, unpack = table.pack, table.unpack
+local running = coroutine.running
 local type, error, pcall, setmetatable = type, error, pcall, setmetatable
 
 local DEFAULT_TIMEOUT = 30000
@@ -217,6 +218,36 @@ function Tx:exec(sql, ...)
   return run(self.db, tx_conn(self), sql, pack(...), "exec", 2)
 end
 
+-- The transactions each task has open, by target (weak: a task that died inside leaves nothing):
+-- what runs inside db:transaction on the same database joins it (a job's enqueue, issue 32).
+local open_transactions = setmetatable({}, { __mode = "k" })
+
+-- The transaction the running task has open on db's database (the same target), or nil.
+function M.transactionOf(db)
+  local open = open_transactions[running()]
+  return open and open[db.target]
+end
+
+-- fn() once tx commits (not if it rolls back): e.g. waking the job runner for what it enqueued.
+function Tx:afterCommit(fn)
+  if type(fn) ~= "function" then error("clank.db: afterCommit expects a function", 2) end
+  local list = self._after
+  if not list then
+    list = {}
+    self._after = list
+  end
+  list[#list + 1] = fn
+end
+
+local function after_commit(tx)
+  local list = tx._after
+  if not list then return end
+  for i = 1, #list do
+    local ok, err = pcall(list[i])
+    if not ok then core.log("error", "clank.db: an after-commit function failed: " .. tostring(err)) end
+  end
+end
+
 -- fn(tx) on one held connection: commit when it returns (its results are
 -- returned), rollback when it raises (the error raised again, as it was).
 -- A task that dies inside, or a generation dropped meanwhile, rolls back
@@ -231,12 +262,22 @@ function Db:transaction(fn)
     error(err, 2)
   end
   local tx = setmetatable({ conn = conn, db = self }, Tx)
+  local co = running()
+  local open = open_transactions[co]
+  if not open then
+    open = {}
+    open_transactions[co] = open
+  end
+  local outer = open[self.target]
+  open[self.target] = tx
   local results = pack(pcall(fn, tx))
+  open[self.target] = outer
   tx.done = true
   if results[1] then
     local committed, cerr = pcall(run, self, conn, "COMMIT", EMPTY, "exec", 1)
     conn:release() -- a failed COMMIT leaves the transaction open: release rolls it back
     if not committed then error(cerr, 2) end
+    after_commit(tx)
     return unpack(results, 2, results.n)
   end
   -- ROLLBACK even when the signal aborted (no signal here; short limit); if
@@ -351,6 +392,7 @@ function M.open(target, opts)
     begin = kind == "sqlite" and "BEGIN IMMEDIATE" or "BEGIN",
   }, Db)
   opened[db] = true
+  M.first = M.first or db
   return db
 end
 

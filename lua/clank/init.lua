@@ -35,10 +35,12 @@ local clank = {
 }
 
 -- Loaded on first use: clank.auth (sign-in, issue 30) pulls in clank.password and the pages.
-local lazy = { auth = "clank.auth" }
+-- clank.jobs and clank.defineJob (durable jobs, issue 32) likewise.
+local lazy = { auth = "clank.auth", jobs = "clank.jobs" }
 
 return setmetatable(clank, {
   __index = function(t, key)
+    if key == "defineJob" then return t.jobs.defineJob end
     local name = lazy[key]
     if name == nil then return nil end
     local module = require(name)

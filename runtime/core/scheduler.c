@@ -231,11 +231,19 @@ void clank_sched_timer_cancel(clank_wait_t *w) {
   wait_close(w);
 }
 
+int clank_sched_wake(clank_task_t *t) {
+  clank_wait_t *w = t ? t->wait : NULL;
+  if (w == NULL || !w->sleeping || w->task != t || uv_is_closing((uv_handle_t *)&w->timer)) return 0;
+  uv_timer_start(&w->timer, wait_fired, 0, 0);
+  return 1;
+}
+
 int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx) {
   clank_task_t *task = lua_isyieldable(L) ? clank_task_of(L) : NULL;
   if (task == NULL) return luaL_error(L, CLANK_WAIT_MESSAGE);
   clank_wait_t *w = clank_wait_new(L, task->sched, ms);
   w->task = task;
+  w->sleeping = 1;
   task->wait = w;
   lua_pushlightuserdata(L, task->sched);
   return lua_yieldk(L, 1, ctx, k);

@@ -102,6 +102,7 @@ struct clank_wait_s {
   lua_State *L;                    /* the main thread, for fire */
   int ref;                         /* a registry ref fire needs, released with the wait */
   void (*retire)(clank_wait_t *w); /* on reload, instead of waiting on (clank.timeout) */
+  int sleeping;                    /* clank.sleep's: clank_sched_wake may end it early */
   clank_sched_t *sched;
   clank_wait_t *prev, *next;
 };
@@ -198,6 +199,9 @@ int clank_sched_sleep(lua_State *L, double ms, lua_KFunction k, lua_KContext ctx
 /* A timer calling fire(w) after ms, holding the value at idx (0: none) in w->ref. */
 clank_wait_t *clank_sched_timer(lua_State *L, double ms, void (*fire)(clank_wait_t *), int idx);
 void clank_sched_timer_cancel(clank_wait_t *w);
+/* Ends t's clank.sleep now (t resumes from the loop, as when the time is up):
+   1, or 0 when t is not sleeping. A queue's waiting consumer is woken so. */
+int clank_sched_wake(clank_task_t *t);
 
 /* Calls the function below nargs arguments on L's stack in a task and returns
    the number of results it pushed; errors are raised again as they are.
@@ -223,6 +227,12 @@ void clank_sched_spawn(lua_State *L);
    over its budget), never when a reload or a closing generation dropped it.
    Raises while the app loads off the loop. */
 void clank_sched_spawn_then(lua_State *L);
+/* The same for [fn, done, signal] at top, for work that must finish even
+   when a reload replaces the generation (a durable job): the task is not
+   dropped by a reload (only by a closing generation), and signal (or nil)
+   is its abort signal, the one its waits watch (core.currentSignal). The
+   caller keeps the retired generation open meanwhile (core.hold). */
+void clank_sched_spawn_kept(lua_State *L);
 /* Starts the spawns kept while defer_spawn was set, in order. */
 void clank_sched_run_deferred(lua_State *L);
 
@@ -233,6 +243,13 @@ void clank_sched_run_deferred(lua_State *L);
    other workers and instances (clank.core.relay; host/pubsub.h installs it
    when there are any). */
 #define CLANK_RELAY_KEY "clank.relay"
+/* Registry key of hold(delta, ms), which keeps a retired generation open for
+   durable jobs still running in it (clank.core.hold; clank-run installs it). */
+#define CLANK_HOLD_KEY "clank.hold"
+/* Registry key of the jobs runner (clank.jobs.runner), which clank-run starts
+   when the generation serves and stops when the process stops: a table with
+   start() and stop(ms), both plain calls. */
+#define CLANK_JOBS_KEY "clank.jobs"
 
 /* The data hung on s under key, or NULL. */
 void *clank_sched_slot(clank_sched_t *s, const void *key);

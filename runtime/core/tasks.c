@@ -315,16 +315,28 @@ void clank_sched_spawn(lua_State *L) {
   spawned_resume(&o->task, 1);
 }
 
-void clank_sched_spawn_then(lua_State *L) {
+static void spawn_watched(lua_State *L, int kept, int signal_ref) {
   clank_sched_t *s = clank_sched_get(L);
   if (s->defer_spawn) luaL_error(L, "clank.spawn: cannot watch a task while the app loads");
   owned_t *o = owned_new(L, s, spawned_resume);
-  o->spawned = 1;
+  o->spawned = !kept;
+  o->task.signal_ref = signal_ref;
   o->done_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, protected_body);
   lua_insert(L, -2);
   lua_xmove(L, o->task.co, 2);
   spawned_resume(&o->task, 1);
+}
+
+void clank_sched_spawn_then(lua_State *L) { spawn_watched(L, 0, 0); }
+
+void clank_sched_spawn_kept(lua_State *L) {
+  int signal_ref = 0;
+  if (lua_isnil(L, -1))
+    lua_pop(L, 1);
+  else
+    signal_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* released with the task (owned_free) */
+  spawn_watched(L, 1, signal_ref);
 }
 
 void clank_tasks_retire(clank_sched_t *s) {

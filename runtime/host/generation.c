@@ -58,6 +58,8 @@ static void set_paths(lua_State *L, const char *app_path, char app_dir[PATH_MAX]
   lua_pushfstring(L, "%s/?.so;%s", app_dir, lua_tostring(L, -1));
   lua_setfield(L, -3, "cpath");
   lua_pop(L, 2);
+  lua_pushstring(L, app_dir); /* the app's folder: where its default jobs database goes */
+  lua_setfield(L, LUA_REGISTRYINDEX, "clank.app_dir");
 }
 
 /* app.static = { ["/assets"] = "public" }: folders next to app.lua (their

@@ -11,6 +11,7 @@
 #include "host/dispatch.h"
 #include "host/exchange.h"
 #include "host/host.h"
+#include "host/jobs.h"
 #include "host/live.h"
 #include "host/pubsub.h"
 #include "host/static.h"
@@ -256,6 +257,7 @@ static void switch_to(clank_host_t *h, clank_gen_t *g, uint64_t t0) {
   h->live_generations++;
   clank_live_move(h, old, g); /* before retiring: its sessions' handlers may still finish there */
   retire(h, old);
+  clank_jobs_attach(h, g); /* after retiring: the old runner claims no more */
   clank_log_msg(&h->log, "info", "reloaded in %.1f ms; %.*s", (double)(uv_hrtime() - t0) / 1e6,
                 (int)changes.len, changes.data);
   clank_buf_free(&changes);

@@ -3,6 +3,7 @@
 
 #include "host/dispatch.h"
 #include "host/exchange.h"
+#include "host/jobs.h"
 #include "host/live.h"
 #include "host/announce.h"
 #include "host/handoff.h"
@@ -72,7 +73,20 @@ static void teardown(clank_host_t *h) {
   uv_walk(&h->loop, close_handle, NULL);
 }
 
-static void server_drained(clank_server_t *s) { teardown(s->data); }
+/* The last connection closed after a stop: the process ends once its jobs
+   have finished or given their leases back too (host/jobs.h). */
+static void server_drained(clank_server_t *s) {
+  clank_host_t *h = s->data;
+  h->drained = 1;
+  clank_host_stop_if_done(h);
+}
+
+static void stop_now(uv_timer_t *t) { teardown(t->data); }
+
+void clank_host_stop_if_done(clank_host_t *h) {
+  /* from the loop, not now: the caller may be a job's Lua code the teardown frees */
+  if (h->drained && h->jobs_held <= 0 && !h->torn_down) uv_timer_start(&h->stop_timer, stop_now, 0, 0);
+}
 
 static void stop_deadline(uv_timer_t *t) {
   clank_host_t *h = t->data;
@@ -97,6 +111,9 @@ static void on_signal(uv_signal_t *sig, int signum) {
   uv_timer_start(&h->stop_timer, stop_deadline, h->opts.limits.stop_ms, 0);
   uv_unref((uv_handle_t *)&h->stop_timer);
   clank_live_stop(h);
+  /* jobs give their leases back a second before the cut-off, so none waits for its lease */
+  uint64_t stop_ms = h->opts.limits.stop_ms;
+  clank_jobs_stop(h, stop_ms > 2000 ? stop_ms - 1000 : stop_ms / 2);
   clank_server_stop(&h->server);
 }
 
@@ -319,6 +336,7 @@ int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
     clank_announce_urls(&h->log, o, port);
   }
   h->gen->sched.loop_running = 1;
+  clank_jobs_attach(h, h->gen);
   uv_run(&h->loop, UV_RUN_DEFAULT);
 
 done:

@@ -48,6 +48,8 @@ typedef struct clank_host_s {
   int reload_again;                    /* and another reload was asked for meanwhile */
   int stop_requests;
   int torn_down;
+  int drained;   /* stopping, and the server has no connection left */
+  int jobs_held; /* durable jobs running in any generation (host/jobs.h) */
 } clank_host_t;
 
 /* generations.c: a reload (the reloader's callback, and SIGHUP's). */
@@ -56,6 +58,8 @@ void clank_host_reload(void *h);
 void clank_host_reload_built(uv_async_t *a);
 /* Waits for a build in progress and drops what it built (the host stops). */
 void clank_host_reload_abandon(clank_host_t *h);
+/* Stopping, the server drained and no job running: the loop ends. */
+void clank_host_stop_if_done(clank_host_t *h);
 /* A retired generation may have become idle: close it soon. */
 void clank_host_gen_idle(clank_host_t *h, clank_gen_t *g);
 void clank_host_close_retired(clank_host_t *h);

@@ -5,6 +5,8 @@
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -41,12 +43,15 @@ static void abort_with(clank_wait_t *w, const char *reason) {
 static void timeout_fired(clank_wait_t *w) { abort_with(w, "timeout"); }
 static void timeout_retired(clank_wait_t *w) { abort_with(w, "reload"); }
 
-/* clank.timeout(ms): an abort signal that aborts after ms, reason "timeout". */
+/* clank.timeout(ms): an abort signal that aborts after ms, reason "timeout"
+   (or "reload", when a reload retires the generation first).
+   clank.core.timeout(ms, true): one a reload leaves running (a durable job's). */
 static int core_timeout(lua_State *L) {
   double ms = check_ms(L, 1);
+  int outlives_reload = lua_toboolean(L, 2);
   clank_abort_push(L);
   clank_wait_t *w = clank_sched_timer(L, ms, timeout_fired, lua_gettop(L));
-  w->retire = timeout_retired;
+  if (!outlives_reload) w->retire = timeout_retired;
   return 1;
 }
 
@@ -66,6 +71,57 @@ static int core_spawn_then(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_settop(L, 2);
   clank_sched_spawn_then(L);
+  return 0;
+}
+
+/* clank.core.spawnKept(fn, done, signal?): clank.core.spawnThen(fn, done) for a durable job: a
+   reload does not drop the task, and signal is the abort signal its waits watch. */
+static int core_spawn_kept(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!lua_isnoneornil(L, 3)) luaL_checkudata(L, 3, CLANK_ABORT_MT);
+  lua_settop(L, 3);
+  clank_sched_spawn_kept(L);
+  return 0;
+}
+
+/* clank.core.abort(signal, reason): aborts a signal the runtime made (a job's, when it is
+   cancelled or given back). */
+static int core_abort(lua_State *L) {
+  luaL_checkudata(L, 1, CLANK_ABORT_MT);
+  const char *reason = luaL_checkstring(L, 2);
+  clank_abort_fire(L, 1, reason);
+  return 0;
+}
+
+/* clank.core.mkdir(path) → true (made, or a folder already), or nil, err: the default jobs
+   database's folder (.clank next to the app). */
+static int core_mkdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (mkdir(path, 0777) != 0 && !(errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    return luaL_fileresult(L, 0, path);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* clank.core.wake(co) → true when the task running co was in clank.sleep, which ends now. */
+static int core_wake(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTHREAD);
+  lua_pushboolean(L, clank_sched_wake(clank_task_of(lua_tothread(L, 1))));
+  return 1;
+}
+
+/* clank.core.hold(delta, ms?): delta units of work (durable jobs) the generation must finish
+   before it closes, though a reload retired it: up to ms more (default: its request bound).
+   clank-run keeps the count (CLANK_HOLD_KEY); elsewhere nothing closes a state under its work. */
+static int core_hold(lua_State *L) {
+  lua_Integer delta = luaL_checkinteger(L, 1);
+  lua_Integer ms = luaL_optinteger(L, 2, 0);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CLANK_HOLD_KEY) != LUA_TFUNCTION) return 0;
+  lua_pushinteger(L, delta);
+  lua_pushinteger(L, ms);
+  lua_call(L, 2, 0);
   return 0;
 }
 
@@ -233,6 +289,11 @@ static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
                                       {"timeout", core_timeout},
                                       {"spawn", core_spawn},
                                       {"spawnThen", core_spawn_then},
+                                      {"spawnKept", core_spawn_kept},
+                                      {"wake", core_wake},
+                                      {"abort", core_abort},
+                                      {"mkdir", core_mkdir},
+                                      {"hold", core_hold},
                                       {"memoryTight", core_memory_tight},
                                       {"count", core_count},
                                       {"relay", core_relay},
