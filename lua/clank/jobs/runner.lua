@@ -51,14 +51,20 @@ end
 -- The queues this runner claims from, with their limits.
 local function queues_of(self)
   if self._queues then return self._queues end
+  -- only jobs this code knows: another version (a rolling deploy) or app on the same database
+  -- leaves this one's alone, and the reverse
   local list, seen = {}, {}
   for _, job in ipairs(self.b.jobs) do
-    if not seen[job.queue] then
-      seen[job.queue] = true
+    local q = seen[job.queue]
+    if not q then
       local limit = self.b.queues and self.b.queues[job.queue] or self.b.concurrency
-      list[#list + 1] = { name = job.queue, limit = min(limit, self.b.concurrency) }
+      q = { name = job.queue, limit = min(limit, self.b.concurrency), jobNames = {} }
+      seen[job.queue] = q
+      list[#list + 1] = q
     end
+    q.jobNames[#q.jobNames + 1] = job.name
   end
+  for _, q in ipairs(list) do q.names = json.encode(q.jobNames) end
   self._queues = list
   return list
 end
@@ -267,7 +273,7 @@ function Runner:claim()
     local n = min(free, q.limit - (self.perQueue[q.name] or 0))
     if n > 0 then
       local now = now_ms()
-      local rows = self.db:query(self.sql.claim, now + self.b.lease, self.id, q.name, now, n)
+      local rows = self.db:query(self.sql.claim, now + self.b.lease, self.id, q.name, now, n, q.names)
       for _, row in ipairs(rows) do self:run(row) end
       claimed = claimed + #rows
       free = free - #rows

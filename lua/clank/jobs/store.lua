@@ -53,7 +53,8 @@ local function sql(kind)
     byKey = "SELECT id FROM clank_jobs WHERE unique_key = $1",
     claim = "UPDATE clank_jobs SET state = 'running', attempt = attempt + 1, lease_until = $1, "
       .. "locked_by = $2 WHERE id IN (SELECT id FROM clank_jobs WHERE state = 'available' AND "
-      .. "queue = $3 AND run_at <= $4 ORDER BY priority, run_at, id LIMIT $5"
+      .. "queue = $3 AND run_at <= $4 AND name IN (" .. ids(kind):gsub("::bigint", ""):format(6) .. ") "
+      .. "ORDER BY priority, run_at, id LIMIT $5"
       .. (pg and " FOR UPDATE SKIP LOCKED" or "") .. ") RETURNING " .. COLUMNS,
     done = "UPDATE clank_jobs SET state = 'done', finished_at = $1, lease_until = NULL, "
       .. "locked_by = NULL WHERE locked_by = $2 AND id IN (" .. ids(kind):format(3) .. ")",
