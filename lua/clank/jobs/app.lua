@@ -67,6 +67,9 @@ function M.bind(out, def)
   b.db = database(def)
   for _, job in ipairs(list) do job._bound = b end
   out.jobs = list
+  -- the other instances hear of new jobs through the same PostgreSQL (LISTEN/NOTIFY), as topics
+  -- do, unless the app carries its topics elsewhere
+  if out.pubsub == nil and b.db.kind == "postgres" then out.pubsub = b.db.target end
   local runner = require("clank.jobs.runner").new(b)
   -- clank-run finds it there (runtime/host/jobs.c: CLANK_JOBS_KEY)
   debug.getregistry()["clank.jobs"] = {
