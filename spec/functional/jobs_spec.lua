@@ -191,9 +191,9 @@ for _, backend in ipairs(backends) do
       local ids = call(s, "enqueue", { job = "record", n = 10000, rollback = true }).ids
       assert.are.equal(10000, #ids)
       local id = call(s, "enqueue", { job = "record" }).ids[1]
-      local r = eventually(5, state_is(s, id, "done"), "the committed job done")
+      eventually(5, state_is(s, id, "done"), "the committed job done")
       socket.sleep(0.3)
-      r = report(s)
+      local r = report(s)
       assert.are.equal(1, #r.jobs)
       assert.are.equal(1, #r.runs)
       assert.are.equal(id, r.runs[1].job)
@@ -261,8 +261,8 @@ for _, backend in ipairs(backends) do
       assert.is_true(s:signal("HUP"))
       eventually(5, function() return s:stderr():find("reloaded in", 1, true) end, "the reload")
       local new = call(s, "enqueue", { job = "record" }).ids[1]
-      local r = eventually(5, state_is(s, old, "done"), "the old job done")
-      r = eventually(5, state_is(s, new, "done"), "the new job done")
+      eventually(5, state_is(s, old, "done"), "the old job done")
+      local r = eventually(5, state_is(s, new, "done"), "the new job done")
       assert.are.equal("end v1", runs_of(r, old)[2].note)
       assert.are.equal("v2", runs_of(r, new)[1].note)
       assert.are.equal(1, job_of(r, old).attempt)

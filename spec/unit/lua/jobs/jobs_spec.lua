@@ -64,7 +64,7 @@ describe("clank.defineJob", function()
     jobs.bind { jobs = { j }, concurrency = 1, lease = 1000, retention = 0 }
     ok, err = pcall(j.enqueue, j, { n = "one" })
     assert.is_false(ok)
-    assert.matches("job 'j': invalid input: n: Expected a number%.", err)
+    assert.matches("job 'j': invalid input: n: Expected a finite number%.", err)
     ok, err = pcall(j.enqueue, j, { n = 1 }, { delay = 1, runAt = 2 })
     assert.is_false(ok)
     assert.matches("give delay or runAt, not both", err)
