@@ -272,6 +272,45 @@ for _, backend in ipairs(backends) do
       os.remove(version)
     end)
 
+    it("runs a 6-field schedule's tick once across two workers of two instances, a missed one once", function()
+      local env = { JOBS_SCHEDULE = "*/2 * * * * *" }
+      local a = start(env, { "--workers", "2" })
+      local b = start(env, { "--workers", "2" })
+      local t0 = socket.gettime()
+      socket.sleep(7)
+      assert.are.equal(0, a:stop())
+      local ticks = {}
+      for _, run in ipairs(report(b).runs) do
+        if run.note == "tick" then ticks[#ticks + 1] = run end
+      end
+      assert.are.equal(0, b:stop())
+      local elapsed = socket.gettime() - t0
+      -- one tick every even second: 3 or 4 in 7 s, each run once, none two for one tick
+      assert.is_true(#ticks >= math.floor(elapsed / 2) - 1 and #ticks <= math.floor(elapsed / 2) + 1,
+        #ticks .. " ticks in " .. elapsed .. " s")
+      local seen = {}
+      for i, run in ipairs(ticks) do
+        assert.is_nil(seen[run.job], "job " .. run.job .. " ran twice")
+        seen[run.job] = true
+        assert.are.equal(1, run.attempt)
+        if i > 1 then
+          assert.is_true(run.at - ticks[i - 1].at >= 1000, "two runs for one tick")
+        end
+      end
+      -- down for three ticks: the next start runs one of them, not three
+      socket.sleep(6.5)
+      local c = start(env)
+      local started = socket.gettime() * 1000
+      socket.sleep(1.5)
+      local since = 0
+      for _, run in ipairs(report(c).runs) do
+        if run.note == "tick" and run.at >= started - 200 then since = since + 1 end
+      end
+      -- the missed one, and at most one regular tick in those 1.5 s
+      assert.is_true(since >= 1 and since <= 2, since .. " ticks after the restart")
+      assert.are.equal(0, c:stop())
+    end)
+
     it("gives a running job back when stopped, so it runs again at once at the next start", function()
       local env = { CLANK_TEST_LIMITS = "stop_ms=3000" }
       local s = start(env)
