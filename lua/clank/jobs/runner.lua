@@ -112,15 +112,15 @@ function Runner:flush()
       -- its lease runs out and it runs again: at least once
       log("error", format("jobs: recording %d finished job(s) failed: %s", #ids, tostring(err)))
     end
-    for _, run in ipairs(batch) do
-      self:forget(run)
-      release_hold(run)
-    end
+    for _, run in ipairs(batch) do release_hold(run) end
   end
   self.flushing = false
 end
 
+-- A successful run frees its slot at once; its end is written with the others of the next
+-- milliseconds (its lease, renewed meanwhile, covers it until then).
 function Runner:succeeded(run)
+  self:forget(run)
   local batch = self.doneBatch
   batch[#batch + 1] = run
   if #batch >= FLUSH_MAX then
