@@ -85,6 +85,13 @@ static int core_spawn_kept(lua_State *L) {
   return 0;
 }
 
+/* clank.core.newSignal() → an abort signal only clank.core.abort aborts (a job's: its runner
+   watches the time, so no timer waits per job). */
+static int core_new_signal(lua_State *L) {
+  clank_abort_push(L);
+  return 1;
+}
+
 /* clank.core.abort(signal, reason): aborts a signal the runtime made (a job's, when it is
    cancelled or given back). */
 static int core_abort(lua_State *L) {
@@ -292,6 +299,7 @@ static const luaL_Reg core_funcs[] = {{"pcallAtomic", core_pcall_atomic},
                                       {"spawnKept", core_spawn_kept},
                                       {"wake", core_wake},
                                       {"abort", core_abort},
+                                      {"newSignal", core_new_signal},
                                       {"mkdir", core_mkdir},
                                       {"hold", core_hold},
                                       {"memoryTight", core_memory_tight},

@@ -30,6 +30,7 @@ local PRUNE_MS = 60000       -- ended jobs past their retention are deleted this
 local FLUSH_MS = 2           -- ends of successful runs are written together, at most this late
 local FLUSH_MAX = 500
 local GRACE_MS = 1000        -- a run past its timeout by this much is given up on
+local WATCH_MS = 100         -- how often running jobs' timeouts are looked at
 local WAKE_TOPIC = "clank.jobs.wake"
 local DEAD_KEEP_MS = 7 * 86400000 -- dead jobs stay at least a week, for someone to look at them
 
@@ -196,7 +197,7 @@ function Runner:run(row)
     self:failed(run, format("no job named '%s' in this app", row.name))
     return
   end
-  local signal = core.timeout(timeout, true)
+  local signal = core.newSignal() -- aborted at the timeout by keepLeases' watch
   run.signal = signal
   local result = {}
   core.spawnKept(function()
@@ -236,8 +237,10 @@ end
 
 -- ---- leases ----
 
--- While this runner has jobs running, their leases are renewed a third of the way through, and a
--- run past its timeout (a handler that ignores its signal, in a long clank.sleep) is given up on.
+-- While this runner has jobs running: their leases are renewed a third of the way through; a
+-- run past its timeout has its signal aborted, and one that still runs a second later (a
+-- handler that ignores its signal, in a long clank.sleep) is given up on. One watch for all the
+-- runs, not a timer each.
 function Runner:keepLeases()
   if self.keeping then return end
   self.keeping = true
@@ -245,12 +248,15 @@ function Runner:keepLeases()
   core.spawnKept(function()
     local renewAt = now_ms() + lease // 3
     while self.nrunning > 0 do
-      sleep(min(1000, lease // 3))
+      sleep(WATCH_MS)
       local now = now_ms()
       for _, run in pairs(self.runs) do
-        if not run.given and now > run.started + run.timeout + GRACE_MS then
+        local late = now - run.started - run.timeout
+        if late >= 0 and run.signal and not run.signal.aborted then
+          core.abort(run.signal, "timeout")
+        end
+        if late > GRACE_MS and not run.given then
           run.given = true
-          if run.signal then core.abort(run.signal, "timeout") end
           self:failed(run, format("timed out after %d ms and did not stop", run.timeout))
         end
       end
