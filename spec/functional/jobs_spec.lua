@@ -213,6 +213,18 @@ for _, backend in ipairs(backends) do
       assert.are.equal(0, s:stop())
     end)
 
+    it("publishes a job's topics after its run, as an action's", function()
+      local s = start()
+      local id = call(s, "enqueue", { job = "announce" }).ids[1]
+      local r = eventually(5, function()
+        local r = report(s)
+        return #runs_of(r, 0) == 1 and r
+      end, "the subscriber heard it")
+      assert.are.equal("heard jobs.announced", runs_of(r, 0)[1].note)
+      assert.are.equal("announce", runs_of(r, id)[1].note)
+      assert.are.equal(0, s:stop())
+    end)
+
     it("cancels a waiting job and retries a dead one from code", function()
       local s = start()
       local later = call(s, "enqueue", { job = "record", delay = 60000 }).ids[1]
