@@ -300,8 +300,19 @@ function Runner:maintain(now)
   if now >= (self.pruneAt or 0) then
     local retention = self.b.retention
     self.pruneAt = now + max(1000, min(PRUNE_MS, retention))
-    self.db:exec(self.sql.prune, now - retention, now - max(retention, DEAD_KEEP_MS))
+    local pruned = self.db:exec(self.sql.prune, now - retention, now - max(retention, DEAD_KEEP_MS))
+    if pruned.changes > 0 and self.kind == "postgres" then self:shrink() end
   end
+end
+
+-- After a prune emptied the table: its space back (PostgreSQL keeps a table's and its indexes'
+-- pages at their high-water mark). Nothing waits for it: the lock is taken only if it is free.
+function Runner:shrink()
+  if self.db:one(self.sql.anyJob) then return end
+  pcall(self.db.transaction, self.db, function(tx)
+    tx:exec(self.sql.lockAll)
+    if not tx:one(self.sql.anyJob) then tx:exec(self.sql.truncate) end
+  end)
 end
 
 function Runner:loopBody()

@@ -72,7 +72,11 @@ local function sql(kind)
       .. ids(kind):format(3) .. ")",
     prune = "DELETE FROM clank_jobs WHERE (state IN ('done', 'cancelled') AND finished_at < $1) "
       .. "OR (state = 'dead' AND finished_at < $2)",
-    nextDue = "SELECT min(run_at) AS at FROM clank_jobs WHERE state = 'available'",
+    anyJob = "SELECT 1 AS x FROM clank_jobs LIMIT 1",
+    -- PostgreSQL keeps a table's pages (and its indexes') at their high-water mark: an empty table
+    -- is truncated, under a lock taken only if nobody is using the table
+    lockAll = "LOCK TABLE clank_jobs IN ACCESS EXCLUSIVE MODE NOWAIT",
+    truncate = "TRUNCATE clank_jobs",
     cancel = "UPDATE clank_jobs SET state = 'cancelled', finished_at = $2, lease_until = NULL, "
       .. "locked_by = NULL WHERE id = $1 AND state IN ('available', 'running') RETURNING state",
     retry = "UPDATE clank_jobs SET state = 'available', run_at = $2, attempt = 0, finished_at = NULL, "
