@@ -16,10 +16,13 @@ static const char usage[] =
     "       clank-run new NAME\n"
     "       clank-run test [DIR]\n"
     "       clank-run users add EMAIL [--role NAME]... [--app DIR]\n"
+    "       clank-run jobs ls [--state STATE] [--limit N] [--app DIR]\n"
+    "       clank-run jobs retry|cancel ID [--app DIR]\n"
     "\n"
     "Serves a Clank app over HTTP (DIR serves DIR/app.lua). `new NAME` writes a starter app\n"
     "into the folder NAME; `test DIR` runs the specs under DIR/spec (default .) with busted;\n"
-    "`users add` adds an account to the app's clank.auth (the password read from stdin).\n"
+    "`users add` adds an account to the app's clank.auth (the password read from stdin);\n"
+    "`jobs` lists the app's durable jobs with their counts, or runs one again or cancels it.\n"
     "\n"
     "  --host HOST          address to listen on (default 127.0.0.1)\n"
     "  --allow-any-host     answer any Host (behind a proxy that checks it); by default\n"
@@ -204,8 +207,9 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
     o->command = !strcmp(argv[1], "new") ? CLANK_COMMAND_NEW : CLANK_COMMAND_TEST;
     first = 2;
   }
-  if (argc > 1 && !strcmp(argv[1], "users")) { /* its own options: lua/clank/cli/users.lua */
-    o->command = CLANK_COMMAND_USERS;
+  /* their own options: lua/clank/cli/users.lua, jobs.lua */
+  if (argc > 1 && (!strcmp(argv[1], "users") || !strcmp(argv[1], "jobs"))) {
+    o->command = !strcmp(argv[1], "users") ? CLANK_COMMAND_USERS : CLANK_COMMAND_JOBS;
     o->app_path = ".";
     o->rest_argc = argc - 2;
     o->rest_argv = argv + 2;

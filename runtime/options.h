@@ -25,7 +25,8 @@ typedef enum {
   CLANK_COMMAND_SERVE, /* clank-run [options] app.lua|DIR */
   CLANK_COMMAND_NEW,   /* clank-run new NAME: app_path is NAME */
   CLANK_COMMAND_TEST,  /* clank-run test [DIR]: app_path is DIR (default ".") */
-  CLANK_COMMAND_USERS  /* clank-run users add EMAIL [--role R] [--app DIR]: the rest as is */
+  CLANK_COMMAND_USERS, /* clank-run users add EMAIL [--role R] [--app DIR]: the rest as is */
+  CLANK_COMMAND_JOBS   /* clank-run jobs ls|retry|cancel ... [--app DIR]: the rest as is */
 } clank_command_t;
 
 /* "https://" + a host of 253 bytes (or a bracketed IPv6 address) + ":65535" + NUL */

@@ -236,7 +236,7 @@ void clank_sched_spawn_kept(lua_State *L);
 /* Starts the spawns kept while defer_spawn was set, in order. */
 void clank_sched_run_deferred(lua_State *L);
 
-/* Registry key of count(what), clank-run's counter of runtime events
+/* Registry key of count(what, ...), clank-run's counter of runtime events
    (clank.core.count; absent elsewhere, where counting does nothing). */
 #define CLANK_COUNT_EVENT_KEY "clank.count_event"
 /* Registry key of relay(topic, payload_text?), which tells a publish to the

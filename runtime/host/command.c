@@ -1,6 +1,7 @@
-/* clank-run new, clank-run test (SPEC §16) and clank-run users (issue 30): runs the runtime's Lua
-   script for the command (lua/clank/cli/) in a Lua state of its own, which it
-   owns and closes, with clank-run's modules. */
+/* clank-run new, clank-run test (SPEC §16), clank-run users (issue 30) and
+   clank-run jobs (issue 32): runs the runtime's Lua script for the command
+   (lua/clank/cli/) in a Lua state of its own, which it owns and closes, with
+   clank-run's modules. */
 #include "host/command.h"
 
 #include <errno.h>
@@ -93,6 +94,7 @@ int clank_command_main(const clank_options_t *o) {
   lua_pushcfunction(L, run_script);
   lua_pushstring(L, o->command == CLANK_COMMAND_NEW     ? "clank.cli.new"
                     : o->command == CLANK_COMMAND_USERS ? "clank.cli.users"
+                    : o->command == CLANK_COMMAND_JOBS  ? "clank.cli.jobs"
                                                         : "clank.cli.test");
   lua_pushstring(L, lua_dir);
   lua_pushlightuserdata(L, (void *)o);

@@ -260,12 +260,16 @@ static const clank_route_t *live_path(clank_gen_t *g, int method, const char *p,
   return NULL;
 }
 
-/* The inspector's page and live channels (SPEC §16) take these pseudo-routes. */
+/* The inspector's page, live channels and jobs' page (SPEC §16) take these pseudo-routes. */
 static const clank_route_t inspector_page_route = {.handler_ref = LUA_NOREF};
 static const clank_route_t inspector_live_route = {.handler_ref = LUA_NOREF};
+static const clank_route_t inspector_jobs_route = {.handler_ref = LUA_NOREF};
 
-/* /__clank/inspector and /__clank/sessions/i.<token>/...: 404 for whoever may
-   not see it (it does not exist for them), whatever the Host rules say. */
+/* /__clank/inspector, /__clank/sessions/i.<token>/... and /__clank/inspector/jobs...: 404 for
+   whoever may not see them (they do not exist for them), whatever the Host rules say. The jobs'
+   page takes GET; what is under it, POST: its Retry and Cancel forms, which change the app's
+   data, so they are under the CSRF rule of app routes too (SPEC §15) — the access rule says who
+   may ask, this one that no other site's page asks in their name. */
 static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, const char *p,
                           size_t n) {
   const clank_route_t *route = NULL;
@@ -274,6 +278,13 @@ static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, cons
     route = NULL;
   } else if (clank_span_is(p, n, "/__clank/inspector")) {
     if (get) route = &inspector_page_route;
+  } else if (clank_inspector_jobs_path(p, n)) {
+    int page = clank_span_is(p, n, CLANK_INSPECTOR_JOBS);
+    if (page ? get : c->req.method == HTTP_POST) {
+      if (!page && !clank_csrf_check(c, g)) return CLANK_HTTP_ANSWERED;
+      c->body_limit = 4096; /* a form with a button: nothing to read */
+      route = &inspector_jobs_route;
+    }
   } else if (n > 23 && clank_span_is(p + n - 5, 5, "/live") && !memchr(p + 18, '/', n - 23)) {
     if (!clank_live_check(c, g)) return CLANK_HTTP_ANSWERED;
     route = &inspector_live_route;
@@ -594,6 +605,11 @@ static int on_message(clank_conn_t *c) {
     lua_pushcfunction(co, clank_drive_page_entry); /* the inspector's own page (SPEC §16) */
     clank_inspector_push(h, g);
     lua_xmove(g->L, co, 1);
+  } else if (route == &inspector_jobs_route) {
+    lua_pushcfunction(co, clank_drive_route_entry); /* its handler: request → response */
+    clank_inspector_push_jobs(h, g);
+    lua_xmove(g->L, co, 1);
+    takes_x = 1;
   } else if (route == &g->page_route || route == &g->live_http_route) {
     lua_pushcfunction(
         co, route == &g->page_route ? clank_drive_page_entry : clank_drive_live_http_entry);
@@ -626,7 +642,8 @@ static int on_message(clank_conn_t *c) {
     clank_request_target(&c->req, &t);
     clank_route_set_params(co, names, route, t.path, t.path_len);
   }
-  if (g->context_ref != LUA_NOREF && route != &g->auth_route)
+  /* the jobs' page is the runtime's: the app's context (its sign-in) has no say */
+  if (g->context_ref != LUA_NOREF && route != &g->auth_route && route != &inspector_jobs_route)
     lua_rawgeti(co, LUA_REGISTRYINDEX, g->context_ref);
   else
     lua_pushnil(co);

@@ -43,8 +43,14 @@ int clank_inspector_allowed(clank_conn_t *c, const char *inspector_host) {
   return clank_http_is_loopback(name, n) && loopback_peer(c);
 }
 
+int clank_inspector_jobs_path(const char *p, size_t n) {
+  size_t k = sizeof CLANK_INSPECTOR_JOBS - 1;
+  return n >= k && memcmp(p, CLANK_INSPECTOR_JOBS, k) == 0 && (n == k || p[k] == '/');
+}
+
 int clank_inspector_path(const char *p, size_t n) {
   if (n == sizeof "/__clank/inspector" - 1 && memcmp(p, "/__clank/inspector", n) == 0) return 1;
+  if (clank_inspector_jobs_path(p, n)) return 1;
   /* the inspector's session ids are its tokens behind "i." (tokens are base64url) */
   return n > sizeof SESSIONS + 1 && memcmp(p, SESSIONS "i.", sizeof SESSIONS + 1) == 0;
 }
@@ -190,4 +196,12 @@ void clank_inspector_push(clank_host_t *h, clank_gen_t *g) {
   }
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, INSPECTOR_KEY);
+}
+
+void clank_inspector_push_jobs(clank_host_t *h, clank_gen_t *g) {
+  clank_inspector_push(h, g);
+  if (lua_istable(g->L, -1)) {
+    lua_getfield(g->L, -1, "jobs");
+    lua_remove(g->L, -2);
+  }
 }

@@ -13,6 +13,9 @@
 #define CLANK_INSPECTOR_PATH 160 /* longest path kept (longer ones are cut) */
 #define CLANK_INSPECTOR_NOTE 160 /* longest reload error kept */
 
+/* The jobs' page (issue 32); its forms post to <it>/<id>/retry and /cancel. */
+#define CLANK_INSPECTOR_JOBS "/__clank/inspector/jobs"
+
 typedef struct clank_inspector_request_s {
   char method[16];
   char path[CLANK_INSPECTOR_PATH + 1]; /* no query string, session tokens redacted */
@@ -43,8 +46,11 @@ struct clank_gen_s;
 /* Whether the request may see the inspector: the peer and the Host are
    loopback, or the Host is --inspector's (with any port). */
 int clank_inspector_allowed(clank_conn_t *c, const char *inspector_host);
-/* Paths served by the inspector: the page and its sessions' live channels. */
+/* Paths served by the inspector: the page, its sessions' live channels, and
+   the jobs' page with what is under it (its forms' POSTs). */
 int clank_inspector_path(const char *p, size_t n);
+/* Whether p is the jobs' page or under it. */
+int clank_inspector_jobs_path(const char *p, size_t n);
 /* Counts one answer (the server's on_answered, through metrics). */
 void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, const clank_target_t *t,
                             int status, uint64_t ns);
@@ -52,6 +58,9 @@ void clank_inspector_record(clank_inspector_log_t *log, clank_conn_t *c, const c
 void clank_inspector_reload(clank_inspector_log_t *log, int ok, uint64_t ns, const char *note);
 /* Pushes g's inspector object (made on first use), or nil when it failed to load (logged). */
 void clank_inspector_push(struct clank_host_s *h, struct clank_gen_s *g);
+/* Pushes the handler of g's jobs' page, request → response (lua/clank/inspector/jobs.lua), or
+   nil when the inspector failed to load (logged). */
+void clank_inspector_push_jobs(struct clank_host_s *h, struct clank_gen_s *g);
 /* Pushes the inspector object of L's generation and returns 1 when it was made, else 0. */
 int clank_inspector_existing(lua_State *L);
 

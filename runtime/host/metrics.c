@@ -63,6 +63,13 @@ static int path_kind(const char *p, size_t n) {
   return CLANK_KIND_OTHER;
 }
 
+/* The histogram bucket of a duration (the last one is +Inf). */
+static int bucket_of(uint64_t ns) {
+  int b = 0;
+  while (b < CLANK_METRICS_BUCKETS - 1 && ns > bound_ns[b]) b++;
+  return b;
+}
+
 static clank_metrics_action_t *find_action(clank_metrics_t *m, const char *name, size_t n) {
   for (int i = 0; i < m->nactions; i++)
     if (m->actions[i].len == n && memcmp(m->actions[i].name, name, n) == 0) return &m->actions[i];
@@ -81,9 +88,7 @@ void clank_metrics_answered(clank_conn_t *c, int status, uint64_t ns) {
   if (kind == CLANK_KIND_OTHER) kind = path_kind(t.path, t.path_len);
   if (status >= CLANK_METRICS_STATUS_MIN && status <= CLANK_METRICS_STATUS_MAX)
     m->requests[kind][status - CLANK_METRICS_STATUS_MIN]++;
-  int b = 0;
-  while (b < CLANK_METRICS_BUCKETS - 1 && ns > bound_ns[b]) b++;
-  m->buckets[b]++;
+  m->buckets[bucket_of(ns)]++;
   m->duration_ns += ns;
   m->count++;
   /* an action call: POST /actions/<name> of an action the app has */
@@ -115,12 +120,60 @@ static int count_call(lua_State *L) {
   return 0;
 }
 
-/* count(what): one event of the topics (issue 28): "published",
-   "delivered" or "rerender"; of live sessions: "hibernate", "wake"; upvalue 1: the metrics. */
+/* ---- job runs (issue 32) ---- */
+
+#define OTHER_QUEUE CLANK_METRICS_QUEUES
+
+/* The counters of queue `name` in m: its own, new ones while there is room,
+   else "other"'s (which a queue the app itself calls "other" shares: one
+   series per label). The sibling workers read nqueues while this one adds a
+   queue, so the name is written before nqueues counts it. */
+static clank_metrics_queue_t *queue_slot(clank_metrics_t *m, const char *name, size_t n) {
+  clank_metrics_queue_t *other = &m->queues[OTHER_QUEUE];
+  if (n == 0 || n >= CLANK_METRICS_QUEUE_NAME || (n == 5 && memcmp(name, "other", 5) == 0))
+    return other;
+  int count = m->nqueues;
+  for (int i = 0; i < count; i++)
+    if (m->queues[i].len == n && memcmp(m->queues[i].name, name, n) == 0) return &m->queues[i];
+  if (count == CLANK_METRICS_QUEUES) return other;
+  clank_metrics_queue_t *q = &m->queues[count];
+  memcpy(q->name, name, n);
+  q->name[n] = '\0';
+  q->len = (uint8_t)n;
+  __atomic_store_n(&m->nqueues, count + 1, __ATOMIC_RELEASE);
+  return q;
+}
+
+/* count("job", queue, "done" | "failed" | "dead", seconds): the end of one
+   run of a job (lua/clank/jobs/runner.lua). */
+static void count_job(lua_State *L, clank_metrics_t *m) {
+  size_t n;
+  const char *queue = luaL_checklstring(L, 2, &n);
+  const char *how = luaL_checkstring(L, 3);
+  double seconds = luaL_optnumber(L, 4, 0);
+  int end = !strcmp(how, "done")     ? CLANK_JOB_DONE
+            : !strcmp(how, "failed") ? CLANK_JOB_FAILED
+            : !strcmp(how, "dead")   ? CLANK_JOB_DEAD
+                                     : -1;
+  if (end < 0) return;
+  if (!(seconds > 0)) seconds = 0; /* a clock that stepped back; NaN */
+  if (seconds > 1e9) seconds = 1e9;
+  uint64_t ns = (uint64_t)(seconds * 1e9);
+  clank_metrics_queue_t *q = queue_slot(m, queue, n);
+  q->runs[end]++;
+  q->buckets[bucket_of(ns)]++;
+  q->duration_ns += ns;
+}
+
+/* count(what, ...): one event of the topics (issue 28): "published",
+   "delivered" or "rerender"; of live sessions: "hibernate", "wake"; of
+   jobs: "job" (count_job); upvalue 1: the metrics. */
 static int count_event(lua_State *L) {
   clank_metrics_t *m = lua_touserdata(L, lua_upvalueindex(1));
   const char *what = luaL_checkstring(L, 1);
-  if (what[0] == 'p')
+  if (what[0] == 'j')
+    count_job(L, m);
+  else if (what[0] == 'p')
     m->published++;
   else if (what[0] == 'd')
     m->delivered++;
@@ -245,6 +298,17 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
   t->lua_bytes += w->lua_bytes;
   t->connections += w->connections;
   t->inflight += w->inflight;
+  int nq = __atomic_load_n(&w->nqueues, __ATOMIC_ACQUIRE); /* the names it counts are written */
+  if (nq > CLANK_METRICS_QUEUES) nq = CLANK_METRICS_QUEUES;
+  for (int i = 0; i <= CLANK_METRICS_QUEUES; i++) {
+    if (i < CLANK_METRICS_QUEUES && i >= nq) continue;
+    const clank_metrics_queue_t *q = &w->queues[i];
+    clank_metrics_queue_t *mine =
+        i == OTHER_QUEUE ? &t->queues[OTHER_QUEUE] : queue_slot(t, q->name, q->len);
+    for (int e = 0; e < CLANK_JOB_ENDS; e++) mine->runs[e] += q->runs[e];
+    for (int b = 0; b < CLANK_METRICS_BUCKETS; b++) mine->buckets[b] += q->buckets[b];
+    mine->duration_ns += q->duration_ns;
+  }
   int n = w->nactions < CLANK_METRICS_ACTIONS ? w->nactions : CLANK_METRICS_ACTIONS;
   for (int i = 0; i < n; i++) {
     const clank_metrics_action_t *a = &w->actions[i];
@@ -254,6 +318,67 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
       mine->ok += a->ok;
       mine->error += a->error;
     }
+  }
+}
+
+/* The queues of m that counted runs, by name, then "other" when it counted any:
+   indexes into m->queues; returns how many. */
+static int queue_order(const clank_metrics_t *m, int order[CLANK_METRICS_QUEUES + 1]) {
+  int n = 0;
+  for (int i = 0; i < m->nqueues; i++) {
+    int at = n++;
+    while (at > 0 && strcmp(m->queues[order[at - 1]].name, m->queues[i].name) > 0) {
+      order[at] = order[at - 1];
+      at--;
+    }
+    order[at] = i;
+  }
+  const clank_metrics_queue_t *other = &m->queues[OTHER_QUEUE];
+  if (other->runs[CLANK_JOB_DONE] + other->runs[CLANK_JOB_FAILED] + other->runs[CLANK_JOB_DEAD])
+    order[n++] = OTHER_QUEUE;
+  return n;
+}
+
+static void queue_label(clank_buf_t *b, const clank_metrics_t *m, int i) {
+  clank_buf_appends(b, "{queue=\"");
+  if (i == OTHER_QUEUE)
+    clank_buf_appends(b, "other");
+  else
+    label_value(b, m->queues[i].name, m->queues[i].len);
+  clank_buf_appendc(b, '"');
+}
+
+/* clank_jobs_total and clank_job_duration_seconds (issue 32). */
+static void job_families(clank_buf_t *b, const clank_metrics_t *m) {
+  static const char *const end_name[CLANK_JOB_ENDS] = {"done", "failed", "dead"};
+  int order[CLANK_METRICS_QUEUES + 1];
+  int n = queue_order(m, order);
+  family(b, "clank_jobs_total", "counter",
+         "Runs of jobs that ended, by queue and how: done, failed (to run again) or dead "
+         "(its last attempt failed).");
+  for (int k = 0; k < n; k++)
+    for (int e = 0; e < CLANK_JOB_ENDS; e++) {
+      clank_buf_appends(b, "clank_jobs_total");
+      queue_label(b, m, order[k]);
+      clank_buf_appendf(b, ",state=\"%s\"} %llu\n", end_name[e],
+                        (unsigned long long)m->queues[order[k]].runs[e]);
+    }
+  family(b, "clank_job_duration_seconds", "histogram", "Time a run of a job took, by queue.");
+  for (int k = 0; k < n; k++) {
+    const clank_metrics_queue_t *q = &m->queues[order[k]];
+    uint64_t cumulative = 0;
+    for (int i = 0; i < CLANK_METRICS_BUCKETS; i++) {
+      cumulative += q->buckets[i];
+      clank_buf_appends(b, "clank_job_duration_seconds_bucket");
+      queue_label(b, m, order[k]);
+      clank_buf_appendf(b, ",le=\"%s\"} %llu\n", bound_text[i], (unsigned long long)cumulative);
+    }
+    clank_buf_appends(b, "clank_job_duration_seconds_sum");
+    queue_label(b, m, order[k]);
+    clank_buf_appendf(b, "} %.9f\n", (double)q->duration_ns / 1e9);
+    clank_buf_appends(b, "clank_job_duration_seconds_count");
+    queue_label(b, m, order[k]);
+    clank_buf_appendf(b, "} %llu\n", (unsigned long long)cumulative);
   }
 }
 
@@ -342,6 +467,7 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
                         (unsigned long long)(e ? a->error : a->ok));
     }
   }
+  job_families(b, m);
   clank_conn_answer(c, 200,
                     "content-type: text/plain; version=0.0.4; charset=utf-8\r\n"
                     "cache-control: no-store\r\n",

@@ -32,12 +32,28 @@ enum { CLANK_LISTENER_NONE, CLANK_LISTENER_UP, CLANK_LISTENER_DOWN };
 #define CLANK_METRICS_BUCKETS 13     /* 0.001 … 10, then +Inf */
 #define CLANK_METRICS_ACTIONS 256    /* action names kept (new ones past it are not counted) */
 #define CLANK_METRICS_ACTION_NAME 64 /* longest action name counted */
+#define CLANK_METRICS_QUEUES 16      /* job queues counted by name; the rest as queue="other" */
+#define CLANK_METRICS_QUEUE_NAME 64  /* longest queue name kept (longer ones are "other") */
+
+/* How a job's run ended (clank_jobs_total{state}): done, failed (it runs
+   again later) or dead (its last attempt failed). */
+enum { CLANK_JOB_DONE, CLANK_JOB_FAILED, CLANK_JOB_DEAD, CLANK_JOB_ENDS };
 
 typedef struct clank_metrics_action_s {
   char name[CLANK_METRICS_ACTION_NAME];
   uint8_t len;
   uint64_t ok, error;
 } clank_metrics_action_t;
+
+/* The runs of one job queue: how they ended, and how long they took (the
+   request histogram's buckets). */
+typedef struct clank_metrics_queue_s {
+  char name[CLANK_METRICS_QUEUE_NAME];
+  uint8_t len;
+  uint64_t runs[CLANK_JOB_ENDS];
+  uint64_t buckets[CLANK_METRICS_BUCKETS]; /* not cumulative here; +Inf is the last */
+  uint64_t duration_ns;
+} clank_metrics_queue_t;
 
 typedef struct clank_metrics_s {
   uint64_t started_ns; /* for uptime */
@@ -53,6 +69,11 @@ typedef struct clank_metrics_s {
   int pubsub_listener;     /* its PostgreSQL listener: CLANK_LISTENER_* */
   clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];
   int nactions;
+  /* job runs (issue 32) by queue, in the order the queues were first seen;
+     queues[CLANK_METRICS_QUEUES] is "other". nqueues is read by the sibling
+     workers while this one adds a queue: it moves on once the name is written. */
+  clank_metrics_queue_t queues[CLANK_METRICS_QUEUES + 1];
+  int nqueues;
   /* gauges a worker publishes every second for its siblings' scrapes */
   uint64_t lua_bytes;
   unsigned connections, inflight;

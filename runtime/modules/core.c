@@ -132,12 +132,13 @@ static int core_hold(lua_State *L) {
   return 0;
 }
 
-/* clank.core.count(what): one runtime event for /__clank/metrics, when
-   clank-run counts them (CLANK_COUNT_EVENT_KEY). */
+/* clank.core.count(what, ...): one runtime event for /__clank/metrics, when
+   clank-run counts them (CLANK_COUNT_EVENT_KEY); what follows is the event's
+   (a job's queue, how its run ended and its seconds). */
 static int core_count(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, CLANK_COUNT_EVENT_KEY) != LUA_TFUNCTION) return 0;
-  lua_pushvalue(L, 1);
-  lua_call(L, 1, 0);
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 0);
   return 0;
 }
 

@@ -87,6 +87,8 @@ local FAMILIES = {
   clank_pubsub_published = "counter",
   clank_pubsub_delivered = "counter",
   clank_live_rerenders = "counter",
+  clank_jobs = "counter", -- issue 32: written for an app without jobs too, without samples
+  clank_job_duration_seconds = "histogram",
 }
 
 local function wait_for(fn, what)
@@ -315,5 +317,140 @@ describe("clank-run metrics: reloads", function()
     assert.are.equal(1, value(families, "clank_reloads", "clank_reloads_total", { result = "ok" }))
     h = cjson.decode(assert(http.get(s.port, "/__clank/health")).body)
     assert.are.equal(2, h.generation)
+  end)
+end)
+
+-- clank_jobs_total{queue,state} and clank_job_duration_seconds{queue} (issue 32), from the jobs
+-- fixture's runs on an SQLite file of the spec's own. Every expected number is worked out from
+-- the fixture's jobs and the runner's rules: a run that succeeds counts "done"; one that fails
+-- with attempts left counts "failed"; the failure of the last attempt (retry.max) counts "dead".
+describe("clank-run metrics: jobs", function()
+  local jobs = require "helpers.jobs"
+  local db, s
+
+  after_each(function()
+    if s then assert.are.equal(0, s:stop()) end
+    s = nil
+    server.kill_all()
+    jobs.remove(db)
+  end)
+
+  local function start(env, args)
+    db = jobs.database()
+    env.JOBS_DB = db
+    s = server.start(jobs.APP, { env = env, args = args })
+  end
+
+  local function runs(families, queue, state)
+    return value(families, "clank_jobs", "clank_jobs_total", { queue = queue, state = state })
+  end
+
+  local function duration(families, queue, sample, le)
+    return value(families, "clank_job_duration_seconds", "clank_job_duration_seconds_" .. sample,
+      { queue = queue, le = le })
+  end
+
+  -- The scrape once `n` runs of `queue` have been counted (a run is counted just after its row
+  -- is written, so the row may say so a moment before the scrape does).
+  local function counted(queue, n)
+    local families
+    jobs.eventually(function()
+      families = scrape(s)
+      return duration(families, queue, "count") >= n
+    end, n .. " counted runs of queue " .. queue)
+    return families
+  end
+
+  it("counts each run's end by queue and state, and times them", function()
+    start({ JOBS_QUEUES = "1" })
+    local record = jobs.enqueue(s.port, { job = "record" })[1]
+    local flaky = jobs.enqueue(s.port, { job = "flaky", input = { okAt = 2 } })[1]
+    local boom = jobs.enqueue(s.port, { job = "boom" })[1]
+    local nap = jobs.enqueue(s.port, { job = "q1", input = { ms = 300 } })[1]
+    jobs.wait(s.port, record, { done = true })
+    jobs.wait(s.port, flaky, { done = true })
+    jobs.wait(s.port, boom, { dead = true })
+    jobs.wait(s.port, nap, { done = true })
+    -- record: 1 run, done. flaky (okAt 2, max 3): attempt 1 fails, attempt 2 is done.
+    -- boom (max 2): attempt 1 fails, attempt 2 fails as the last one: dead.
+    local families = counted("default", 5)
+    assert.are.equal("counter", families.clank_jobs.type)
+    assert.are.equal("histogram", families.clank_job_duration_seconds.type)
+    assert.are.equal(2, runs(families, "default", "done"))
+    assert.are.equal(2, runs(families, "default", "failed"))
+    assert.are.equal(1, runs(families, "default", "dead"))
+    assert.are.equal(5, duration(families, "default", "count"))
+    assert.are.equal(5, duration(families, "default", "bucket", "+Inf"))
+    -- q1 is a queue of its own: one run, done, that slept 300 ms
+    families = counted("q1", 1)
+    assert.are.equal(1, runs(families, "q1", "done"))
+    assert.are.equal(0, runs(families, "q1", "failed"))
+    assert.are.equal(0, runs(families, "q1", "dead"))
+    assert.are.equal(1, duration(families, "q1", "count"))
+    assert.are.equal(0, duration(families, "q1", "bucket", "0.25"))
+    assert.are.equal(1, duration(families, "q1", "bucket", "+Inf"))
+    assert.is_true(duration(families, "q1", "sum") >= 0.3)
+    -- the request histogram's buckets, cumulative
+    local bounds, last = {}, -1
+    for _, sample in ipairs(families.clank_job_duration_seconds.samples) do
+      if sample.name == "clank_job_duration_seconds_bucket" and sample.labels.queue == "default" then
+        bounds[#bounds + 1] = sample.labels.le
+        assert.is_true(sample.value >= last)
+        last = sample.value
+      end
+    end
+    assert.are.same({ "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+      "2.5", "5", "10", "+Inf" }, bounds)
+  end)
+
+  it("keeps 16 queues by name and counts the runs of any other as queue=\"other\"", function()
+    start({ JOBS_QUEUES = "17" })
+    local ids = {}
+    for i = 1, 16 do ids[i] = jobs.enqueue(s.port, { job = "q" .. i })[1] end
+    for i = 1, 16 do jobs.wait(s.port, ids[i], { done = true }) end
+    for i = 1, 16 do counted("q" .. i, 1) end
+    -- the 16 names are taken: q17 and default, seen after them, are "other"
+    local q17 = jobs.enqueue(s.port, { job = "q17" })[1]
+    local record = jobs.enqueue(s.port, { job = "record" })[1]
+    jobs.wait(s.port, q17, { done = true })
+    jobs.wait(s.port, record, { done = true })
+    local families, text = nil, nil
+    jobs.eventually(function()
+      families, text = scrape(s)
+      return duration(families, "other", "count") >= 2
+    end, "two runs counted as other")
+    for i = 1, 16 do assert.are.equal(1, runs(families, "q" .. i, "done"), "q" .. i) end
+    assert.are.equal(2, runs(families, "other", "done"))
+    assert.are.equal(0, runs(families, "other", "failed"))
+    assert.are.equal(2, duration(families, "other", "count"))
+    assert.is_nil(text:find('queue="q17"', 1, true))
+    assert.is_nil(text:find('queue="default"', 1, true))
+  end)
+
+  it("sums the runs of every worker", function()
+    start({}, { "--workers", "2" })
+    -- batches of slow jobs until runs come from both workers (each runs 10 at once at most)
+    local ids, stats = {}, nil
+    for _ = 1, 10 do
+      for _, id in ipairs(jobs.enqueue(s.port, { job = "slow", input = { ms = 200 }, n = 15 })) do
+        ids[#ids + 1] = id
+      end
+      for _, id in ipairs(ids) do jobs.wait(s.port, id, { done = true }) end
+      local res = assert(http.request(s.port, "POST", "/actions/stats", { ["content-type"] = "application/json" },
+        "{}"))
+      stats = cjson.decode(res.body).output
+      if stats.pids == 2 then break end
+    end
+    assert.are.equal(2, stats.pids, "every run was on one worker")
+    -- slow records "start" and "end": two rows per run, each job ran once
+    assert.are.equal(2 * #ids, stats.runs)
+    counted("default", #ids)
+    -- whichever worker answers, on fresh connections, says the sum
+    for _ = 1, 6 do
+      local families = scrape(s)
+      assert.are.equal(#ids, runs(families, "default", "done"))
+      assert.are.equal(0, runs(families, "default", "failed"))
+      assert.are.equal(#ids, duration(families, "default", "count"))
+    end
   end)
 end)

@@ -3,6 +3,7 @@
 --
 --   inspector = require("clank.inspector").new { app, log = fn, limits = { idleMs, maxIdle } }
 --   inspector:page(request)  → response        (in a task: the view's load may wait)
+--   inspector.jobs(request)  → response        /__clank/inspector/jobs... (clank.inspector.jobs)
 --   inspector:connect / receive / disconnect / adopt / tick, as clank.live's objects
 --
 -- It is a clank.live object of its own, whose sessions are signed under a key derived from the
@@ -55,6 +56,8 @@ function M.new(opts)
     limits = opts.limits,
   }
   self.page = serve_page
+  -- a plain page and its forms, not a view: loaded on its first request, as most apps have no jobs
+  self.jobs = function(request) return require("clank.inspector.jobs").handle(request, app.name) end
   return self
 end
 

@@ -1,7 +1,8 @@
 -- The inspector's view (SPEC §16), made of Clank's own views and forms: every action with a
 -- form generated from its input schema (submitting calls the action through the runner the
 -- live channel binds, so §11's confirmation applies, and shows the JSON answer), every view's
--- surface tree (§9) mounted with empty props, and the last requests and reloads clank-run kept.
+-- surface tree (§9) mounted with empty props, and the last requests and reloads clank-run kept;
+-- for an app with jobs, a link to their page (clank.inspector.jobs).
 local bridge = require "clank.bridge"
 local json = require "clank.json"
 local signal = require "clank.signal"
@@ -208,6 +209,7 @@ function M.define(app, log)
       return h.main({ id = "clank-inspector" },
         h.style(nil, element.raw(STYLE)),
         h.h1(nil, "Inspector: " .. tostring(app.name or "app")),
+        app.jobs and h.p(nil, h.a({ href = "/__clank/inspector/jobs", agentId = "jobs" }, "Jobs")),
         h.section({ id = "actions" }, h.h2(nil, "Actions"), actions),
         h.section({ id = "views" }, h.h2(nil, "Views"),
           #views > 0 and views or h.p(nil, "This app has no views.")),

@@ -4,7 +4,8 @@ local jobs = require "clank.jobs"
 local dbmod = require "clank.db"
 local core = require "clank.core"
 
-local type, pairs, ipairs, error, tostring, getmetatable = type, pairs, ipairs, error, tostring, getmetatable
+local type, pairs, ipairs, error, tostring, getmetatable, pcall = type, pairs, ipairs, error, tostring,
+  getmetatable, pcall
 local format, math_type = string.format, math.type
 
 local M = {}
@@ -65,6 +66,11 @@ function M.bind(out, def)
     b.schedules = require("clank.jobs.schedules").check(def.schedules, b.byName)
   end
   b.db = database(def)
+  -- The jobs' tables now, before the generation serves. Left to the first use, an enqueue inside
+  -- the app's db:transaction would migrate on another connection of the pool, which on SQLite
+  -- waits for that transaction's own lock until busyTimeout and fails the enqueue. A database
+  -- that cannot be reached yet is no load failure: the first use migrates (clank.jobs.ready).
+  pcall(jobs.ready, b)
   for _, job in ipairs(list) do job._bound = b end
   out.jobs = list
   -- the other instances hear of new jobs through the same PostgreSQL (LISTEN/NOTIFY), as topics
