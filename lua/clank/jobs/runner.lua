@@ -149,8 +149,16 @@ function Runner:failed(run, message, trace)
     runAt = now + jobs.backoff(retry or { backoff = "constant", base = 1000, maxDelay = 1000 }, run.attempt)
   end
   if #message > 4000 then message = message:sub(1, 4000) .. "…" end
-  local ok, err = pcall(self.db.exec, self.db, self.sql.failed, state, runAt, message, finished, run.id, self.id)
-  if not ok then log("error", format("jobs: recording job %d's failure failed: %s", run.id, tostring(err))) end
+  local ok, res = pcall(self.db.exec, self.db, self.sql.failed, state, runAt, message, finished, run.id, self.id)
+  if not ok then log("error", format("jobs: recording job %d's failure failed: %s", run.id, tostring(res))) end
+  if ok and res.changes == 0 then
+    -- cancelled meanwhile (or its lease lost): the row is no longer this run's to end
+    log("info", format("jobs: job %d (%s) attempt %d ended (%s), but it was cancelled or taken over meanwhile",
+      run.id, run.name, run.attempt, message))
+    self:forget(run)
+    release_hold(run)
+    return
+  end
   if state == "dead" then
     log("error", format("jobs: job %d (%s) is dead after %d attempt(s): %s", run.id, run.name, run.attempt,
       trace or message))
@@ -291,9 +299,14 @@ end
 function Runner:maintain(now)
   if now >= (self.rescueAt or 0) then
     self.rescueAt = now + RESCUE_MS
-    local res = self.db:exec(self.sql.rescue, now)
-    if res.changes > 0 then
-      log("warn", format("jobs: %d job(s) whose worker stopped will run again", res.changes))
+    local rescued = self.db:query(self.sql.rescue, now)
+    for _, row in ipairs(rescued) do
+      local dead = row.state == "dead"
+      log(dead and "error" or "warn", format("jobs: job %d (%s): its worker stopped while it ran; %s", row.id,
+        row.name, dead and "it is dead, that was its last attempt" or "it will run again"))
+      core.count("job", row.queue, dead and "dead" or "failed", 0)
+    end
+    if #rescued > 0 then
       self.woken = true
     end
   end

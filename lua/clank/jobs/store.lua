@@ -65,7 +65,8 @@ local function sql(kind)
     rescue = "UPDATE clank_jobs SET state = CASE WHEN attempt >= max_attempts THEN 'dead' "
       .. "ELSE 'available' END, finished_at = CASE WHEN attempt >= max_attempts THEN $1 END, "
       .. "run_at = $1, last_error = 'its worker stopped while it ran (the lease ran out)', "
-      .. "lease_until = NULL, locked_by = NULL WHERE state = 'running' AND lease_until < $1",
+      .. "lease_until = NULL, locked_by = NULL WHERE state = 'running' AND lease_until < $1 "
+      .. "RETURNING id, name, queue, state",
     -- a stopping runner gives back what it could not finish: not an attempt, ready at once
     release = "UPDATE clank_jobs SET state = 'available', attempt = attempt - 1, run_at = $1, "
       .. "lease_until = NULL, locked_by = NULL WHERE locked_by = $2 AND state = 'running' AND id IN ("
