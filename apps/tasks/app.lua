@@ -1,16 +1,20 @@
--- The seed's task tracker: four actions over SQLite (a file next to this one) or PostgreSQL, and
--- a live view of them at / (its stylesheet: public/app.css, served at /assets).
+-- The seed's task tracker: four actions over SQLite (a file next to this one) or PostgreSQL, a
+-- live view of them at / (its stylesheet: public/app.css, served at /assets), and two durable
+-- jobs (issue 32) in the same database: a task's reminder, and the nightly archive of tasks done
+-- more than 30 days ago.
 --   CLANK_TASKS_DB    a file path, or a postgres:// / postgresql:// URL (default: tasks.db here)
 --   CLANK_TASKS_USER  one user for every request, without accounts (benches, single-user use);
 --                     unset, people register and sign in (clank.auth) and each sees only their own
 local clank = require "clank"
+local core = require "clank.core"
 local store = require "store" -- apps/tasks/store.lua: clank-run puts this folder on package.path
 
 local s = clank.schema
 local null = clank.null
 local array = clank.json.array
 local ipairs, error, type, tostring = ipairs, error, type, tostring
-local concat, format = table.concat, string.format
+local concat, format, tointeger = table.concat, string.format, math.tointeger
+local now_ms = core.nowMs
 
 --------------------------------------------------------------------------------
 -- Storage: clank.db (SPEC §12) through store.lua. The store is opened (and the migrations
@@ -33,9 +37,9 @@ local db
 local single_user = os.getenv("CLANK_TASKS_USER")
 if single_user == "" then single_user = nil end
 
--- Runs store method `name`; a database failure raises (the bridge answers 500 ACTION_FAILED and
--- logs the message; the request's timeout answers 504 TIMEOUT).
-local function call(name, ...)
+-- The store, opened on first use; a database failure raises (the bridge answers 500
+-- ACTION_FAILED and logs the message; the request's timeout answers 504 TIMEOUT).
+local function opened_store()
   if not db then
     local opened, err = store.open(db_target())
     if not opened then
@@ -47,7 +51,19 @@ local function call(name, ...)
       db = opened
     end
   end
-  return db[name](db, ...)
+  return db
+end
+
+-- Runs store method `name`.
+local function call(name, ...)
+  local st = opened_store()
+  return st[name](st, ...)
+end
+
+-- fn(tx) with tx the store in one transaction (store:transaction): a job enqueued inside is
+-- written by it, since the jobs' database is the store's (jobsDb below).
+local function in_transaction(fn)
+  return opened_store():transaction(fn)
 end
 
 --------------------------------------------------------------------------------
@@ -60,6 +76,9 @@ local CreateTask = s.object {
   priority = s.optional(Priority),
   estimate = s.nullable(s.number { min = 0 }),
   tags = s.array(s.string(), { max = 10 }),
+  remindAt = s.optional(s.number {
+    integer = true, description = "When to be reminded, in milliseconds since the Unix epoch (in the future)",
+  }),
 }
 
 local Task = s.object {
@@ -71,6 +90,10 @@ local Task = s.object {
   completed = s.boolean(),
   archived = s.boolean(),
   createdAt = s.number { integer = true, description = "Seconds since the Unix epoch" },
+  remindAt = s.optional(s.number { integer = true, description = "Milliseconds since the Unix epoch" }),
+  remindedAt = s.optional(s.number {
+    integer = true, description = "When the reminder fired, in milliseconds since the Unix epoch",
+  }),
 }
 
 local TaskId = s.object { id = s.string { min = 1, description = "A task id from tasks.create" } }
@@ -88,8 +111,12 @@ local function owner(ctx)
   return user
 end
 
+local function owner_topic(who)
+  return "tasks:" .. who:gsub("[^%w_.:/-]", "_")
+end
+
 local function user_topic(ctx)
-  return "tasks:" .. owner(ctx):gsub("[^%w_.:/-]", "_")
+  return owner_topic(owner(ctx))
 end
 
 local function authorized(_, ctx)
@@ -125,8 +152,45 @@ local function task_output(t)
     completed = t.completed,
     archived = t.archived,
     createdAt = t.created,
+    remindAt = t.remindAt,
+    remindedAt = t.remindedAt,
   }
 end
+
+local function invalid(message)
+  error(clank.ActionError("INVALID_INPUT", message, 422), 0)
+end
+
+--------------------------------------------------------------------------------
+-- Jobs (issue 32), run by every worker from the tasks' own database
+
+-- A task's reminder, enqueued with the task (runAt = its remindAt, one per task): marks the task
+-- unless it was completed or archived meanwhile, and publishes its owner's topic so that an open
+-- page shows the reminder land.
+local Remind = clank.defineJob {
+  name = "tasks.remind",
+  description = "Marks a task whose reminder time has come, unless it is done or archived.",
+  input = s.object { id = s.string { min = 1 }, owner = s.string { min = 1 } },
+  publishes = function(input) return owner_topic(input.owner) end,
+  handler = function(input)
+    call("remind", input.owner, input.id, now_ms())
+  end,
+}
+
+local ARCHIVE_AFTER = 30 * 86400 -- seconds
+
+-- Every night (the schedule below): archives every task completed more than 30 days ago, and
+-- publishes the topic of each owner whose list changed.
+local ArchiveDone = clank.defineJob {
+  name = "tasks.archiveDone",
+  description = "Archives every task completed more than 30 days ago.",
+  input = s.object {},
+  handler = function()
+    for _, who in ipairs(call("archive_done", os.time() - ARCHIVE_AFTER)) do
+      clank.publish(owner_topic(who))
+    end
+  end,
+}
 
 --------------------------------------------------------------------------------
 -- Actions
@@ -146,9 +210,23 @@ local createTask = clank.defineAction {
     if estimate == null then
       estimate = nil
     end
-    local task = call("create", owner(ctx), {
-      title = input.title, priority = input.priority, estimate = estimate, tags = input.tags,
-    })
+    local who = owner(ctx)
+    local fields = { title = input.title, priority = input.priority, estimate = estimate, tags = input.tags }
+    if input.remindAt == nil then
+      return { id = call("create", who, fields).id, created = true }
+    end
+    -- an integer past 2^63 comes as a float: no time either
+    local at = tointeger(input.remindAt)
+    if not at or at <= now_ms() then
+      invalid("remindAt: Must be in the future (milliseconds since the Unix epoch).")
+    end
+    fields.remindAt = at
+    -- the task and its reminder in one transaction: both exist, or neither
+    local task = in_transaction(function(tx)
+      local task = tx:create(who, fields)
+      Remind:enqueue({ id = task.id, owner = who }, { runAt = at, key = task.id })
+      return task
+    end)
     return { id = task.id, created = true }
   end,
 }
@@ -231,8 +309,22 @@ local function plural(n, one, many)
   return format("%d %s", n, n == 1 and one or many)
 end
 
+-- A task whose reminder fired shows it until it is done.
+local function reminded(t)
+  return t.remindedAt ~= nil and not t.completed
+end
+
 local function task_meta(t)
   local items = {}
+  if reminded(t) then
+    -- its label, for screen readers and agents alike (the surface takes aria-label)
+    items[#items + 1] = h.span({
+      class = "reminder",
+      role = "note",
+      ["aria-label"] = "Reminder: the time set for this task has come",
+      agentId = "reminder-" .. t.id,
+    }, "Reminder")
+  end
   if present(t.priority) then
     items[#items + 1] = h.span({ class = "badge priority-" .. t.priority }, t.priority .. " priority")
   end
@@ -250,6 +342,9 @@ end
 
 local function describe_task(t)
   local parts = { t.completed and "done" or "open" }
+  if reminded(t) then
+    parts[#parts + 1] = "reminder due"
+  end
   if present(t.priority) then
     parts[#parts + 1] = t.priority .. " priority"
   end
@@ -437,6 +532,11 @@ return clank.app {
   version = "1.0.0",
   actions = { createTask, listTasks, completeTask, archiveTask },
   views = { TaskList },
+  jobs = { Remind, ArchiveDone },
+  -- the store's database (clank.db keeps one pool per target), so that a job enqueued in the
+  -- store's transaction is written by it
+  jobsDb = db_target(),
+  schedules = { { name = "nightly-archive", cron = "15 3 * * *", job = ArchiveDone } }, -- UTC
   -- people and their agents sign in (the accounts live in the tasks' own database), unless one
   -- user is given
   auth = not single_user and clank.auth { db = db_target() } or nil,

@@ -3,10 +3,13 @@
 --   local store = require "store"
 --   local db = assert(store.open("/path/to/tasks.db"))        -- or "postgresql:///db?host=/sock"
 --   local task = db:create("alice", { title = "Ship", priority = "high",
---                                     estimate = 2, tags = { "docs" } })
+--                                     estimate = 2, tags = { "docs" }, remindAt = ms? })
 --   db:list("alice", include_archived)  --> { task, ... } in creation order
 --   db:complete("alice", task.id)       --> true, or false when alice has no such task
 --   db:archive("alice", task.id)        --> true, or false
+--   db:remind("alice", task.id, ms)     --> true, or false (no such task, or done or archived)
+--   db:archive_done(before)             --> the owners of the tasks it archived
+--   db:transaction(function(tx) ... tx:create(...) ... end)  --> what fn returns
 --   db:close()
 --
 -- Every call waits in the calling runtime coroutine (a handler, a view's load or event) and
@@ -14,7 +17,8 @@
 -- what clank.db raises (ActionError TIMEOUT, or the abort reason).
 --
 -- A task is { id (string), title, priority?, estimate?, tags = {...}, completed, archived,
--- created (seconds since the epoch) }; absent priority and estimate are nil. store.open returns
+-- created (seconds since the epoch), remindAt?, remindedAt? (milliseconds since the epoch) };
+-- absent priority, estimate and reminder times are nil. store.open returns
 -- nil, message when the database cannot be opened or its tables made; a failing query raises
 -- clank.db's error ({ code = SQLSTATE or SQLite's code, message }); bad arguments raise at the
 -- caller. Values are bound as $1..$n parameters, never spliced into SQL.
@@ -23,7 +27,7 @@ local cjson = require "cjson"
 
 local type, error, tonumber, ipairs, pcall, setmetatable, tostring = type, error, tonumber, ipairs,
   pcall, setmetatable, tostring
-local format = string.format
+local format, math_type = string.format, math.type
 local null = clank.null
 
 local json = cjson.new() -- a private instance: its settings never leak into the app's cjson
@@ -36,7 +40,12 @@ local MAX_ID_DIGITS = 18
 --------------------------------------------------------------------------------
 -- The schema: clank.db's migrations, applied once each, in order, under a lock (so workers
 -- starting together do not race). The first two are what this store created before it had
--- migrations, so a database made then is taken over as it is.
+-- migrations, so a database made then is taken over as it is. A migration's text is never edited
+-- (its checksum is recorded): a change is a new one at the end.
+--
+-- 3–7 (reminders and the nightly archive): completed_at (seconds, like created_at), remind_at and
+-- reminded_at (milliseconds, like the jobs' times). A task completed before completed_at existed
+-- counts as completed when the column was added, so the nightly archive takes it 30 days later.
 
 local MIGRATIONS = {
   sqlite = {
@@ -51,6 +60,11 @@ local MIGRATIONS = {
       archived INTEGER NOT NULL DEFAULT 0,
       created_at INTEGER NOT NULL)]],
     "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)",
+    "ALTER TABLE tasks ADD COLUMN completed_at INTEGER",
+    "UPDATE tasks SET completed_at = CAST(strftime('%s', 'now') AS INTEGER) WHERE completed = 1",
+    "ALTER TABLE tasks ADD COLUMN remind_at INTEGER",
+    "ALTER TABLE tasks ADD COLUMN reminded_at INTEGER",
+    "CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed = 1 AND archived = 0",
   },
   postgresql = {
     [[CREATE TABLE IF NOT EXISTS tasks (
@@ -64,18 +78,29 @@ local MIGRATIONS = {
       archived INTEGER NOT NULL DEFAULT 0,
       created_at BIGINT NOT NULL)]],
     "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)",
+    "ALTER TABLE tasks ADD COLUMN completed_at BIGINT",
+    "UPDATE tasks SET completed_at = CAST(extract(epoch FROM now()) AS BIGINT) WHERE completed = 1",
+    "ALTER TABLE tasks ADD COLUMN remind_at BIGINT",
+    "ALTER TABLE tasks ADD COLUMN reminded_at BIGINT",
+    "CREATE INDEX tasks_completed ON tasks (completed_at) WHERE completed = 1 AND archived = 0",
   },
 }
 
 -- The statements: the same text on both databases.
-local COLUMNS = "id, title, priority, estimate, tags, completed, archived, created_at"
+local COLUMNS = "id, title, priority, estimate, tags, completed, archived, created_at, remind_at, reminded_at"
 local SQL = {
-  insert = "INSERT INTO tasks (owner, title, priority, estimate, tags, created_at)"
-    .. " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+  insert = "INSERT INTO tasks (owner, title, priority, estimate, tags, created_at, remind_at)"
+    .. " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
   list = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0 ORDER BY id",
   list_all = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY id",
-  complete = "UPDATE tasks SET completed = 1 WHERE id = $1 AND owner = $2",
+  -- completing again keeps the first completion's time
+  complete = "UPDATE tasks SET completed = 1, completed_at = COALESCE(completed_at, $3)"
+    .. " WHERE id = $1 AND owner = $2",
   archive = "UPDATE tasks SET archived = 1 WHERE id = $1 AND owner = $2",
+  remind = "UPDATE tasks SET reminded_at = $3 WHERE id = $1 AND owner = $2 AND completed = 0"
+    .. " AND archived = 0",
+  archive_done = "UPDATE tasks SET archived = 1 WHERE completed = 1 AND archived = 0"
+    .. " AND completed_at < $1 RETURNING owner",
 }
 
 --------------------------------------------------------------------------------
@@ -156,6 +181,8 @@ local function to_task(row)
     completed = row.completed == 1,
     archived = row.archived == 1,
     created = row.created_at,
+    remindAt = present(row.remind_at),
+    remindedAt = present(row.reminded_at),
   }
 end
 
@@ -217,6 +244,10 @@ function Store:create(owner, fields)
   if type(tags) ~= "table" then
     error("store:create: fields.tags must be a list of strings", 2)
   end
+  local remind_at = fields.remindAt
+  if remind_at ~= nil and math_type(remind_at) ~= "integer" then
+    error("store:create: fields.remindAt must be an integer (milliseconds since the epoch) or nil", 2)
+  end
   local title = text(fields.title)
   if priority ~= nil then
     text(priority)
@@ -225,10 +256,10 @@ function Store:create(owner, fields)
   local tags_json = encode_tags(tags)
   local now = os.time()
   local row = self.db:one(SQL.insert, owner, title, priority == nil and null or priority,
-    estimate == nil and null or estimate, tags_json, now)
+    estimate == nil and null or estimate, tags_json, now, remind_at == nil and null or remind_at)
   return to_task({
     id = row.id, title = title, priority = priority, estimate = estimate, tags = tags_json,
-    completed = 0, archived = 0, created_at = now,
+    completed = 0, archived = 0, created_at = now, remind_at = remind_at,
   })
 end
 
@@ -243,19 +274,24 @@ function Store:list(owner, include_archived)
   return tasks
 end
 
--- Sets one flag on the owner's task; true when there was such a task.
-local function mark(self, owner, id, statement)
+-- Runs statement ($1 the id, $2 the owner, $3 `value`) on the owner's task; true when it
+-- changed a row.
+local function mark(self, owner, id, statement, value)
   check_owner(owner)
   local n = row_id(id)
   if not n then
     return false
   end
-  return self.db:exec(statement, n, text(owner)).changes > 0
+  if value == nil then
+    return self.db:exec(statement, n, text(owner)).changes > 0
+  end
+  return self.db:exec(statement, n, text(owner), value).changes > 0
 end
 
--- Marks the owner's task done. Returns true, or false when the owner has no task with that id.
+-- Marks the owner's task done, at os.time() the first time. Returns true, or false when the
+-- owner has no task with that id.
 function Store:complete(owner, id)
-  return mark(self, owner, id, SQL.complete)
+  return mark(self, owner, id, SQL.complete, os.time())
 end
 
 -- Moves the owner's task out of the default list. Returns true, or false.
@@ -263,16 +299,60 @@ function Store:archive(owner, id)
   return mark(self, owner, id, SQL.archive)
 end
 
--- Lets go of the database (clank.db keeps the pool while another store or generation uses it).
-function Store:close()
-  if self.db then
-    self.db:close()
-    self.db = nil
+-- Records that the owner's task's reminder fired at `at` (milliseconds since the epoch). Returns
+-- true, or false when there is no such task or it is done or archived (then nothing changes).
+function Store:remind(owner, id, at)
+  if math_type(at) ~= "integer" then
+    error("store:remind: at must be an integer (milliseconds since the epoch)", 2)
   end
+  return mark(self, owner, id, SQL.remind, at)
+end
+
+-- Archives every task, whoever's, completed before `before` (seconds since the epoch). Returns
+-- the owners of the tasks it archived, each once, in no particular order.
+function Store:archive_done(before)
+  if math_type(before) ~= "integer" then
+    error("store:archive_done: before must be an integer (seconds since the epoch)", 2)
+  end
+  local owners, seen = {}, {}
+  for _, row in ipairs(self.db:query(SQL.archive_done, before)) do
+    if not seen[row.owner] then
+      seen[row.owner] = true
+      owners[#owners + 1] = row.owner
+    end
+  end
+  return owners
+end
+
+-- fn(tx) with tx a store whose every call runs in one transaction of the database: committed
+-- when fn returns (its results returned), rolled back when it raises (the error raised again).
+-- What else runs on the same database inside fn joins that transaction (clank.db by target): a
+-- job enqueued there (issue 32) exists exactly when the transaction's writes do. Calls on this
+-- store (self) inside fn would take a second connection: on SQLite they would wait for the
+-- transaction's write lock, so fn uses tx only.
+function Store:transaction(fn)
+  if type(fn) ~= "function" then
+    error("store:transaction: expected a function", 2)
+  end
+  if self.tx then
+    error("store:transaction: already in a transaction", 2)
+  end
+  return self.db:transaction(function(tx)
+    return fn(setmetatable({ db = tx, kind = self.kind, tx = true }, Store))
+  end)
+end
+
+-- Lets go of the database (clank.db keeps the pool while another store or generation uses it);
+-- a transaction's store leaves that to its transaction.
+function Store:close()
+  if self.db and not self.tx then
+    self.db:close()
+  end
+  self.db = nil
 end
 
 Store.__tostring = function(self)
-  return "tasks.Store (" .. self.kind .. ")"
+  return "tasks.Store (" .. self.kind .. (self.tx and ", in a transaction" or "") .. ")"
 end
 
 return store

@@ -308,56 +308,74 @@ local function lock_key(name)
   return (string.unpack(">i8", sha256("clank.db.migrate\0" .. name)))
 end
 
+-- The migrations table's name, the arguments checked (raised at the caller of migrate).
+local function migrations_table(list, opts)
+  if type(list) ~= "table" then error("clank.db: migrate expects a list of SQL strings", 3) end
+  for i = 1, #list do
+    if type(list[i]) ~= "string" then
+      error("clank.db: migration " .. i .. " must be SQL text", 3)
+    end
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("clank.db: migrate's options must be a table", 3)
+  end
+  local name = opts and opts.table or DEFAULT_TABLE
+  if type(name) ~= "string" or not name:find("^[%a_][%w_]*$") then
+    error("clank.db: migrate's table must be a name of letters, digits and _, got " ..
+      tostring(name), 3)
+  end
+  return name
+end
+
+-- The migrations not yet recorded in table `name`, applied on tx (which holds the lock).
+local function apply(tx, kind, list, name)
+  if kind == "postgres" then
+    tx:exec("SELECT pg_advisory_xact_lock($1)", lock_key(name))
+  end
+  -- name is checked (migrations_table): the only text spliced into these statements
+  tx:exec("CREATE TABLE IF NOT EXISTS " .. name .. " (position INTEGER PRIMARY KEY, " ..
+    "checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
+  local recorded = {}
+  for _, row in ipairs(tx:query("SELECT position, checksum FROM " .. name)) do
+    recorded[math.tointeger(row.position) or row.position] = row.checksum
+  end
+  local applied = 0
+  for i = 1, #list do
+    local sum = hex(sha256(list[i]))
+    if recorded[i] then
+      if recorded[i] ~= sum then
+        error(setmetatable({ code = "MIGRATION_CHANGED",
+          message = ("migration %d (%s) changed since it was applied"):format(i, describe(list[i])),
+        }, DbError), 0)
+      end
+    else
+      tx:exec(list[i])
+      tx:exec("INSERT INTO " .. name .. " (position, checksum, applied_at) VALUES ($1, $2, $3)",
+        i, sum, os.date("!%Y-%m-%dT%H:%M:%SZ"))
+      applied = applied + 1
+    end
+  end
+  return applied
+end
+
 -- Applies each statement once, in order, recorded by position with its
 -- checksum in clank_migrations (or opts.table: a list of migrations of its
 -- own, such as the runtime's), under a lock (BEGIN IMMEDIATE on SQLite,
 -- pg_advisory_xact_lock on PostgreSQL, a key per table): workers starting
 -- together apply each once. A recorded migration whose text changed is an
--- error naming it.
+-- error naming it. Returns how many it applied.
 function Db:migrate(list, opts)
-  if type(list) ~= "table" then error("clank.db: migrate expects a list of SQL strings", 2) end
-  for i = 1, #list do
-    if type(list[i]) ~= "string" then
-      error("clank.db: migration " .. i .. " must be SQL text", 2)
-    end
-  end
-  if opts ~= nil and type(opts) ~= "table" then
-    error("clank.db: migrate's options must be a table", 2)
-  end
-  local name = opts and opts.table or DEFAULT_TABLE
-  if type(name) ~= "string" or not name:find("^[%a_][%w_]*$") then
-    error("clank.db: migrate's table must be a name of letters, digits and _, got " ..
-      tostring(name), 2)
-  end
-  return self:transaction(function(tx)
-    if self.kind == "postgres" then
-      tx:exec("SELECT pg_advisory_xact_lock($1)", lock_key(name))
-    end
-    -- name is checked above: the only text spliced into these statements
-    tx:exec("CREATE TABLE IF NOT EXISTS " .. name .. " (position INTEGER PRIMARY KEY, " ..
-      "checksum TEXT NOT NULL, applied_at TEXT NOT NULL)")
-    local recorded = {}
-    for _, row in ipairs(tx:query("SELECT position, checksum FROM " .. name)) do
-      recorded[math.tointeger(row.position) or row.position] = row.checksum
-    end
-    local applied = 0
-    for i = 1, #list do
-      local sum = hex(sha256(list[i]))
-      if recorded[i] then
-        if recorded[i] ~= sum then
-          error(setmetatable({ code = "MIGRATION_CHANGED",
-            message = ("migration %d (%s) changed since it was applied"):format(i, describe(list[i])),
-          }, DbError), 0)
-        end
-      else
-        tx:exec(list[i])
-        tx:exec("INSERT INTO " .. name .. " (position, checksum, applied_at) VALUES ($1, $2, $3)",
-          i, sum, os.date("!%Y-%m-%dT%H:%M:%SZ"))
-        applied = applied + 1
-      end
-    end
-    return applied
-  end)
+  local name = migrations_table(list, opts)
+  return self:transaction(function(tx) return apply(tx, self.kind, list, name) end)
+end
+
+-- The same inside this transaction, which holds the lock until it ends (on SQLite it holds the
+-- write lock already: db:migrate, on another connection, would wait for it): the migrations
+-- are made, and recorded, exactly when the transaction's other writes are.
+function Tx:migrate(list, opts)
+  local name = migrations_table(list, opts)
+  tx_conn(self)
+  return apply(self, self.db.kind, list, name)
 end
 
 function Db:close()

@@ -412,6 +412,42 @@ describe('the tasks page', () => {
     await page.close();
   });
 
+  // A reminder (tasks.create's remindAt) is a durable job: when it fires it marks the task and
+  // publishes the user's topic, so the open page re-renders with the badge.
+  test('shows a reminder that fires while the page is open, without a reload or an event', async () => {
+    const page = await openPage(server);
+    await page.evaluate(() => { window.__marker = 'not reloaded'; });
+    const sentBefore = (await events(page)).length;
+    const remindAt = Date.now() + 1500;
+    const { id } = await action(server, 'tasks.create', { title: 'Call the bank', estimate: null, tags: [], remindAt });
+    await row(page, id).waitFor({ timeout: 5000 });
+    const badge = page.locator(`[data-clank-id="reminder-${id}"]`);
+    assert.equal(await badge.count(), 0); // not before its time
+    await badge.waitFor({ timeout: 10000 });
+    assert.ok(Date.now() >= remindAt, 'shown before its time');
+    assert.equal(await badge.textContent(), 'Reminder');
+    const label = 'Reminder: the time set for this task has come';
+    assert.equal(await page.getByRole('note', { name: label }).count(), 1);
+    assert.equal(await page.evaluate(() => window.__marker), 'not reloaded');
+    assert.equal((await events(page)).length, sentBefore, 'this page sent no event');
+    const task = (await serverTasks(server)).find((t) => t.id === id);
+    assert.equal(task.remindAt, remindAt);
+    assert.ok(task.remindedAt >= remindAt, `remindedAt ${task.remindedAt} < remindAt ${remindAt}`);
+    // agents see it too: a node of its own, and the row's description
+    const flat = [];
+    const walk = (nodes) => { for (const n of nodes) { flat.push(n); walk(n.children || []); } };
+    walk(await serverSurface(server, page.session));
+    const byId = Object.fromEntries(flat.filter((n) => n.id).map((n) => [n.id, n]));
+    assert.deepEqual(byId[`reminder-${id}`], { id: `reminder-${id}`, tag: 'span', role: 'note', label });
+    assert.equal(byId[`task-${id}`].description, 'open; reminder due');
+    await shot(page, 'tasks-reminder.png');
+    // done, the badge goes
+    await page.click(`[data-clank-id="complete-${id}"]`);
+    await badge.waitFor({ state: 'detached' });
+    assert.equal(await row(page, id).getAttribute('class'), 'task done');
+    await page.close();
+  });
+
   test('shows a failed action as an alert: the database is locked', async () => {
     const { id } = await action(server, 'tasks.create', { title: 'Blocked by a lock', estimate: null, tags: [] });
     const page = await openPage(server);

@@ -1,12 +1,18 @@
 -- The example app apps/tasks over HTTP, on the real clank-run: the bridge's envelopes and
--- statuses (SPEC §5), the schema messages (SPEC §3), storage on SQLite and PostgreSQL.
+-- statuses (SPEC §5), the schema messages (SPEC §3), storage on SQLite and PostgreSQL, and its
+-- jobs (issue 32): reminders, written with their task in one transaction, and the nightly
+-- archive (through spec/fixtures/apps/tasks_jobs, the app with actions only a spec needs).
 -- Expected values are written from the SPEC by hand; cjson decodes independently.
 local server = require "helpers.server"
 local http = require "helpers.http"
 local storage = require "helpers.storage"
+local ws = require "helpers.websocket"
 local cjson = require "cjson"
+local socket = require "socket"
 
 local APP = server.source_dir() .. "/apps/tasks/app.lua"
+local JOBS_APP = server.fixture("tasks_jobs")
+local slow = server.sanitized and 4 or 1
 
 -- A user no other run or spec uses, so runs never see each other's tasks in a shared database.
 local unique_user = storage.unique_user
@@ -64,6 +70,47 @@ local function list(port, body)
   return call(port, "tasks.list", body or "{}").tasks
 end
 
+-- The wall clock in milliseconds since the epoch, as remindAt is given.
+local function now_ms()
+  return math.floor(socket.gettime() * 1000)
+end
+
+-- Polls check() (which returns a value when done) for up to `seconds` (longer under the
+-- sanitizers); fails naming `what` after that.
+local function eventually(seconds, check, what)
+  local deadline = socket.gettime() + seconds * slow
+  while true do
+    local v = check()
+    if v then return v end
+    if socket.gettime() > deadline then error("not within " .. seconds * slow .. " s: " .. what, 2) end
+    socket.sleep(0.05)
+  end
+end
+
+-- A live session of the page (its first html frame read), as a browser opens it: whole html
+-- frames, no diffs.
+local function live_page(port)
+  local res = assert(http.get(port, "/"))
+  assert.are.equal(200, res.status, res.body)
+  local id = assert(res.body:match('data%-clank%-session="([^"]+)"'), "no session token in the page")
+  local origin = "127.0.0.1:" .. port
+  local live = assert(ws.connect(port, "/__clank/sessions/" .. id .. "/live",
+    { Host = origin, Origin = "http://" .. origin }))
+  local first = assert(live:next_json())
+  assert.are.equal("html", first.t)
+  return live, first.html
+end
+
+-- The reminder badge of task `id`, as the page renders it: "<span ...>Reminder</span>".
+local function badge(html, id)
+  for tag, text in html:gmatch("(<span [^>]*>)([^<]*)</span>") do
+    if tag:find('data-clank-id="reminder-' .. id .. '"', 1, true) then
+      return tag, text
+    end
+  end
+  return nil
+end
+
 --------------------------------------------------------------------------------
 -- The suite, once per database
 
@@ -74,6 +121,10 @@ local CREATE_SCHEMA = {
   properties = {
     estimate = { anyOf = { { type = "number", minimum = 0 }, { type = "null" } } },
     priority = { type = "string", enum = { "low", "normal", "high" } },
+    remindAt = {
+      type = "integer",
+      description = "When to be reminded, in milliseconds since the Unix epoch (in the future)",
+    },
     tags = { type = "array", items = { type = "string" }, maxItems = 10 },
     title = { type = "string", minLength = 1, maxLength = 120, description = "Short task title" },
   },
@@ -99,6 +150,8 @@ local INVALID_CREATE = {
   { '{"title":"t","estimate":null,"tags":["ok",1]}', "tags.1: Expected a string." },
   { '{"title":"t","estimate":null,"tags":"docs"}', "tags: Expected an array." },
   { '{"title":"t","estimate":null,"tags":[],"due":"today"}', "due: Unknown property." },
+  { '{"title":"t","estimate":null,"tags":[],"remindAt":1.5}', "remindAt: Expected an integer." },
+  { '{"title":"t","estimate":null,"tags":[],"remindAt":"tomorrow"}', "remindAt: Expected a finite number." },
   { '{"title":"","priority":"x","estimate":-1,"tags":"no"}',
     "estimate: Must be at least 0.; priority: Expected one of: low, normal, high.; "
       .. "tags: Expected an array.; title: Must contain at least 1 characters." },
@@ -367,6 +420,56 @@ for _, backend in ipairs(backends) do
       assert.is_false(find(list(s.port), id).completed)
     end)
 
+    test("reminds: a task created with remindAt is marked when it comes, and an open page shows it",
+      function()
+        local live, html = live_page(s.port)
+        local at = now_ms() + 1500
+        local id = call(s.port, "tasks.create", cjson.encode({
+          title = "Call the bank", estimate = cjson.null, tags = {}, remindAt = at,
+        })).id
+        local task = find(list(s.port), id)
+        assert.are.equal(at, task.remindAt)
+        assert.is_nil(task.remindedAt) -- not yet: 1.5 s to go
+        assert.is_nil(badge(html, id))
+        -- the page re-renders when the job's publish comes: no reload, no event from it
+        local frame = assert(live:next_json(function(m)
+          return m.t == "html" and badge(m.html, id) ~= nil
+        end, 10 * slow))
+        live:close()
+        local tag, text = badge(frame.html, id)
+        assert.are.equal("Reminder", text)
+        assert.truthy(tag:find('class="reminder"', 1, true), tag)
+        assert.truthy(tag:find('role="note"', 1, true), tag)
+        assert.truthy(tag:find('aria-label="Reminder: the time set for this task has come"', 1, true), tag)
+        task = find(list(s.port), id)
+        assert.are.equal(at, task.remindAt)
+        assert.is_true(task.remindedAt >= at, "marked before its time")
+        assert.is_true(task.remindedAt < at + 10000 * slow)
+        -- and a task without a reminder lists neither field
+        local plain_id = create(s.port, "No reminder")
+        local plain = find(list(s.port), plain_id)
+        assert.is_nil(plain.remindAt)
+        assert.is_nil(plain.remindedAt)
+        -- done, the badge goes
+        call(s.port, "tasks.complete", '{"id":"' .. id .. '"}')
+        assert.is_nil(badge(assert(http.get(s.port, "/")).body, id))
+      end)
+
+    test("answers 422 for a remindAt that is not in the future, and creates nothing", function()
+      local before = #list(s.port, '{"includeArchived":true}')
+      for _, at in ipairs({ now_ms() - 1500, 0, -1 }) do
+        local status, err = failure(s.port, "tasks.create", cjson.encode({
+          title = "Too late", estimate = cjson.null, tags = {}, remindAt = at,
+        }))
+        assert.are.equal(422, status, tostring(at))
+        assert.are.same({
+          code = "INVALID_INPUT",
+          message = "remindAt: Must be in the future (milliseconds since the Unix epoch).",
+        }, err)
+      end
+      assert.are.equal(before, #list(s.port, '{"includeArchived":true}'))
+    end)
+
     test("keeps the data across a restart of clank-run", function()
       local kept = create(s.port, "survives a restart")
       local done = create(s.port, "done before the restart")
@@ -377,6 +480,139 @@ for _, backend in ipairs(backends) do
       assert.are.equal("survives a restart", find(tasks, kept).title)
       assert.is_false(find(tasks, kept).completed)
       assert.is_true(find(tasks, done).completed)
+    end)
+  end)
+end
+
+--------------------------------------------------------------------------------
+-- The jobs, through spec/fixtures/apps/tasks_jobs (apps/tasks with actions only a spec needs)
+
+for _, backend in ipairs(backends) do
+  describe("apps/tasks' jobs on " .. backend.name, function()
+    local target, cleanup, user, s
+
+    setup(function()
+      if backend.pending then
+        return
+      end
+      target, cleanup = backend.fresh()
+      user = unique_user()
+      s = server.start(JOBS_APP, {
+        args = { "--no-watch" },
+        env = { CLANK_TASKS_DB = target, CLANK_TASKS_USER = user },
+      })
+    end)
+
+    teardown(function()
+      if s then
+        pcall(call, s.port, "spec.refuseReminders", '{"on":false}')
+        assert.are.equal(0, s:stop())
+        s = nil
+      end
+      server.kill_all()
+      if cleanup then
+        cleanup()
+      end
+    end)
+
+    local function test(name, fn)
+      it(name, function()
+        if backend.pending then
+          pending(backend.pending)
+        else
+          fn()
+        end
+      end)
+    end
+
+    local function reminders()
+      return call(s.port, "spec.reminders", cjson.encode({ owner = user })).jobs
+    end
+
+    local function reminder_of(id)
+      local found
+      for _, job in ipairs(reminders()) do
+        if job.taskId == id then
+          assert.is_nil(found, "two reminders of task " .. id)
+          found = job
+        end
+      end
+      return found
+    end
+
+    -- Enqueues job `name` now and waits until it is done.
+    local function run_job(name)
+      local id = call(s.port, "spec.enqueue", cjson.encode({ job = name })).id
+      eventually(10, function()
+        return call(s.port, "spec.job", cjson.encode({ id = id })).state == "done"
+      end, name .. " done")
+    end
+
+    test("writes one tasks.remind job per task, due at its remindAt", function()
+      local before = #reminders()
+      local at = now_ms() + 3600000
+      local id = call(s.port, "tasks.create", cjson.encode({
+        title = "Later", estimate = cjson.null, tags = {}, remindAt = at,
+      })).id
+      local job = reminder_of(id)
+      assert.are.same({ id = job.id, taskId = id, state = "available", runAt = at }, job)
+      create(s.port, "No reminder, no job")
+      assert.are.equal(before + 1, #reminders())
+    end)
+
+    test("leaves neither the task nor its reminder when the transaction fails", function()
+      local title = call(s.port, "spec.refuseReminders", '{"on":true}').title
+      local before = #reminders()
+      local status, err = failure(s.port, "tasks.create", cjson.encode({
+        title = title, estimate = cjson.null, tags = {}, remindAt = now_ms() + 60000,
+      }))
+      assert.are.equal(500, status)
+      assert.are.same({ code = "ACTION_FAILED", message = "The action failed." }, err)
+      for _, t in ipairs(list(s.port, '{"includeArchived":true}')) do
+        assert.are_not.equal(title, t.title)
+      end
+      assert.are.equal(before, #reminders())
+      -- what the trigger refused is the reminder: the same task without one is written
+      local id = create(s.port, title)
+      call(s.port, "spec.refuseReminders", '{"on":false}')
+      assert.are.equal(title, find(list(s.port), id).title)
+    end)
+
+    test("marks nothing when the task was completed before its reminder came", function()
+      local at = now_ms() + 1000
+      local id = call(s.port, "tasks.create", cjson.encode({
+        title = "Done in time", estimate = cjson.null, tags = {}, remindAt = at,
+      })).id
+      call(s.port, "tasks.complete", '{"id":"' .. id .. '"}')
+      eventually(10, function() return reminder_of(id).state == "done" end, "the reminder ran")
+      local task = find(list(s.port), id)
+      assert.is_true(task.completed)
+      assert.are.equal(at, task.remindAt)
+      assert.is_nil(task.remindedAt)
+    end)
+
+    test("archives the tasks completed more than 30 days ago, and no others", function()
+      local old = create(s.port, "Done 31 days ago")
+      local recent = create(s.port, "Done 29 days ago")
+      local today = create(s.port, "Done today")
+      local open = create(s.port, "Not done")
+      for _, id in ipairs({ old, recent, today }) do
+        call(s.port, "tasks.complete", '{"id":"' .. id .. '"}')
+      end
+      assert.are.same({ changed = 1 }, call(s.port, "spec.backdate", cjson.encode({ id = old, days = 31 })))
+      assert.are.same({ changed = 1 }, call(s.port, "spec.backdate", cjson.encode({ id = recent, days = 29 })))
+      -- an old completed_at on a task that is not done does not make it archived
+      assert.are.same({ changed = 1 }, call(s.port, "spec.backdate", cjson.encode({ id = open, days = 31 })))
+      run_job("tasks.archiveDone")
+      local all = list(s.port, '{"includeArchived":true}')
+      assert.are.same({ true, true }, { find(all, old).archived, find(all, old).completed })
+      assert.is_false(find(all, recent).archived)
+      assert.is_false(find(all, today).archived)
+      assert.is_false(find(all, open).archived)
+      assert.is_nil(find(list(s.port), old))
+      -- a task completed now is completed now, not 31 days ago: it stays
+      run_job("tasks.archiveDone")
+      assert.is_false(find(list(s.port, '{"includeArchived":true}'), today).archived)
     end)
   end)
 end

@@ -128,6 +128,9 @@ describe('MCP with the official SDK client (annotations mode)', () => {
     assert.deepEqual(byName['tasks_create'].inputSchema.required, ['estimate', 'tags', 'title']);
     assert.deepEqual(byName['tasks_create'].inputSchema.properties.title,
       { type: 'string', minLength: 1, maxLength: 120, description: 'Short task title' });
+    assert.deepEqual(byName['tasks_create'].inputSchema.properties.remindAt, {
+      type: 'integer', description: 'When to be reminded, in milliseconds since the Unix epoch (in the future)',
+    });
     assert.deepEqual(byName['tasks_create'].outputSchema, {
       type: 'object', additionalProperties: false, required: ['created', 'id'],
       properties: { id: { type: 'string' }, created: { type: 'boolean' } },

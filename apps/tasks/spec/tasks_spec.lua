@@ -71,4 +71,36 @@ describe("the tasks app", function()
     local answer = t:call("tasks.list", {})
     assert.are.equal("Write the changelog", answer.output.tasks[2].title)
   end)
+
+  -- Reminders: the task and its tasks.remind job (due at remindAt) are written together. The job
+  -- runs under clank-run (spec/functional/tasks_spec.lua); here it waits in the database.
+  local ann = { context = { user = user .. "-reminders" }, confirmed = true }
+
+  it("creates a task with a reminder: listed with remindAt, not reminded yet", function()
+    local at = require("clank.core").nowMs() + 3600000
+    local answer, status = t:call("tasks.create", { title = "Call the bank", estimate = clank.null, tags = {},
+      remindAt = at }, ann)
+    assert.are.equal(200, status)
+    local task = t:call("tasks.list", {}, ann).output.tasks[1]
+    assert.are.equal(answer.output.id, task.id)
+    assert.are.equal(at, task.remindAt)
+    assert.is_nil(task.remindedAt)
+  end)
+
+  it("refuses a reminder time that is not in the future", function()
+    local answer, status = t:call("tasks.create", { title = "Too late", estimate = clank.null, tags = {},
+      remindAt = require("clank.core").nowMs() - 1000 }, ann)
+    assert.are.equal(422, status)
+    assert.are.same({ ok = false, error = { code = "INVALID_INPUT",
+      message = "remindAt: Must be in the future (milliseconds since the Unix epoch)." } }, answer)
+    assert.are.equal(1, #t:call("tasks.list", {}, ann).output.tasks)
+  end)
+
+  it("archives done tasks every night at 03:15 UTC", function()
+    assert.are.equal(1, #t.app.schedules)
+    local schedule = t.app.schedules[1]
+    assert.are.same({ "nightly-archive", "15 3 * * *", "tasks.archiveDone" },
+      { schedule.name, schedule.cron, schedule.job.name })
+    assert.is_nil(schedule.tz) -- UTC
+  end)
 end)

@@ -175,11 +175,19 @@ end
 local wake_hook -- runner.lua's: wake(runAt) once a job is stored (after its transaction commits)
 function M.onEnqueued(fn) wake_hook = fn end
 
+-- The jobs' tables made, once per generation. Inside a transaction on the jobs' database (an
+-- enqueue in db:transaction) they are made by that transaction: on SQLite, which holds the write
+-- lock, another connection would wait for it until its busy timeout.
 local function ready(b)
-  if not b.migrated then
-    store.migrate(b.db)
-    b.migrated = true
+  if b.migrated then return end
+  local tx = dbmod.transactionOf(b.db)
+  if tx then
+    store.migrate(tx, b.db.kind)
+    tx:afterCommit(function() b.migrated = true end) -- rolled back: made again next time
+    return
   end
+  store.migrate(b.db, b.db.kind)
+  b.migrated = true
 end
 M.ready = ready
 

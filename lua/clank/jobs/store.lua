@@ -24,8 +24,9 @@ local function migrations(kind)
   }
 end
 
-function M.migrate(db)
-  db:migrate(migrations(db.kind), { table = "clank_jobs_migrations" })
+-- On a database, or in an open transaction of one (kind: its database's).
+function M.migrate(q, kind)
+  q:migrate(migrations(kind), { table = "clank_jobs_migrations" })
 end
 
 local function ids(kind)

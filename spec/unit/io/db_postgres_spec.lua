@@ -476,6 +476,33 @@ describe("clank.db.postgres", function()
       db:close()
     end)
 
+  it("migrates inside a transaction (tx:migrate): made and recorded with its writes, gone when it rolls back",
+    function()
+      local db = clank.db.open(URL)
+      local suffix = ("%d_%d"):format(os.time(), math.random(1, 1e9))
+      local name, t = "spec_tx_migrations_" .. suffix, "spec_tx_migrated_" .. suffix
+      local list = { "CREATE TABLE " .. t .. " (id INTEGER PRIMARY KEY)" }
+      local made = "SELECT count(*) AS n FROM pg_tables WHERE tablename IN ($1, $2)"
+      local out = in_handler(function()
+        local ok, err = pcall(db.transaction, db, function(tx)
+          local n = tx:migrate(list, { table = name })
+          tx:exec("INSERT INTO " .. t .. " (id) VALUES (1)")
+          error("rolled back after " .. n, 0)
+        end)
+        local after_rollback = db:one(made, name, t).n
+        local applied = db:transaction(function(tx) return tx:migrate(list, { table = name }) end)
+        local again = db:migrate(list, { table = name })
+        local tables = db:one(made, name, t).n
+        db:exec("DROP TABLE " .. t)
+        db:exec("DROP TABLE " .. name)
+        return { ok = ok, err = err, after_rollback = after_rollback, applied = applied, again = again,
+          tables = tables }
+      end)
+      assert.are.same({ ok = false, err = "rolled back after 1", after_rollback = 0, applied = 1, again = 0,
+        tables = 2 }, out)
+      db:close()
+    end)
+
   it("returns CLOSED from a closed pool", function()
     local pool = new_pool()
     pool:close()

@@ -319,6 +319,29 @@ describe("clank.db", function()
       db:close()
     end)
 
+    it("migrates inside a transaction (tx:migrate) without waiting for its own write lock: "
+      .. "made and recorded with its writes, gone when it rolls back", function()
+      local db = clank.db.open(new_path())
+      local out = in_handler(function()
+        local t0 = socket.gettime()
+        local ok, err = pcall(db.transaction, db, function(tx)
+          tx:exec("CREATE TABLE t (x INTEGER)")
+          local n = tx:migrate { A, B }
+          tx:exec("INSERT INTO a (id) VALUES (1)")
+          error("rolled back after " .. n, 0)
+        end)
+        local made = "SELECT count(*) AS n FROM sqlite_master WHERE name IN ('t', 'a', 'b', 'clank_migrations')"
+        local after_rollback = db:one(made).n
+        local applied = db:transaction(function(tx) return tx:migrate { A, B } end)
+        return { ok = ok, err = err, after_rollback = after_rollback, applied = applied,
+          again = db:migrate { A, B, C }, rows = db:one("SELECT count(*) AS n FROM clank_migrations").n,
+          fast = socket.gettime() - t0 < 2 } -- not the 5 s busy timeout
+      end)
+      assert.are.same({ ok = false, err = "rolled back after 2", after_rollback = 0, applied = 2, again = 1, rows = 3,
+        fast = true }, out)
+      db:close()
+    end)
+
     it("applies each migration once when two run at the same time", function()
       local path = new_path()
       local db1, db2 = clank.db.open(path, { pool = 2 }), clank.db.open(path, { pool = 3 })

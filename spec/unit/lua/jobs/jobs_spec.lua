@@ -1,6 +1,7 @@
 -- clank.defineJob, its checks and the retry backoff (issue 32). Running jobs is
 -- spec/functional/jobs_spec.lua's.
 local clank = require "clank"
+local core = require "clank.core"
 local jobs = require "clank.jobs"
 local s = clank.schema
 
@@ -71,6 +72,40 @@ describe("clank.defineJob", function()
     ok, err = pcall(j.enqueue, j, { n = 1 }, { later = true })
     assert.is_false(ok)
     assert.matches("unknown enqueue option 'later'", err)
+  end)
+
+  -- SQLite's write lock is the transaction's: the jobs' tables are made on it, not on another
+  -- connection, which would wait for the lock until its busy timeout (5 s) and fail.
+  it("makes the jobs' tables in the transaction of the first enqueue, and again after a rollback", function()
+    local path = os.tmpname()
+    os.remove(path)
+    path = path .. ".sqlite"
+    local j = job { name = "in-tx" }
+    local b = jobs.bind { jobs = { j }, concurrency = 1, lease = 1000, retention = 0 }
+    local db = clank.db.open(path)
+    b.db = db
+    local run = clank.defineAction {
+      name = "run", description = "Runs the enqueues.", input = s.object {}, sideEffects = "write",
+      handler = function()
+        local t0 = core.nowMs()
+        local ok, err = pcall(db.transaction, db, function()
+          j:enqueue({})
+          error("rolled back", 0)
+        end)
+        local made = db:one("SELECT count(*) AS n FROM sqlite_master WHERE name = 'clank_jobs'").n
+        local id = db:transaction(function() return j:enqueue({}, { delay = 60000 }) end)
+        return { ok = ok, err = err, made = made, id = id, ms = core.nowMs() - t0,
+          rows = db:query("SELECT id, name, state FROM clank_jobs") }
+      end,
+    }
+    local out = run({}, {})
+    db:close()
+    for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
+    assert.is_false(out.ok)
+    assert.are.equal("rolled back", out.err)
+    assert.are.equal(0, out.made)
+    assert.is_true(out.ms < 2000, out.ms .. " ms")
+    assert.are.same({ { id = out.id, name = "in-tx", state = "available" } }, out.rows)
   end)
 
   it("refuses two jobs of one name in an app", function()
