@@ -337,9 +337,10 @@ for _, backend in ipairs(backends) do
       assert.is_true(took >= 1.9 and took < 3 + slow, ("stopped in %.1f s"):format(took))
       assert.matches(("1 running job%%(s%%) given back to run again: %d\n"):format(id), s:stderr())
       local again = start(env)
+      -- (the report reads the jobs, then the runs: a claim may land between the two reads)
       local r = eventually(5, function()
         local r = report(again)
-        return #runs_of(r, id) == 2 and r
+        return #runs_of(r, id) == 2 and job_of(r, id).state == "running" and r
       end, "the job started again")
       local j = job_of(r, id)
       assert.are.equal("running", j.state)
