@@ -394,10 +394,9 @@ function Runner:stop(ms)
   if self.loop then core.wake(self.loop) end
   core.hold(1) -- the process waits for the give-back below
   core.spawnKept(function()
-    local waited = 0
-    while self.nrunning > 0 and waited < ms do
-      sleep(min(20, ms - waited))
-      waited = waited + 20
+    local deadline = now_ms() + ms -- by the clock: a loaded machine's sleeps run late
+    while self.nrunning > 0 and now_ms() < deadline do
+      sleep(min(20, max(1, deadline - now_ms())))
     end
     local left, ids = {}, {}
     for id, run in pairs(self.runs) do
