@@ -11,6 +11,8 @@ pkg_check_modules(SQLITE3 REQUIRED sqlite3)
 pkg_check_modules(PQ REQUIRED libpq)
 # clank.password: Argon2id (crypto_pwhash).
 pkg_check_modules(SODIUM REQUIRED libsodium)
+# The manual served at /__clank/docs: CommonMark to HTML (Debian's libcmark-dev).
+pkg_check_modules(CMARK REQUIRED libcmark)
 pkg_check_modules(LLHTTP libllhttp>=9.2)
 if(NOT LLHTTP_FOUND)
   message(FATAL_ERROR "llhttp >= 9.2 was not found. Debian 12 ships only 8.1, which "

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(liblua5.4-dev lua5.4 libuv1-dev lua-cjson lua-busted lua-socket
           cmake pkg-config gcc make libssl-dev libwslay-dev
-          libsqlite3-dev libpq-dev libsodium-dev)
+          libsqlite3-dev libpq-dev libsodium-dev libcmark-dev)
 for arg in "$@"; do
   case "$arg" in
     --test) packages+=(postgresql sqlite3 chromium lua-check clang-format clang

@@ -1,5 +1,5 @@
 /* What clank-run logs on start besides its start-up line (the manifest, the
-   MCP endpoint, the inspector) and the hint for a port that is taken. Owns
+   MCP endpoint, the inspector, the manual) and the hint for a port that is taken. Owns
    nothing: it formats and logs. */
 #include "host/announce.h"
 
@@ -20,9 +20,12 @@ void clank_announce_urls(clank_log_t *log, const clank_options_t *o, int port) {
     const char *iopen = strchr(o->inspector_host, ':') ? "[" : "";
     clank_log_msg(log, "info", "inspector: http://%s%s%s:%d/__clank/inspector", iopen,
                   o->inspector_host, *iopen ? "]" : "", port);
+    clank_log_msg(log, "info", "docs: http://%s%s%s:%d/__clank/docs", iopen, o->inspector_host,
+                  *iopen ? "]" : "", port);
   } else if (is_loopback(o->host)) {
     clank_log_msg(log, "info", "inspector: http://%s%s%s:%d/__clank/inspector", open, o->host,
                   close, port);
+    clank_log_msg(log, "info", "docs: http://%s%s%s:%d/__clank/docs", open, o->host, close, port);
   }
 }
 

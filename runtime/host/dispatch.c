@@ -1,6 +1,6 @@
 /* Dispatch (SPEC §2): the HTTP server's handler table. At a request's
    header block it walks the dispatch order (a table of rows below: the
-   inspector, the Host rules, another worker's session, MCP, the bridge, the
+   inspector and the manual, the Host rules, another worker's session, MCP, the bridge, the
    runtime's own paths, views, the app's routes, static folders, 405, 404)
    and either answers or holds the route the request takes; at its end it
    starts the route's coroutine (drive.c) on an exchange (exchange.c). Owns
@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "host/csrf.h"
+#include "host/docs.h"
 #include "host/drive.h"
 #include "host/exchange.h"
 #include "host/host.h"
@@ -299,6 +300,26 @@ static int inspector_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g, cons
   return next;
 }
 
+/* The manual (issue 34) takes this pseudo-route. */
+static const clank_route_t docs_route = {.handler_ref = LUA_NOREF};
+
+/* /__clank/docs and its pages: the inspector's rule (404 for whoever may
+   not see it), GET and HEAD. */
+static int docs_head(clank_conn_t *c, clank_host_t *h, clank_gen_t *g) {
+  if (!clank_inspector_allowed(c, h->opts.inspector_host)) {
+    clank_conn_text(c, 404, "Not found.");
+    return CLANK_HTTP_ANSWERED;
+  }
+  if (c->req.method != HTTP_GET && c->req.method != HTTP_HEAD) {
+    clank_conn_answer(c, 405, "content-type: text/plain; charset=utf-8\r\nallow: GET, HEAD\r\n",
+                      "Method not allowed.", sizeof "Method not allowed." - 1);
+    return CLANK_HTTP_ANSWERED;
+  }
+  int next = hold(c, g, &docs_route);
+  ((clank_conn_state_t *)c->data)->kind = CLANK_KIND_RUNTIME;
+  return next;
+}
+
 /* ---- the dispatch order ---- */
 
 /* What the rows read of a request's header block, and what a row's match
@@ -334,6 +355,13 @@ static int match_inspector(clank_conn_t *c, head_t *hd) {
 static int handle_inspector(clank_conn_t *c, head_t *hd) {
   return inspector_head(c, hd->h, hd->g, hd->path, hd->path_len);
 }
+
+/* The manual (issue 34), before the Host rules as the inspector. */
+static int match_docs(clank_conn_t *c, head_t *hd) {
+  (void)c;
+  return clank_docs_path(hd->path, hd->path_len);
+}
+static int handle_docs(clank_conn_t *c, head_t *hd) { return docs_head(c, hd->h, hd->g); }
 
 /* A Host the rules of SPEC §13 refuse: 403. */
 static int match_foreign_host(clank_conn_t *c, head_t *hd) {
@@ -502,6 +530,7 @@ static int handle_not_found(clank_conn_t *c, head_t *hd) {
 /* SPEC §2's order: the first row whose match takes the request handles it. */
 static const row_t dispatch_order[] = {
     {match_inspector, handle_inspector},       /* 404 to whoever may not see it, Host or not */
+    {match_docs, handle_docs},                 /* the same */
     {match_foreign_host, handle_foreign_host}, /* DNS rebinding defence (SPEC §13) */
     {match_handoff, handle_handoff},           /* --workers: the session's owner */
     {match_mcp, handle_mcp},
@@ -554,6 +583,14 @@ static int on_message(clank_conn_t *c) {
   if (route == &g->live_route || route == &inspector_live_route) {
     accept_live(c, h, g, route == &inspector_live_route);
     return 0;
+  }
+  if (route == &docs_route) {
+    clank_target_t t;
+    clank_request_target(&c->req, &t);
+    int waits = clank_docs_serve(c, t.path, t.path_len);
+    g->inflight--;
+    clank_host_gen_idle(h, g);
+    return waits;
   }
   if (route == &g->static_route) {
     clank_target_t t;

@@ -1,7 +1,8 @@
 -- Installing Clank (SPEC §16): `cmake --install` into a temporary prefix lays out bin/, the Lua
--- side, clank.so and the man page; the installed clank-run finds its Lua side relative to
--- itself from any folder, writes a starter app that serves and whose spec passes; the man page
--- renders without warnings; `cpack -G DEB` makes a package with the same files.
+-- side, the manual, clank.so and the man page; the installed clank-run finds its Lua side and
+-- its manual relative to itself from any folder, writes a starter app that serves and whose spec
+-- passes; the man page renders without warnings; `cpack -G DEB` makes a package with the same
+-- files.
 -- CLANK_BUILD_DIR (set by cmake/ClankTests.cmake) is the build folder to install from.
 local server = require "helpers.server"
 local http = require "helpers.http"
@@ -60,9 +61,10 @@ describe("an installed clank", function()
     if prefix then os.execute("rm -rf " .. quote(prefix:match("^(.*)/prefix$"))) end
   end)
 
-  it("lays out bin, the Lua side, clank.so and the man page under the prefix", function()
+  it("lays out bin, the Lua side, the manual, clank.so and the man page under the prefix", function()
     for _, f in ipairs { "bin/clank-run", "share/clank/lua/clank/init.lua", "share/clank/lua/clank/test.lua",
-      "share/clank/lua/clank/starter/app.lua", "lib/lua/5.4/clank.so", "share/man/man1/clank-run.1" } do
+      "share/clank/lua/clank/starter/app.lua", "lib/lua/5.4/clank.so", "share/man/man1/clank-run.1",
+      "share/clank/doc/README.md", "share/clank/doc/views.md" } do
       assert.is_true(exists(prefix .. "/" .. f), "missing " .. f)
     end
   end)
@@ -86,6 +88,24 @@ describe("an installed clank", function()
     assert.are.equal(200, res.status)
     local first = res.body:match("^[^;]+")
     assert.are.equal(prefix .. "/bin/../share/clank/lua/?.lua", first)
+    assert.are.equal(0, s:stop())
+  end)
+
+  it("serves its manual from the prefix, relative to itself", function()
+    local app_dir = work .. "/manual"
+    os.execute("mkdir -p " .. quote(app_dir))
+    local f = assert(io.open(app_dir .. "/app.lua", "wb"))
+    f:write('return require("clank").app { name = "manual" }\n')
+    f:close()
+    -- a page only the installed copy has: served from there, not from the source tree
+    f = assert(io.open(prefix .. "/share/clank/doc/installed.md", "wb"))
+    f:write("# Installed here\n\nSee [the views](views.md#pages).\n")
+    f:close()
+    local s = server.start(app_dir, { binary = clank_run, env = { CLANK_DOC_DIR = "", CLANK_LUA_DIR = "" } })
+    local res = assert(http.get(s.port, "/__clank/docs/installed"))
+    assert.are.equal(200, res.status)
+    assert.truthy(res.body:find('<a href="/__clank/docs/views#pages">', 1, true), res.body)
+    assert.are.equal(200, assert(http.get(s.port, "/__clank/docs/views")).status)
     assert.are.equal(0, s:stop())
   end)
 
@@ -143,11 +163,13 @@ describe("an installed clank", function()
     assert.truthy(info:find("Package: clank\n", 1, true), info)
     assert.truthy(info:find("Version: 0.1.0\n", 1, true), info)
     assert.truthy(info:find("Depends: [^\n]*liblua5.4%-0"), info)
+    assert.truthy(info:find("Depends: [^\n]*libcmark0%.30%.2"), info)
     local contents
     rc, contents = sh("dpkg-deb --contents " .. quote(deb))
     assert.are.equal(0, rc)
     for _, f in ipairs { "./usr/bin/clank-run", "./usr/share/clank/lua/clank/init.lua",
-      "./usr/lib/lua/5.4/clank.so", "./usr/share/man/man1/clank-run.1" } do
+      "./usr/lib/lua/5.4/clank.so", "./usr/share/man/man1/clank-run.1",
+      "./usr/share/clank/doc/README.md" } do
       assert.truthy(contents:find(" " .. f .. "\n", 1, true), f)
     end
   end)

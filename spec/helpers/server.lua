@@ -187,7 +187,7 @@ end
 -- Spawning
 
 -- Fills in `self` (a fresh table) as the running server.
-local function spawn(self, argv, env, nofile)
+local function spawn(self, argv, env, nofile, cwd)
   local base = os.tmpname()
   self.out_path = base .. ".out"
   self.err_path = base .. ".err"
@@ -205,6 +205,7 @@ local function spawn(self, argv, env, nofile)
     limits = "ulimit -S -n " .. math.floor(nofile.soft) .. " && ulimit -H -n "
       .. math.floor(nofile.hard) .. " && "
   end
+  if cwd then limits = limits .. "cd " .. quote(cwd) .. " && " end
   local inner = limits .. "echo $$; exec \"$@\" >" .. quote(self.out_path) .. " 2>" .. quote(self.err_path)
   local cmd = "sh -c " .. quote(inner) .. " sh " .. table.concat(words, " ")
     .. " </dev/null; echo $? >" .. quote(self.status_path .. ".tmp")
@@ -230,7 +231,7 @@ local function start(self, app_path, opts)
     argv[#argv + 1] = a
   end
   argv[#argv + 1] = app_path
-  spawn(self, argv, opts.env, opts.nofile)
+  spawn(self, argv, opts.env, opts.nofile, opts.cwd)
 
   local deadline = socket.gettime() + (opts.start_timeout or server.start_timeout)
   while true do
@@ -264,7 +265,8 @@ end
 -- Starts `$CLANK_RUN --port 0 [args] app` and waits for the start-up line.
 -- opts.args: extra arguments before the app; opts.env: extra environment;
 -- opts.port: a port number, or false to pass no --port at all; opts.binary: another clank-run;
--- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run.
+-- opts.nofile = { soft = N, hard = M }: RLIMIT_NOFILE for clank-run; opts.cwd: the folder it
+-- runs in (a relative app path is then relative to it).
 function server.start(app_path, opts)
   return start({}, app_path, opts)
 end

@@ -210,6 +210,8 @@ function M.define(app, log)
         h.style(nil, element.raw(STYLE)),
         h.h1(nil, "Inspector: " .. tostring(app.name or "app")),
         app.jobs and h.p(nil, h.a({ href = "/__clank/inspector/jobs", agentId = "jobs" }, "Jobs")),
+        h.p(nil, h.a({ href = "/__clank/docs", agentId = "docs" }, "Docs"),
+          ": the reference manual of this version of Clank"),
         h.section({ id = "actions" }, h.h2(nil, "Actions"), actions),
         h.section({ id = "views" }, h.h2(nil, "Views"),
           #views > 0 and views or h.p(nil, "This app has no views.")),
