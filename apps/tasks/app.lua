@@ -75,7 +75,7 @@ local CreateTask = s.object {
   title = s.string { min = 1, max = 120, description = "Short task title" },
   priority = s.optional(Priority),
   estimate = s.nullable(s.number { min = 0 }),
-  tags = s.array(s.string(), { max = 10 }),
+  tags = s.optional(s.array(s.string(), { max = 10 })),
   remindAt = s.optional(s.number {
     integer = true, description = "When to be reminded, in milliseconds since the Unix epoch (in the future)",
   }),
@@ -130,7 +130,7 @@ local function check_text(input)
   if input.title:find("\0", 1, true) then
     where = "title"
   else
-    for i, tag in ipairs(input.tags) do
+    for i, tag in ipairs(input.tags or {}) do
       if tag:find("\0", 1, true) then
         where = "tags." .. (i - 1)
         break
@@ -211,7 +211,7 @@ local createTask = clank.defineAction {
       estimate = nil
     end
     local who = owner(ctx)
-    local fields = { title = input.title, priority = input.priority, estimate = estimate, tags = input.tags }
+    local fields = { title = input.title, priority = input.priority, estimate = estimate, tags = input.tags or {} }
     if input.remindAt == nil then
       return { id = call("create", who, fields).id, created = true }
     end

@@ -128,7 +128,7 @@ local CREATE_SCHEMA = {
     tags = { type = "array", items = { type = "string" }, maxItems = 10 },
     title = { type = "string", minLength = 1, maxLength = 120, description = "Short task title" },
   },
-  required = { "estimate", "tags", "title" },
+  required = { "estimate", "title" }, -- tags are optional: none is an empty list
   additionalProperties = false,
 }
 
@@ -239,6 +239,14 @@ for _, backend in ipairs(backends) do
         required = { "created", "id" },
         additionalProperties = false,
       }, m.actions[3].outputSchema)
+    end)
+
+    test("creates a task without tags: they are optional, and listed as []", function()
+      local _, decoded = post(s.port, "tasks.create", '{"title":"No tags","estimate":null}')
+      assert.is_true(decoded.ok, cjson.encode(decoded))
+      local task = find(list(s.port), decoded.output.id)
+      assert.are.same({}, task.tags)
+      assert.are.equal("No tags", task.title)
     end)
 
     test("creates a task: 200 with {ok = true, output = {id, created = true}}", function()

@@ -125,7 +125,7 @@ describe('MCP with the official SDK client (annotations mode)', () => {
     assert.deepEqual(byName['tasks_create'].annotations, { readOnlyHint: false, destructiveHint: false });
     assert.deepEqual(byName['tasks_list'].annotations, { readOnlyHint: true });
     assert.equal(byName['tasks_create'].description, 'Create one task in the current workspace.');
-    assert.deepEqual(byName['tasks_create'].inputSchema.required, ['estimate', 'tags', 'title']);
+    assert.deepEqual(byName['tasks_create'].inputSchema.required, ['estimate', 'title']);
     assert.deepEqual(byName['tasks_create'].inputSchema.properties.title,
       { type: 'string', minLength: 1, maxLength: 120, description: 'Short task title' });
     assert.deepEqual(byName['tasks_create'].inputSchema.properties.remindAt, {
