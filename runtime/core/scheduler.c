@@ -233,7 +233,8 @@ void clank_sched_timer_cancel(clank_wait_t *w) {
 
 int clank_sched_wake(clank_task_t *t) {
   clank_wait_t *w = t ? t->wait : NULL;
-  if (w == NULL || !w->sleeping || w->task != t || uv_is_closing((uv_handle_t *)&w->timer)) return 0;
+  if (w == NULL || !w->sleeping || w->task != t || uv_is_closing((uv_handle_t *)&w->timer))
+    return 0;
   uv_timer_start(&w->timer, wait_fired, 0, 0);
   return 1;
 }

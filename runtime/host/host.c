@@ -85,7 +85,8 @@ static void stop_now(uv_timer_t *t) { teardown(t->data); }
 
 void clank_host_stop_if_done(clank_host_t *h) {
   /* from the loop, not now: the caller may be a job's Lua code the teardown frees */
-  if (h->drained && h->jobs_held <= 0 && !h->torn_down) uv_timer_start(&h->stop_timer, stop_now, 0, 0);
+  if (h->drained && h->jobs_held <= 0 && !h->torn_down)
+    uv_timer_start(&h->stop_timer, stop_now, 0, 0);
 }
 
 static void stop_deadline(uv_timer_t *t) {
