@@ -122,8 +122,8 @@ describe("clank-run command line", function()
       -- had uncommitted changes; "unknown" without git (spec/functional/version_spec: which)
       local commit = stdout:match("^clank%-run 0%.1%.0 %(git (%S+)%)\n$")
       assert.truthy(commit, "stdout: " .. stdout)
-      assert.truthy(commit == "unknown" or commit:match("^%x%x%x%x%x%x%x+$") or commit:match("^%x%x%x%x%x%x%x+%-dirty$"),
-        "commit: " .. commit)
+      assert.truthy(commit == "unknown" or commit:match("^%x%x%x%x%x%x%x+$")
+        or commit:match("^%x%x%x%x%x%x%x+%-dirty$"), "commit: " .. commit)
     end)
 
     it("answers --help with exit 0 and the options on stdout", function()
