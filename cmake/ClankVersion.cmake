@@ -73,6 +73,12 @@ add_custom_target(clank_git_commit
   BYPRODUCTS ${CLANK_GIT_COMMIT_C}
   COMMENT "Reading the git commit for clank-run --version"
   VERBATIM)
+# Its object, for what links it: clank-run, and through clank-run's libraries the programs
+# built like it (the fuzz harnesses take its sources, options.c among them).
+add_library(clank_version OBJECT ${CLANK_GIT_COMMIT_C})
+add_dependencies(clank_version clank_git_commit)
+target_include_directories(clank_version PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+clank_warnings(clank_version)
 
 # For the source package (cmake/ClankInstall.cmake).
 set(CLANK_VERSION_SCRIPT ${CMAKE_CURRENT_LIST_FILE})
