@@ -9,8 +9,14 @@
 #   SOAK_REQUESTS=50000 SOAK_RELOADS=50 bench/soak.sh     under a minute
 #   CLANK_RUN=build-h3/clank-run bench/soak.sh            another build
 # Other knobs: SOAK_CONNECTIONS (32), SOAK_THREADS (2), SOAK_WARMUP (20000 requests, not
-# counted; RSS at start is read after it; its rate paces the reloads), SOAK_CHUNK_SECONDS (60:
-# the length of one wrk run, whose p99 is one line).
+# counted; its rate paces the reloads), SOAK_WARMUP_RELOADS (20: reloads under a second
+# warm-up of as many requests, also not counted), SOAK_CHUNK_SECONDS (60: the length of one
+# wrk run, whose p99 is one line).
+# RSS at start is read after both warm-ups: the first reloads under load take RSS one step up,
+# to where the run then stays (the reload path's code pages read for the first time, the
+# allocator's pages once two generations have overlapped under requests), and that step is not
+# growth over the run; the RSS after the first warm-up alone is printed too, with the growth
+# from it.
 # Prints RSS at start and end and the growth, answers by status, failed valid requests (a
 # valid request answered other than 200, or any socket error) and p99 per minute (wrk runs in
 # chunks of at most SOAK_CHUNK_SECONDS). Targets: RSS growth < 5 %, no failed valid request,
@@ -26,6 +32,7 @@ reloads=${SOAK_RELOADS:-1000}
 connections=${SOAK_CONNECTIONS:-32}
 threads=${SOAK_THREADS:-2}
 warmup=${SOAK_WARMUP:-20000}
+warmup_reloads=${SOAK_WARMUP_RELOADS:-20}
 expected_rps=15000 # until the warm-up measured it
 sample=${SOAK_SAMPLE_SECONDS:-2}
 chunk=${SOAK_CHUNK_SECONDS:-60} # one wrk run, one p99 line ("minute")
@@ -98,6 +105,17 @@ reload_loop() {
   done
 }
 
+# The second warm-up's reloads, one every GAP seconds while its requests run.
+warmup_reload_loop() {
+  local gap=$1 i
+  for i in $(seq "$warmup_reloads"); do
+    { echo "-- soak warm-up reload $i"; cat "$tmp/app.orig.lua"; } >"$tmp/app.next.lua"
+    mv "$tmp/app.next.lua" "$tmp/app.lua"
+    kill -HUP "$server_pid" 2>/dev/null || return 0
+    sleep "$gap"
+  done
+}
+
 sample_loop() {
   while kill -0 "$server_pid" 2>/dev/null; do
     echo "$(date +%s) $(rss_kb)" >>"$tmp/rss"
@@ -129,7 +147,18 @@ main() {
   log "clank-run $server_pid on port $port; warm-up: $warmup requests"
   run_wrk 60 "$warmup" "$tmp/warmup" || { cat "$tmp/warmup" >&2; die "wrk failed in the warm-up"; }
   sleep 1
-  local rss_start rss_end rss_max
+  local rss_first rss_start rss_end rss_max warm_pid warmed=0
+  rss_first=$(rss_kb)
+  if [ "$warmup_reloads" -gt 0 ]; then
+    log "warm-up with reloads: $warmup requests, $warmup_reloads reloads"
+    warmup_reload_loop 0.03 &
+    warm_pid=$!
+    run_wrk 60 "$warmup" "$tmp/warmup2" || { cat "$tmp/warmup2" >&2; die "wrk failed in the warm-up"; }
+    wait "$warm_pid" || true
+    # as at the end: the last reload finished and retired generations closed
+    sleep 3
+    warmed=$(grep -c 'reloaded in' "$tmp/err" || true)
+  fi
   rss_start=$(rss_kb)
 
   # The reloads are spread over the run as long as the warm-up's rate says it will last.
@@ -188,12 +217,14 @@ main() {
   sampler_pid=
   rss_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss")
   local reloaded reload_failed
-  reloaded=$(grep -c 'reloaded in' "$tmp/err" || true)
+  reloaded=$(($(grep -c 'reloaded in' "$tmp/err" || true) - warmed))
   reload_failed=$(grep -c 'reload failed' "$tmp/err" || true)
   kill -0 "$server_pid" 2>/dev/null || die "clank-run died"
 
   local growth statuses='' code
   growth=$(awk -v a="$rss_start" -v b="$rss_end" 'BEGIN { printf "%.2f", (b - a) * 100 / a }')
+  local first_growth
+  first_growth=$(awk -v a="$rss_first" -v b="$rss_end" 'BEGIN { printf "%.2f", (b - a) * 100 / a }')
   for code in $(printf '%s\n' "${!by_status[@]}" | sort -n); do
     statuses+="${statuses:+, }$code: ${by_status[$code]}"
   done
@@ -204,7 +235,9 @@ main() {
   echo "  failed valid requests: $((failed + socket)) ($failed answered other than 200, $socket socket errors); unexpected statuses: $odd"
   echo "  reloads: $sent sent ($during during the load), $reloaded done, $reload_failed failed" \
     "(SIGHUP + rewritten app.lua)"
-  echo "  RSS: $rss_start KiB after warm-up, $rss_end KiB at the end (max $rss_max KiB): growth $growth %"
+  echo "  RSS: $rss_start KiB after the warm-ups, $rss_end KiB at the end (max $rss_max KiB): growth $growth %"
+  echo "  RSS after the first warm-up (requests only, no reload yet): $rss_first KiB; growth from it" \
+    "$first_growth % (the one step the first reloads under load take; $warmed reloads in the warm-up)"
   printf '  %s\n' "${minutes[@]}"
   local met=1
   awk -v g="$growth" 'BEGIN { exit !(g < 5) }' || met=0

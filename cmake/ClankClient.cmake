@@ -1,16 +1,19 @@
-# The browser client, embedded into the binary (SPEC §11): morphdom's UMD bundle (pinned in
-# vendor/npm) and runtime/client/client.js become one script, served as
-# /__clank/client.<hash>.js from ${CMAKE_BINARY_DIR}/generated/client_js.c
-# (declared in runtime/client/client_js.h).
+# The browser client, embedded into the binary (SPEC §11): morphdom's UMD bundle (kept in
+# vendor/morphdom as the npm package pinned in vendor/npm ships it, so that the build needs no
+# npm) and runtime/client/client.js become one script, served as /__clank/client.<hash>.js from
+# ${CMAKE_BINARY_DIR}/generated/client_js.c (declared in runtime/client/client_js.h).
 # Included from CMakeLists.txt, this file adds the build rule; run with `cmake -P` it is the rule.
 
 if(CMAKE_SCRIPT_MODE_FILE)
-  # cmake -DMORPHDOM=<umd.min.js> -DMORPHDOM_PACKAGE=<package.json> -DCLIENT=<client.js>
+  # cmake -DMORPHDOM=<umd.min.js> -DMORPHDOM_README=<README.md> -DCLIENT=<client.js>
   #       -DOUT_JS=<served .js> -DOUT_C=<client_js.c> -P ClankClient.cmake
   file(READ "${MORPHDOM}" morphdom)
   file(READ "${CLIENT}" client)
-  file(READ "${MORPHDOM_PACKAGE}" package)
-  string(REGEX MATCH "\"version\": *\"([^\"]*)\"" unused "${package}")
+  # vendor/morphdom/README.md starts "# morphdom <version>"
+  file(STRINGS "${MORPHDOM_README}" heading LIMIT_COUNT 1)
+  if(NOT heading MATCHES "^# morphdom ([0-9][^ ]*)$")
+    message(FATAL_ERROR "${MORPHDOM_README} does not start with \"# morphdom <version>\"")
+  endif()
   set(version "${CMAKE_MATCH_1}")
 
   # Our client without indentation, whole-line // comments and blank lines.
@@ -49,24 +52,20 @@ if(CMAKE_SCRIPT_MODE_FILE)
   return()
 endif()
 
-set(CLANK_MORPHDOM_DIR ${CMAKE_SOURCE_DIR}/vendor/npm/node_modules/morphdom)
+set(CLANK_MORPHDOM_DIR ${CMAKE_SOURCE_DIR}/vendor/morphdom)
 set(CLANK_MORPHDOM ${CLANK_MORPHDOM_DIR}/dist/morphdom-umd.min.js)
-if(NOT EXISTS ${CLANK_MORPHDOM})
-  message(FATAL_ERROR "${CLANK_MORPHDOM} is missing: run vendor/deps.sh "
-    "(npm ci in vendor/npm)")
-endif()
 set(CLANK_CLIENT_JS ${CMAKE_BINARY_DIR}/generated/clank-client.js)
 add_custom_command(
   OUTPUT ${CMAKE_BINARY_DIR}/generated/client_js.c ${CLANK_CLIENT_JS}
   COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/generated
   COMMAND ${CMAKE_COMMAND}
     -DMORPHDOM=${CLANK_MORPHDOM}
-    -DMORPHDOM_PACKAGE=${CLANK_MORPHDOM_DIR}/package.json
+    -DMORPHDOM_README=${CLANK_MORPHDOM_DIR}/README.md
     -DCLIENT=${CMAKE_SOURCE_DIR}/runtime/client/client.js
     -DOUT_JS=${CLANK_CLIENT_JS}
     -DOUT_C=${CMAKE_BINARY_DIR}/generated/client_js.c
     -P ${CMAKE_CURRENT_LIST_FILE}
-  DEPENDS ${CLANK_MORPHDOM} ${CLANK_MORPHDOM_DIR}/package.json
+  DEPENDS ${CLANK_MORPHDOM} ${CLANK_MORPHDOM_DIR}/README.md
     ${CMAKE_SOURCE_DIR}/runtime/client/client.js ${CMAKE_CURRENT_LIST_FILE}
   COMMENT "Embedding the browser client (morphdom + runtime/client/client.js)"
   VERBATIM)

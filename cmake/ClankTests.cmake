@@ -37,6 +37,9 @@ foreach(spec ${CLANK_SPECS})
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${CLANK_TEST_ENV}" TIMEOUT 600)
 endforeach()
+# The offline build compiles a clone of the source on two jobs: alone, so that its compiler does
+# not slow the timing-sensitive specs down, and with time for a loaded machine.
+set_tests_properties(functional/offline_build PROPERTIES RUN_SERIAL TRUE TIMEOUT 1200)
 
 # C unit tests: spec/unit/<layer>/<name>_test.c, each a program linked as clank-run links the
 # C modules, seeing its layer's include path (cmake/ClankLayers.cmake); it exits non-zero when a

@@ -262,22 +262,33 @@ static int unescape(const char *s, size_t n, clank_buf_t *out, int in_attr) {
   return 0;
 }
 
-/* The browser's view (WHATWG URL, then fetch's data: URL processor): leading C0
-   controls and spaces go, tabs and newlines go anywhere. javascript:,
-   vbscript: and file: must never be rendered, nor a data: URL whose MIME type
-   a browser reads as something other than a non-SVG image. A MIME type a
-   browser cannot parse becomes text/plain, which runs nothing. */
+/* The browser's view (a URL parser, then fetch's data: URL processor): leading
+   C0 controls and spaces go, and tabs and newlines go from the scheme. In a data:
+   URL's (opaque) path the other C0 controls and DEL are percent-encoded, so "\f"
+   is "%0c" to the data: URL processor, not whitespace; tabs and newlines there go
+   too as WHATWG URL says (Node), or are percent-encoded as Chromium 156 does: both
+   views are taken (tabs). javascript:, vbscript: and file: must never be rendered,
+   nor a data: URL whose MIME type a browser reads as something other than a
+   non-SVG image. A MIME type a browser cannot parse becomes text/plain, which runs
+   nothing. */
 static int is_token(char c) {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-static int unsafe_url(const char *v, size_t n) {
+static int unsafe_view(const char *v, size_t n, int tabs) {
   char s[64];
   size_t k = 0, i = 0;
+  int path = 0; /* past the scheme's colon */
   while (i < n && (unsigned char)v[i] <= 32) i++;
-  for (; i < n && k < sizeof s - 1; i++) {
+  for (; i < n && k < sizeof s - 3; i++) {
     char c = v[i];
-    if (c == '\t' || c == '\n' || c == '\r') continue;
+    int tab = c == '\t' || c == '\n' || c == '\r';
+    if (tab && !(path && tabs)) continue;
+    if ((unsigned char)c < ' ' || c == 127) { /* percent-encoded (only a path gets here) */
+      k += (size_t)snprintf(s + k, 4, "%%%02x", (unsigned char)c);
+      continue;
+    }
+    if (c == ':') path = 1;
     s[k++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
   }
   s[k] = '\0';
@@ -285,7 +296,7 @@ static int unsafe_url(const char *v, size_t n) {
     return 1;
   if (strncmp(s, "data:", 5) != 0) return 0;
   const char *m = s + 5;
-  while (*m == ' ' || *m == '\f') m++;
+  while (*m == ' ') m++;
   size_t t = 0;
   while (is_token(m[t])) t++;
   if (t == 0 || m[t] != '/') return 0; /* no type: text/plain */
@@ -293,10 +304,14 @@ static int unsafe_url(const char *v, size_t n) {
   while (is_token(m[u])) u++;
   if (u == t + 1) return 0;
   size_t e = u;
-  while (m[e] == ' ' || m[e] == '\f') e++;
+  while (m[e] == ' ') e++;
   if (m[e] != ';' && m[e] != ',' && m[e] != '\0') return 0; /* not a MIME type: text/plain */
   if (t != 5 || memcmp(m, "image", 5) != 0) return 1;
   return u - t - 1 >= 3 && memcmp(m + t + 1, "svg", 3) == 0;
+}
+
+static int unsafe_url(const char *v, size_t n) {
+  return unsafe_view(v, n, 0) || unsafe_view(v, n, 1);
 }
 
 static int is_name_char(char c) {

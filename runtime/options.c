@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "version.h"
+
 static const char usage[] =
     "usage: clank-run [options] app.lua|DIR\n"
     "       clank-run new NAME\n"
@@ -42,7 +44,7 @@ static const char usage[] =
     "                       instances of the app (default $CLANK_PUBSUB_URL, else app.pubsub)\n"
     "  --log text|json      log format on stderr (default text)\n"
     "  --check              load the app, print its manifest, exit\n"
-    "  --version            print the version and exit\n"
+    "  --version            print the version and the git commit it was built from\n"
     "  --help               print this help and exit\n"
     "\n"
     "See clank-run(1).\n";
@@ -229,7 +231,7 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       fputs(usage, stdout);
       return CLANK_OPTIONS_EXIT_OK;
     } else if (!strcmp(a, "--version")) {
-      printf("clank-run %s\n", CLANK_VERSION);
+      printf("clank-run %s (git %s)\n", CLANK_VERSION, clank_git_commit);
       return CLANK_OPTIONS_EXIT_OK;
     } else if (!strcmp(a, "--check")) {
       o->check = 1;

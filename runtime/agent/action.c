@@ -362,7 +362,8 @@ static int ctx_log(lua_State *L) {
   return 0;
 }
 
-/* ctx.progress(done, total?, message?): a debug line. */
+/* ctx.progress(done, total?, message?): an info line, as ctx.log("info", ...) writes (a debug
+   one would be dropped unless CLANK_DEBUG is set, and SPEC §6 says it goes to the log). */
 static int ctx_progress(lua_State *L) {
   lua_settop(L, 3);
   check_finite(L, 1, "done");
@@ -370,7 +371,7 @@ static int ctx_progress(lua_State *L) {
   check_optional_string(L, 3, "ctx.progress");
   const char *done = luaL_tolstring(L, 1, NULL);
   const char *total = lua_isnil(L, 2) ? "?" : luaL_tolstring(L, 2, NULL);
-  clank_sched_log(L, "debug", "action %s: progress %s/%s%s%s", lua_tostring(L, lua_upvalueindex(1)),
+  clank_sched_log(L, "info", "action %s: progress %s/%s%s%s", lua_tostring(L, lua_upvalueindex(1)),
                   done, total, lua_isnil(L, 3) ? "" : " ",
                   lua_isnil(L, 3) ? "" : lua_tostring(L, 3));
   return 0;

@@ -138,15 +138,14 @@ const nodeOf = (el, root) => {
   return node;
 };
 
-// Kept elements become nodes; the kept children of other elements are lifted.
+// Kept elements become nodes; any other element appears only as a wrapper of kept children,
+// { tag, children }, and not at all without them.
 const collect = (el, root, out) => {
   for (const c of el.children) {
     if (skipped(c)) continue;
-    if (!kept(c)) {
-      collect(c, root, out);
-      continue;
-    }
-    const node = nodeOf(c, root), kids = collect(c, root, []);
+    const kids = collect(c, root, []);
+    const node = kept(c) ? nodeOf(c, root) : kids.length ? { tag: tagOf(c) } : null;
+    if (!node) continue;
     if (kids.length) node.children = kids;
     out.push(node);
   }

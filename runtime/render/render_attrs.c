@@ -158,7 +158,7 @@ static void twice(clank_render_t *r, const char *name, size_t n) {
 }
 
 /* The scheme of a URL as a browser sees it (leading C0 controls and spaces stripped, tabs and
-   newlines removed anywhere): javascript:, vbscript:, file: and a non-image data: raise. */
+   newlines removed from it): javascript:, vbscript:, file: and a non-image data: raise. */
 static void check_url(clank_render_t *r, const char *name, size_t nlen, const char *url, size_t n) {
   size_t i = 0, k = 0;
   while (i < n && (unsigned char)url[i] <= 32) i++;
@@ -180,23 +180,30 @@ static void check_url(clank_render_t *r, const char *name, size_t nlen, const ch
   } else if (EQ(sch, k, "file")) {
     bad = "file";
   } else if (EQ(sch, k, "data")) {
-    /* images only, and not SVG (a document that can run script). The MIME type as fetch's
-       data: URL processor reads it: leading spaces and form feeds go (tabs and newlines are
-       gone already); any other byte before "image/", a vertical tab included, makes it text. */
+    /* images only, and not SVG (a document that can run script), as any browser reads the
+       MIME type: the URL parser percent-encodes a C0 control or DEL in a data: URL's path
+       ("data:\vimage/png" reaches fetch's data: URL processor as "%0Bimage/png",
+       "data:\fimage/png" as "%0Cimage/png": no image types), and a tab or newline there it
+       removes (WHATWG URL: "image/sv\tg+xml" is SVG) or percent-encodes (Chromium). So a
+       control character anywhere in the type refuses it; only spaces go. */
     char mime[16];
     size_t m = 0;
-    for (i++; i < n && m < sizeof mime; i++) {
+    int control = 0;
+    for (i++; i < n; i++) {
       unsigned char c = (unsigned char)url[i];
       if (c == ';' || c == ',') break;
-      if (c == '\t' || c == '\n' || c == '\r') continue;
-      if (m == 0 && (c == ' ' || c == '\f')) continue;
+      if (c < ' ' || c == 127) {
+        control = 1;
+        continue;
+      }
+      if (m == 0 && c == ' ') continue;
       /* "image/ svg" is not a MIME type, but it is refused as SVG all the same */
-      if (m >= 6 && (c == ' ' || (c >= '\t' && c <= '\r'))) continue;
-      mime[m++] = (char)lower(c);
+      if (m >= 6 && c == ' ') continue;
+      if (m < sizeof mime) mime[m++] = (char)lower(c);
     }
     int image = m >= 6 && memcmp(mime, "image/", 6) == 0;
     int svg = image && m >= 9 && memcmp(mime + 6, "svg", 3) == 0;
-    if (!image || svg) bad = "data";
+    if (!image || svg || control) bad = "data";
   }
   if (bad == NULL) return;
   lua_pushfstring(r->L, "clank.render: unsafe URL scheme \"%s:\" in attribute ", bad);

@@ -116,10 +116,21 @@ describe('/__clank/inspector in a browser', () => {
     try {
       const text = await page.locator('#surface-tasks').textContent();
       const nodes = JSON.parse(text);
-      const form = nodes.find((n) => n.id === 'new-task');
+      // the node of this id among these nodes and their children (wrappers included, SPEC §9)
+      const find = (list, id) => {
+        for (const n of list || []) {
+          const found = n.id === id ? n : find(n.children, id);
+          if (found) return found;
+        }
+        return null;
+      };
+      const form = find(nodes, 'new-task');
       assert.ok(form, text);
       assert.equal(form.action, 'tasks.create');
-      assert.ok(form.children.some((c) => c.id === 'new-task.title' && c.role === 'textbox'));
+      assert.equal(find(form.children, 'new-task.title')?.role, 'textbox', text);
+      // the view's main, which has no id or role, is listed as the wrapper of its kept nodes
+      assert.deepEqual(Object.keys(nodes[0]).sort(), ['children', 'tag']);
+      assert.equal(nodes[0].tag, 'main');
     } finally {
       await page.close();
     }

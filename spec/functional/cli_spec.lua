@@ -115,10 +115,15 @@ describe("clank-run command line", function()
   end)
 
   describe("informational options", function()
-    it("answers --version with exit 0 and a version number on stdout", function()
+    it("answers --version with exit 0 and the version and commit on stdout", function()
       local code, stdout = server.run({ "--version" })
       assert.are.equal(0, code)
-      assert.truthy(stdout:find("%d+%.%d+%.%d+"), "no version number in " .. stdout)
+      -- "clank-run 0.1.0 (git 1a2b3c4)", "-dirty" after the hash when the tree it was built from
+      -- had uncommitted changes; "unknown" without git (spec/functional/version_spec: which)
+      local commit = stdout:match("^clank%-run 0%.1%.0 %(git (%S+)%)\n$")
+      assert.truthy(commit, "stdout: " .. stdout)
+      assert.truthy(commit == "unknown" or commit:match("^%x%x%x%x%x%x%x+$")
+        or commit:match("^%x%x%x%x%x%x%x+%-dirty$"), "commit: " .. commit)
     end)
 
     it("answers --help with exit 0 and the options on stdout", function()

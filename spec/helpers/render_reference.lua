@@ -48,22 +48,27 @@ end
 A.actionName = action_name
 
 -- The scheme of a URL as a browser sees it: leading C0 controls and spaces stripped, tabs and
--- newlines removed anywhere, lower-cased. nil for a relative URL.
+-- newlines removed, lower-cased. nil for a relative URL.
 local function scheme(url)
   local s = url:gsub("^[%z\1-\32]+", ""):gsub("[\t\n\r]", "")
   local sch = s:match("^([A-Za-z][A-Za-z0-9+.%-]*):")
-  return sch and sch:lower(), s
+  return sch and sch:lower()
 end
 
 local function check_url(name, url)
-  local sch, s = scheme(url)
+  local sch = scheme(url)
   if sch == nil then return end
   local bad = sch == "javascript" or sch == "vbscript" or sch == "file"
   if sch == "data" then
-    -- Images only, and not SVG (a document that can run script).
-    -- The MIME type as fetch's data: URL processor reads it: leading spaces and form feeds go.
-    local mime = s:sub(6):match("^[^;,]*"):lower():gsub("^[ \f]+", "")
-    bad = mime:find("^image/") == nil or mime:find("^image/%s*svg") ~= nil
+    -- Images only, and not SVG (a document that can run script), as any browser reads the
+    -- type: a C0 control or DEL in it is percent-encoded by the URL parser (no image type), and
+    -- a tab or newline removed (WHATWG URL) or percent-encoded (Chromium): a control character
+    -- anywhere in the type refuses it. Only spaces go.
+    local raw = url:gsub("^[%z\1-\32]+", "")
+    local mime = raw:sub(raw:find(":", 1, true) + 1):match("^[^;,]*"):lower()
+    local control = mime:find("[%z\1-\31\127]") ~= nil
+    mime = mime:gsub("^ +", "")
+    bad = control or mime:find("^image/") == nil or mime:find("^image/ *svg") ~= nil
   end
   if bad then
     error("clank.render: unsafe URL scheme \"" .. sch .. ":\" in attribute " .. name, 0)

@@ -116,19 +116,37 @@ local function node_of(el, idx)
   return node
 end
 
-local function collect(el, idx, out)
+local collect
+
+-- Appends the node of element c to out: a kept element with its own fields, any other only as a
+-- wrapper of kept children ({ tag, children }), or nothing when it has none.
+local function add(c, idx, out)
+  local node = kept(c) and node_of(c, idx) or nil
+  local kids = collect(c, idx, json.array())
+  if #kids > 0 then
+    node = node or { tag = c.tag }
+    node.children = kids
+  end
+  out[#out + 1] = node
+end
+
+-- The nodes of el's children, appended to out. The tr children of a table are listed inside the
+-- tbody an HTML parser implies around each run of them, which the renderer writes, so that the
+-- browser's surface over the DOM lists the same wrappers.
+function collect(el, idx, out)
+  local in_table, rows = el.tag:lower() == "table", nil
+  local function end_rows()
+    if rows and #rows > 0 then out[#out + 1] = { tag = "tbody", children = rows } end
+    rows = nil
+  end
   for _, c in ipairs(el.children) do
-    if is_element(c) and not dom.skipped(c) then
-      if kept(c) then
-        local node = node_of(c, idx)
-        local kids = collect(c, idx, json.array())
-        if #kids > 0 then node.children = kids end
-        out[#out + 1] = node
-      else
-        collect(c, idx, out) -- a wrapper: its kept children are lifted
-      end
+    if is_element(c) then
+      if in_table and c.tag:lower() == "tr" then rows = rows or json.array()
+      elseif in_table then end_rows() end
+      if not dom.skipped(c) then add(c, idx, rows or out) end
     end
   end
+  end_rows()
   return out
 end
 

@@ -582,10 +582,12 @@ describe("ctx.log and ctx.progress outside MCP", function()
     }, lines(text))
   end)
 
-  it("ctx.progress writes a debug line", function()
+  -- SPEC §6: "Outside MCP both go to the log": at info, as ctx.log("info", ...), not at debug,
+  -- which the log drops unless CLANK_DEBUG is set
+  it("ctx.progress writes an info line", function()
     local text = stderr_of(child([[ctx.progress(1, 3, "one"); ctx.progress(2)]], "act({}, {})"))
-    assert.are.same({ "clank debug: action spec.logs: progress 1/3 one",
-                      "clank debug: action spec.logs: progress 2/?" }, lines(text))
+    assert.are.same({ "clank info: action spec.logs: progress 1/3 one",
+                      "clank info: action spec.logs: progress 2/?" }, lines(text))
   end)
 
   it("leaves a ctx's own log and progress alone", function()

@@ -78,12 +78,13 @@ describe("clank.createAgentSurface over a mounted view", function()
       children = { { tag = "button", role = "button", label = "Go" } } } }, nodes)
   end)
 
-  it("treats a top element without an id or role as a wrapper", function()
+  -- SPEC §11: "the view's own top element is listed (as a wrapper when it has no id or role)"
+  it("lists a top element without an id or role as a wrapper", function()
     local View = clank.defineView { name = "v", render = function()
       return h.div(nil, h.button(nil, "A"), h.button(nil, "B"))
     end }
-    assert.are.same({ { tag = "button", role = "button", label = "A" },
-      { tag = "button", role = "button", label = "B" } }, clank.createAgentSurface(clank.mount(View)):inspect())
+    assert.are.same({ { tag = "div", children = { { tag = "button", role = "button", label = "A" },
+      { tag = "button", role = "button", label = "B" } } } }, clank.createAgentSurface(clank.mount(View)):inspect())
   end)
 end)
 

@@ -182,8 +182,22 @@ describe("clank.render", function()
       { "data: without a type", "data:,hello" },
       { "data:image/svg+xml", "data:image/svg+xml;base64,PHN2Zz4=" },
       { "data:image/ svg", "data:image/ svg+xml,x" },
-      -- a vertical tab is not whitespace to fetch's data: URL processor: the type is text/plain
+      -- SPEC §8: "URLs whose scheme (compared after stripping leading C0 controls and spaces, and
+      -- any tab or newline) is javascript:, vbscript:, file: or a non-image data: raise." A
+      -- browser's URL parser percent-encodes a C0 control or DEL in a data: URL's type (Node
+      -- and Chromium 156 give "data:\vimage/png" the type "%0bimage/png", "data:\fimage/png"
+      -- "%0cimage/png"), and a tab or newline there it removes (WHATWG URL, Node) or
+      -- percent-encodes (Chromium: "data:im\tage/png" is "im%09age/png"): not image types, or
+      -- an SVG one ("image/sv\tg+xml" once the tab is gone).
       { "data: with a vertical tab before the type", "data:\vimage/png;base64,iVBO" },
+      { "data: with a form feed before the type", "data:\fimage/png,x" },
+      { "data: with spaces and a form feed before the type", "data: \fIMAGE/png,x" },
+      { "data: with a control character inside the type", "data:image/\1png,x" },
+      { "data: with DEL inside the type", "data:image/png\127;base64,x" },
+      { "data: with a tab inside the type", "data:im\tage/png,x" },
+      { "data: with a newline before the type", "data:\nimage/png,x" },
+      { "data: SVG with a tab inside the type", "data:image/sv\tg+xml,x" },
+      { "data: with a tab inside the scheme", "da\tta:text/html,x" },
       { "data: with a space inside the type", "data:ima ge/png,x" },
     }
     local attrs = { "href", "src", "action", "formaction", "xlink:href", "poster", "cite", "HREF" }
@@ -200,8 +214,11 @@ describe("clank.render", function()
       { "https", "https://example.com/", "https://example.com/" },
       { "mailto", "mailto:a@example.com", "mailto:a@example.com" },
       { "a data: PNG", "data:image/png;base64,iVBO", "data:image/png;base64,iVBO" },
-      { "a data: PNG after spaces and a form feed", "data: \fIMAGE/png,x", "data: \fIMAGE/png,x" },
-      { "a data: PNG with a tab in its type", "data:im\tage/png,x", "data:im\tage/png,x" },
+      { "a data: PNG after spaces", "data:  IMAGE/png,x", "data:  IMAGE/png,x" },
+      -- what is not a scheme to a browser: a control character other than tab and newline
+      -- inside it makes the URL relative ("java\vscript:x" is a path on the page's origin)
+      { "a relative path with a vertical tab", "java\vscript:x", "java\vscript:x" },
+      { "a relative path with NUL before its colon", "javascript\0:x", "javascript\0:x" },
       { "a colon after a slash", "/a:b", "/a:b" },
       { "javascript: in the query", "/x?u=javascript:1", "/x?u=javascript:1" },
     }

@@ -21,16 +21,44 @@ describe("clank.createAgentSurface", function()
       assert.are.equal("[]", json.encode(clank.createAgentSurface(h.main()):inspect()))
     end)
 
-    it("lifts the kept children of wrappers and nests those of kept elements", function()
+    -- SPEC §9: "Other elements appear only as wrappers of kept children."
+    it("lists other elements only as wrappers of kept children, { tag, children }", function()
       local nodes = inspect(h.div(nil, h.section(nil, h.a({ href = "/x" }, "X"))),
-        h.nav({ agentId = "menu" }, h.ul(nil, h.li(nil, h.button(nil, "A")), h.li(nil, "text only"))))
+        h.nav({ agentId = "menu" }, h.ul(nil, h.li(nil, h.button(nil, "A")), h.li(nil, "text only"))),
+        h.div({ class = "empty" }, h.p(nil, "no kept child")))
       assert.are.same({
-        { tag = "a", role = "link", label = "X", href = "/x" },
+        { tag = "div", children = {
+          { tag = "section", children = { { tag = "a", role = "link", label = "X", href = "/x" } } } } },
         -- text content as the DOM joins it: no space between elements
-        { id = "menu", tag = "nav", label = "Atext only",
-          children = { { tag = "button", role = "button", label = "A" } } },
+        { id = "menu", tag = "nav", label = "Atext only", children = {
+          { tag = "ul", children = {
+            { tag = "li", children = { { tag = "button", role = "button", label = "A" } } } } } } },
       }, nodes)
-      assert.is_true(json.isArray(nodes[2].children))
+      assert.is_true(json.isArray(nodes[1].children))
+      assert.is_true(json.isArray(nodes[2].children[1].children))
+    end)
+
+    it("lists a table's rows inside the tbody the renderer writes and a browser shows", function()
+      local nodes = inspect(h.table(nil, h.caption(nil, h.button(nil, "C")),
+        h.tr(nil, h.td(nil, h.button(nil, "A"))), h.tr(nil, h.td(nil, "text")),
+        h.tfoot(nil, h.tr(nil, h.td(nil, h.a({ href = "/f" }, "F")))),
+        h.tr({ hidden = true }, h.td(nil, h.button(nil, "hidden"))), h.tr(nil, h.th(nil, "text"))))
+      assert.are.same({ { tag = "table", children = {
+        { tag = "caption", children = { { tag = "button", role = "button", label = "C" } } },
+        { tag = "tbody", children = { { tag = "tr", children = { { tag = "td", children = {
+          { tag = "button", role = "button", label = "A" } } } } } } },
+        { tag = "tfoot", children = { { tag = "tr", children = { { tag = "td", children = {
+          { tag = "a", role = "link", label = "F", href = "/f" } } } } } } },
+        -- the second run of rows has a tbody of its own, with nothing kept in it
+      } } }, nodes)
+      assert.are.equal(
+        "<table><caption><button>C</button></caption><tbody><tr><td><button>A</button></td></tr><tr><td>text</td></tr>"
+        .. "</tbody><tfoot><tr><td><a href=\"/f\">F</a></td></tr></tfoot><tbody><tr hidden><td><button>hidden</button>"
+        .. "</td></tr><tr><th>text</th></tr></tbody></table>",
+        clank.render(h.table(nil, h.caption(nil, h.button(nil, "C")),
+          h.tr(nil, h.td(nil, h.button(nil, "A"))), h.tr(nil, h.td(nil, "text")),
+          h.tfoot(nil, h.tr(nil, h.td(nil, h.a({ href = "/f" }, "F")))),
+          h.tr({ hidden = true }, h.td(nil, h.button(nil, "hidden"))), h.tr(nil, h.th(nil, "text")))))
     end)
 
     local kept = {
@@ -207,11 +235,14 @@ describe("clank.createAgentSurface", function()
     it("takes <label for=id> before the enclosing label", function()
       local nodes = inspect(h.label({ ["for"] = "x" }, "By for"),
         h.label(nil, "Around ", h.input({ id = "x", placeholder = "Ph" })))
-      assert.are.equal("By for", nodes[1].label) -- labels themselves are not kept
+      -- labels are not kept: the first is left out, the second is the input's wrapper
+      assert.are.same({ { tag = "label", children = { { id = "x", tag = "input", role = "textbox",
+        label = "By for", placeholder = "Ph" } } } }, nodes)
     end)
 
     it("takes the enclosing label before the placeholder", function()
-      assert.are.equal("Email", label_of(h.label(nil, "Email", h.input({ placeholder = "you@x" }))))
+      local nodes = inspect(h.label(nil, "Email", h.input({ placeholder = "you@x" })))
+      assert.are.equal("Email", nodes[1].children[1].label) -- in the label's wrapper
     end)
 
     it("accepts htmlFor on the label", function()
@@ -402,20 +433,28 @@ describe("clank.createAgentSurface", function()
       }
       local view = clank.mount(Counter, {})
       local s = clank.createAgentSurface(view)
-      assert.are.equal("0", s:inspect()[1].label)
+      -- the view's div is its nodes' wrapper
+      assert.are.equal("0", s:inspect()[1].children[1].label)
       assert.is_true(s:activate("inc"))
       assert.is_true(s:activate("inc"))
-      assert.are.equal("2", s:inspect()[1].label)
+      assert.are.equal("2", s:inspect()[1].children[1].label)
       view:dispose()
     end)
 
-    it("lists the view's root element as the first node when it is kept", function()
+    -- SPEC §11: "the root of a mounted view is its container, so the view's own top element is
+    -- listed (as a wrapper when it has no id or role)"
+    it("lists the view's root element as the first node, a wrapper when it is not kept", function()
       local View = clank.defineView {
         name = "v", render = function() return h.form({ id = "f" }, h.button(nil, "Go")) end,
       }
       local s = clank.createAgentSurface(clank.mount(View))
       assert.are.same({ { id = "f", tag = "form", label = "Go",
         children = { { tag = "button", role = "button", label = "Go" } } } }, s:inspect())
+      local Plain = clank.defineView {
+        name = "plain", render = function() return h.div({ class = "card" }, h.button(nil, "Go")) end,
+      }
+      assert.are.same({ { tag = "div", children = { { tag = "button", role = "button", label = "Go" } } } },
+        clank.createAgentSurface(clank.mount(Plain)):inspect())
     end)
 
     it("keeps typed text through a controlled input", function()
@@ -429,7 +468,7 @@ describe("clank.createAgentSurface", function()
       }
       local s = clank.createAgentSurface(clank.mount(View))
       assert.is_true(s:input("title", "Tea"))
-      local nodes = s:inspect()
+      local nodes = s:inspect()[1].children -- in the view's div
       assert.are.equal("Tea", nodes[1].value)
       assert.are.equal("Echo: Tea", nodes[2].label)
     end)
@@ -452,7 +491,7 @@ describe("clank.createAgentSurface", function()
         sideEffects = "write", handler = function() return { ok = s:activate("go") } end,
       }
       assert.is_true(run({}, {}).ok)
-      assert.are.equal("Done", s:inspect()[1].label)
+      assert.are.equal("Done", s:inspect()[1].children[1].label)
     end)
   end)
 end)
