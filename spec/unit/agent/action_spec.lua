@@ -304,7 +304,7 @@ describe("clank.defineAction", function()
         input = s.object { tags = s.array(s.string()), title = s.string { min = 1 } },
       })
       local err = raised(action, { tags = { "a", 2 }, title = "" }, {})
-      assert.are.equal("tags.2: Expected a string.; title: Must contain at least 1 characters.",
+      assert.are.equal("tags.2: Expected a string.; title: Must contain at least 1 character.",
         tostring(err))
     end)
 

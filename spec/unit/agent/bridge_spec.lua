@@ -277,7 +277,7 @@ describe("clank.bridge", function()
       local ok, err = pcall(bridge.invoke, bridge, "notes.add", { text = "" }, {})
       assert.is_false(ok)
       assert.is_true(s.isValidationError(err))
-      assert.are.equal("text: Must contain at least 1 characters.", tostring(err))
+      assert.are.equal("text: Must contain at least 1 character.", tostring(err))
     end)
 
     it("raises a handler's ActionError as is", function()
@@ -781,9 +781,9 @@ describe("clank.bridge", function()
       },
       {
         "two issues in key order", '{"text":"","tags":["a",2]}',
-        "tags.1: Expected a string.; text: Must contain at least 1 characters.",
+        "tags.1: Expected a string.; text: Must contain at least 1 character.",
         '[{"expected":"string","message":"Expected a string.","path":["tags",1]},'
-          .. '{"message":"Must contain at least 1 characters.","path":["text"]}]',
+          .. '{"message":"Must contain at least 1 character.","path":["text"]}]',
       },
       {
         "a missing key", "{}",

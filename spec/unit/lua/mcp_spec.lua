@@ -364,8 +364,8 @@ describe("clank.mcp tools/call", function()
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
       tool("text_shout", { value = 5 }))
-    assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Must contain at least 1 characters.",
-      '[{"message":"Must contain at least 1 characters.","path":["value"]}]')),
+    assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Must contain at least 1 character.",
+      '[{"message":"Must contain at least 1 character.","path":["value"]}]')),
       tool("text_shout", { value = "" }))
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
