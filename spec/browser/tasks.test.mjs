@@ -319,7 +319,7 @@ describe('the tasks page', () => {
     const titleError = page.locator('#new-task-title-error');
     await titleError.waitFor();
     assert.equal(await titleError.getAttribute('role'), 'alert');
-    assert.equal(await titleError.textContent(), 'Must contain at least 1 characters.');
+    assert.equal(await titleError.textContent(), 'Required.');
     assert.equal(await page.textContent('#new-task-estimate-error'), 'Must be at least 0.');
     // next to its field: in the same field box, right after the control that describes it
     for (const name of ['title', 'estimate']) {

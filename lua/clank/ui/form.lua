@@ -79,14 +79,28 @@ function Form:values()
   return out
 end
 
--- Messages by field name ("_form" for the rest), joined with "; ".
+-- A required field (rendered `required`: a nullable one's empty is null) left empty: never set,
+-- or its control cleared (text, number, select).
+local function left_empty(f)
+  local v, info = f.value.value, f.info
+  return info.required and not info.nullable and (v == nil or v == "")
+end
+
+-- Messages by field name ("_form" for the rest), joined with "; ". A required field left empty
+-- says so ("Required.") instead of what its schema says of a missing value ("Expected a
+-- string."): the schema speaks to programs, this to the person at the form.
 local function apply_issues(self, issues)
   local by = {}
   for _, issue in ipairs(issues or {}) do
     local first = issue.path and issue.path[1]
-    local key = (type(first) == "string" and self.fields[first]) and first or "_form"
-    by[key] = by[key] or {}
-    by[key][#by[key] + 1] = issue.message
+    local f = type(first) == "string" and self.fields[first]
+    local key = f and first or "_form"
+    if f and left_empty(f) then
+      by[key] = { "Required." } -- once, whatever else the schema says of nothing
+    else
+      by[key] = by[key] or {}
+      by[key][#by[key] + 1] = issue.message
+    end
   end
   signals().batch(function()
     for name, f in pairs(self.fields) do
