@@ -500,6 +500,8 @@ describe('the tasks page', () => {
     });
     assert.equal(byId['new-task.priority'].value, 'low');
     assert.equal(byId['new-task'].action, 'tasks.create');
+    // the form's own name (its submit button's words), not every control's text run together
+    assert.equal(byId['new-task'].label, 'Add task');
     assert.deepEqual(byId[`archive-${id}`], {
       id: `archive-${id}`, tag: 'button', role: 'button', label: 'Archive \u201cInspect me\u201d',
       intent: 'destructive-control', action: 'tasks.archive', type: 'button',

@@ -490,7 +490,7 @@ describe("clank.live forms", function()
     local id = session_id("new-task")
     live:connect(id, REQUEST, sock)
     local html = sock.frames[1].html
-    assert.truthy(html:find('<form data-clank-action="tasks.create" data-clank-form="task" '
+    assert.truthy(html:find('<form aria-label="Create a task." data-clank-action="tasks.create" data-clank-form="task" '
       .. 'data-clank-key="0.0" data-clank-on="submit" id="task" novalidate>', 1, true), html)
     assert.truthy(html:find('data-clank-key="0.0.0.1" data-clank-on="input" id="task-title"', 1, true), html)
     live:receive(id, event(1, 1, "0.0", "submit", { values = { title = "", estimate = "" } }), sock)

@@ -333,6 +333,28 @@ describe("clank.createForm", function()
   end)
 
   describe("render", function()
+    -- SPEC §9 takes a kept node's text content as its label last: a form's is every control's text
+    -- run together ("Short task titleprioritylow…", issue 34), so the form names itself.
+    it("labels the form with its own words in the surface, not its controls' text run together", function()
+      local label_of = function(form)
+        return clank.createAgentSurface(h.div(nil, form:render())):inspect()[1].label
+      end
+      local plain = { id = "new-task", schema = CreateTask(), fields = { "title", "priority" } }
+      assert.are.equal("Submit", label_of(clank.createForm(plain)))
+      plain.action = create_action(function() end)
+      assert.are.equal("Create one task in the current workspace.", label_of(clank.createForm(plain)))
+      plain.submitLabel = "Add task"
+      assert.are.equal("Add task", label_of(clank.createForm(plain)))
+      plain.label = "New task"
+      local form = clank.createForm(plain)
+      assert.are.equal("New task", label_of(form))
+      form.pending.value = true -- the button's words change while it runs, the form's name does not
+      assert.are.equal("New task", label_of(form))
+      assert.truthy(clank.render(form:render()):find('<form aria-busy="true" aria-label="New task" ', 1, true))
+      assert.matches("clank.createForm: label must be a string",
+        raised(clank.createForm, { id = "f", schema = CreateTask(), label = 5 }))
+    end)
+
     it("gives a text or password field its schema's max as maxlength, a number field none", function()
       local form = clank.createForm { id = "f", schema = s.object {
         name = s.string { max = 5 }, secret = s.string { max = 9, format = "password" },
@@ -348,7 +370,7 @@ describe("clank.createForm", function()
       local form = clank.createForm { id = "create-task", schema = CreateTask(), fields = { "title", "estimate" } }
       form:validate()
       assert.are.equal(table.concat {
-        '<form data-clank-form="create-task" id="create-task" novalidate>',
+        '<form aria-label="Submit" data-clank-form="create-task" id="create-task" novalidate>',
         '<div class="clank-field"><label for="create-task-title">Short task title</label>',
         '<input aria-describedby="create-task-title-error" aria-invalid="true" data-clank-id="create-task.title"',
         ' id="create-task-title" maxlength="120" name="title" required type="text" value="">',
