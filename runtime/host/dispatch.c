@@ -488,6 +488,20 @@ static int handle_not_allowed(clank_conn_t *c, head_t *hd) {
   return CLANK_HTTP_ANSWERED;
 }
 
+/* GET/HEAD /favicon.ico, which browsers ask for on every page, when the app has no route for
+   it and no folder prefix took it: an app.static folder's favicon.ico, else 204. */
+static const clank_route_t favicon_route = {.handler_ref = LUA_NOREF};
+static int match_favicon(clank_conn_t *c, head_t *hd) {
+  (void)c;
+  return (hd->method == HTTP_GET || hd->method == HTTP_HEAD) &&
+         clank_span_is(hd->path, hd->path_len, "/favicon.ico");
+}
+static int handle_favicon(clank_conn_t *c, head_t *hd) {
+  int next = hold(c, hd->g, &favicon_route);
+  ((clank_conn_state_t *)c->data)->kind = CLANK_KIND_STATIC;
+  return next;
+}
+
 /* Anything else. */
 static int match_any(clank_conn_t *c, head_t *hd) {
   (void)c, (void)hd;
@@ -513,6 +527,7 @@ static const row_t dispatch_order[] = {
     {match_route, handle_route},
     {match_static, handle_static},
     {match_not_allowed, handle_not_allowed},
+    {match_favicon, handle_favicon},
     {match_any, handle_not_found},
 };
 
@@ -555,11 +570,13 @@ static int on_message(clank_conn_t *c) {
     accept_live(c, h, g, route == &inspector_live_route);
     return 0;
   }
-  if (route == &g->static_route) {
+  if (route == &g->static_route || route == &favicon_route) {
     clank_target_t t;
     clank_request_target(&c->req, &t);
     int waits =
-        clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
+        route == &favicon_route
+            ? clank_static_favicon(c, g)
+            : clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
     g->inflight--;
     clank_host_gen_idle(h, g);
     return waits;
