@@ -335,11 +335,21 @@ static int handle_inspector(clank_conn_t *c, head_t *hd) {
   return inspector_head(c, hd->h, hd->g, hd->path, hd->path_len);
 }
 
-/* A Host the rules of SPEC §13 refuse: 403. */
+/* A Host the rules of SPEC §13 refuse: 403, and a warning naming the Host and what lets it in
+   (the agents' JSON answers have no room for the hint; the same Host is logged once per 10 s). */
 static int match_foreign_host(clank_conn_t *c, head_t *hd) {
   return !host_allowed(hd->h, hd->g, c, &hd->t);
 }
 static int handle_foreign_host(clank_conn_t *c, head_t *hd) {
+  const char *host = "";
+  size_t n = 0, name_len;
+  clank_request_host(&c->req, &hd->t, &host, &n, &name_len);
+  int shown = n > 200 ? 200 : (int)n;
+  clank_log_request(&hd->h->log, clank_conn_request_id(c), "warn",
+                    "Host %.*s not allowed (403): add its origin (http://%.*s or https://%.*s) to "
+                    "the app's allowedOrigins, start with --public-origin ORIGIN behind a TLS "
+                    "proxy, or with --allow-any-host behind a proxy that checks it",
+                    shown, host, shown, host, shown, host);
   clank_answer_host_forbidden(c, hd->path, hd->path_len);
   return CLANK_HTTP_ANSWERED;
 }
