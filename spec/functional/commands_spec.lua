@@ -122,6 +122,19 @@ describe("clank-run commands", function()
       end
     end)
 
+    -- One hello (issue 34): the example in apps/ is the starter itself, not a second app.
+    it("writes, for the name hello, apps/hello byte for byte", function()
+      assert.are.equal(0, (server.run({ "new", "hello" }, { cwd = dir })))
+      local files = {}
+      local p = assert(io.popen("cd " .. quote(server.source_dir() .. "/apps/hello") .. " && find . -type f | sort"))
+      for line in p:lines() do files[#files + 1] = line:sub(3) end
+      p:close()
+      assert.are.same({ "README.md", "app.lua", "public/app.css", "spec/app_spec.lua" }, files)
+      for _, f in ipairs(files) do
+        assert.are.equal(read(server.source_dir() .. "/apps/hello/" .. f), read(dir .. "/hello/" .. f), f)
+      end
+    end)
+
     it("refuses a folder that exists, exits 1 and writes nothing", function()
       os.execute("mkdir " .. quote(dir .. "/taken"))
       write(dir .. "/taken/app.lua", "-- mine\n")
