@@ -20,6 +20,7 @@ files["spec/functional"] = { read_globals = busted }
 files["spec/helpers"] = { read_globals = busted }
 -- An app's own specs, run by `clank-run test DIR` (and the starter's, copied by `clank-run new`).
 files["apps/tasks/spec"] = { read_globals = busted }
+files["apps/hello/spec"] = { read_globals = busted }
 files["lua/clank/starter/spec"] = { read_globals = busted }
 
 -- The OpenResty baseline runs in nginx's LuaJIT, with ngx_lua's `ngx` global.

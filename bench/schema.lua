@@ -95,7 +95,7 @@ local function plain_validator(null, array_mt)
         if not n then
           add({ "title" }, "Must be valid UTF-8.")
         elseif n < 1 then
-          add({ "title" }, "Must contain at least 1 characters.")
+          add({ "title" }, "Must contain at least 1 character.")
         elseif n > 120 then
           add({ "title" }, "Must contain at most 120 characters.")
         end

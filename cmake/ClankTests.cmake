@@ -70,6 +70,11 @@ add_test(NAME apps/tasks
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(apps/tasks PROPERTIES
   ENVIRONMENT "${CLANK_RUN_ENV};CLANK_TASKS_DB=${CMAKE_BINARY_DIR}/tasks-spec.db" TIMEOUT 120)
+# apps/hello is what `clank-run new hello` writes (functional/commands checks it byte for byte).
+add_test(NAME apps/hello
+  COMMAND $<TARGET_FILE:clank-run> test apps/hello --output=plainTerminal
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(apps/hello PROPERTIES ENVIRONMENT "${CLANK_RUN_ENV}" TIMEOUT 120)
 
 # The MCP endpoint against the official TypeScript SDK client (spec/mcp, its
 # packages pinned in package-lock.json and installed by ./dev test).

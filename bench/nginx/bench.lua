@@ -138,7 +138,7 @@ local function validate(v)
   else
     local n = length(title)
     if n < 1 then
-      add({ "title" }, "Must contain at least 1 characters.")
+      add({ "title" }, "Must contain at least 1 character.")
     elseif n > 120 then
       add({ "title" }, "Must contain at most 120 characters.")
     end

@@ -159,8 +159,13 @@ local function tools_call(msg, request, env, sess, cors)
       if not result and not sess.elicit then
         result = tools.confirmation_required()
       end
-      if not result then
-        return elicit.run(env, request, sess, msg.id, act, input, wrapped, channel)
+      if not result then -- the input is valid: the person is asked about this very call
+        local worded, message = pcall(elicit.message, act, input)
+        if not worded then
+          result = tools.from_error(message, wrapped, env, act.manifest.name)
+        else
+          return elicit.run(env, request, sess, msg.id, act, input, wrapped, channel, message)
+        end
       end
     end
   end

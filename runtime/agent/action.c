@@ -137,7 +137,7 @@ static void push_json_schema(lua_State *L, int schema_idx) {
 
 static const char *const action_fields[] = {"name",        "description",  "input",     "output",
                                             "sideEffects", "confirmation", "authorize", "handler",
-                                            "publishes",   "auth",         NULL};
+                                            "publishes",   "auth",         "confirm",   NULL};
 
 /* auth = "public" | "user" | { roles = { "name", ... } }: kept in the values
    table as given (a roles table copied, so that later writes to it change
@@ -240,6 +240,13 @@ static int l_define_action(lua_State *L) {
                         ? (a->side == SIDE_DESTRUCTIVE ? CONFIRM_ALWAYS : CONFIRM_WRITE)
                         : option_index(L, -1, confirm_names, "confirmation");
   lua_pop(L, 1);
+  /* confirm: what a person is asked before a call that needs confirmation
+     (issue 34), a text or confirm(input) → text; default the description */
+  lua_getfield(L, 1, "confirm");
+  if (!lua_isnil(L, -1) && !lua_isfunction(L, -1) &&
+      (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) == 0))
+    return luaL_error(L, "clank.defineAction: 'confirm' must be a non-empty string or a function");
+  lua_setfield(L, 3, "confirm");
 
   lua_getfield(L, 1, "authorize");
   if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
@@ -596,6 +603,31 @@ static int action_call(lua_State *L) {
   return clank_sched_call(L, 3);
 }
 
+/* action:confirmText(input) → the text a person confirms a call with: the
+   action's confirm (a text, or confirm(input), which must return one), else
+   its description. input is the call's valid input. */
+static int confirm_text_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) == 0) {
+    clank_action_push_name(L, 1);
+    return luaL_error(L, "action %s: confirm(input) must return a non-empty string (got %s)",
+                      lua_tostring(L, -1), luaL_typename(L, -2));
+  }
+  return 1;
+}
+
+int clank_action_confirm_text(lua_State *L) {
+  check_action(L, 1);
+  lua_settop(L, 2);
+  lua_getiuservalue(L, 1, UV_VALUES);
+  if (lua_getfield(L, 3, "confirm") == LUA_TNIL) lua_getfield(L, 3, "description");
+  if (!lua_isfunction(L, -1)) return 1;
+  lua_pushvalue(L, 2);
+  lua_callk(L, 1, 1, 0, confirm_text_k);
+  return confirm_text_k(L, LUA_OK, 0);
+}
+
 static int action_requires_confirmation(lua_State *L) {
   clank_action_t *a = check_action(L, 1);
   lua_pushboolean(L, clank_action_requires_confirmation(a));
@@ -607,6 +639,8 @@ static int action_index(lua_State *L) {
   const char *key = luaL_checkstring(L, 2);
   if (strcmp(key, "requiresConfirmation") == 0) {
     lua_pushcfunction(L, action_requires_confirmation);
+  } else if (strcmp(key, "confirmText") == 0) {
+    lua_pushcfunction(L, clank_action_confirm_text);
   } else if (strcmp(key, "sideEffects") == 0) {
     lua_pushstring(L, side_names[a->side]);
   } else if (strcmp(key, "confirmation") == 0) {

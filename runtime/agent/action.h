@@ -23,6 +23,13 @@ int clank_action_writes(const clank_action_t *a);
 /* 1 when the running coroutine serves a live view's event (a ctx bound with
    clank.runner.bindRequest) that the person did not confirm (runner.c). */
 int clank_bound_request_unconfirmed(lua_State *L);
+/* The same, when the request was bound with a way to ask the person
+   (bindRequest's ask): pushes ask and returns 1; else pushes nothing, 0. */
+int clank_bound_request_ask(lua_State *L);
+/* action:confirmText(input) as a lua_CFunction over [action, input]: the
+   text a person confirms a call with (its confirm, else its description);
+   raises when confirm(input) does. */
+int clank_action_confirm_text(lua_State *L);
 /* Pushes the action's name. */
 void clank_action_push_name(lua_State *L, int idx);
 /* Registry key of count(name, ok), clank-run's counter of action calls

@@ -314,6 +314,32 @@ static int l_manifest(lua_State *L) {
   return 1;
 }
 
+/* [bridge, name, input, ctx, actions, action] → the action's output, run
+   through the pipeline. */
+static int invoke_run(lua_State *L) {
+  lua_settop(L, 6);
+  lua_pushcfunction(L, clank_action_pipeline);
+  lua_insert(L, -2);
+  lua_pushvalue(L, 3);
+  lua_pushvalue(L, 4);
+  return run3(L);
+}
+
+/* ask's answer on top: true runs the action. */
+static int invoke_asked(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  if (!lua_toboolean(L, -1)) {
+    clank_action_error_push(L, "CONFIRMATION_REQUIRED", "The action was not confirmed.", 428);
+    return lua_error(L);
+  }
+  return invoke_run(L);
+}
+
+/* bridge:invoke(name, input, ctx). In a live view's request that the person
+   did not confirm, an action that requires confirmation has its input
+   validated first, then the person asked (as runner.c does), else it fails
+   with CONFIRMATION_REQUIRED. */
 static int l_invoke(lua_State *L) {
   check_bridge(L, 1);
   const char *name = luaL_checkstring(L, 2);
@@ -327,15 +353,20 @@ static int l_invoke(lua_State *L) {
   }
   clank_action_t *a = clank_action_test(L, -1);
   if (a && clank_action_requires_confirmation(a) && clank_bound_request_unconfirmed(L)) {
-    clank_action_error_push(L, "CONFIRMATION_REQUIRED",
-                            "This action requires explicit confirmation.", 428);
-    return lua_error(L);
+    if (!clank_schema_validate(L, clank_action_input(a), 3)) return lua_error(L);
+    if (!clank_bound_request_ask(L)) {
+      clank_action_error_push(L, "CONFIRMATION_REQUIRED",
+                              "This action requires explicit confirmation.", 428);
+      return lua_error(L);
+    }
+    lua_pushcfunction(L, clank_action_confirm_text); /* ask(action:confirmText(input)) */
+    lua_pushvalue(L, 6);
+    lua_pushvalue(L, 3);
+    lua_call(L, 2, 1);
+    lua_callk(L, 1, 1, 0, invoke_asked);
+    return invoke_asked(L, LUA_OK, 0);
   }
-  lua_pushcfunction(L, clank_action_pipeline);
-  lua_insert(L, -2);
-  lua_pushvalue(L, 3);
-  lua_pushvalue(L, 4);
-  return run3(L);
+  return invoke_run(L);
 }
 
 static int l_handle(lua_State *L) {

@@ -13,11 +13,16 @@
    loop runs until it ends (like calling an action).
 
    The request a task serves (a live event, a surface call) may be bound to
-   its coroutine with bindRequest(co, ctx) (clank.live does): a run there
-   without a ctx of its own and without a context option gets that ctx, and
-   when the request is not confirmed (ctx.confirmed ~= true) an action that
-   requires confirmation fails with CONFIRMATION_REQUIRED (428) as the run's
-   error. A ctx with confirmed = false does the same without a binding.
+   its coroutine with bindRequest(co, ctx, ask?) (clank.live does): a run
+   there without a ctx of its own and without a context option gets that
+   ctx. When the request is not confirmed (ctx.confirmed ~= true), an action
+   that requires confirmation has its input validated first (invalid: the
+   ValidationError is the run's error, and nobody is asked to confirm bad
+   input); then ask(text), bound with the request, asks the person with the
+   action's confirmText(input) and returns true to run it, false for a run
+   that fails with CONFIRMATION_REQUIRED (428) "The action was not
+   confirmed."; without ask it fails with CONFIRMATION_REQUIRED at once. A ctx
+   with confirmed = false does the same without a binding (and never asks).
 
    The signals are written in clank.signal batches, so effects see each
    transition whole. An effect that raises while the runner writes is logged,
@@ -81,11 +86,12 @@ static void commit(lua_State *L, int base) {
 /* ---- the request bound to a coroutine ---- */
 
 #define REQUESTS_KEY "clank.requests"
+#define ASKS_KEY "clank.request_asks"
 
-/* Pushes registry[REQUESTS_KEY] (a table with weak keys: thread → ctx),
-   made on first use. */
-static void push_requests(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, REQUESTS_KEY) == LUA_TTABLE) return;
+/* Pushes registry[key] (a table with weak keys: thread → value), made on
+   first use: REQUESTS_KEY's values are the ctxs, ASKS_KEY's the asks. */
+static void push_bound(lua_State *L, const char *key) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
   lua_pop(L, 1);
   lua_newtable(L);
   lua_createtable(L, 0, 1);
@@ -93,16 +99,19 @@ static void push_requests(lua_State *L) {
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, REQUESTS_KEY);
+  lua_setfield(L, LUA_REGISTRYINDEX, key);
 }
 
-/* Pushes the ctx bound to the running coroutine, or nil. */
-static void push_request(lua_State *L) {
-  push_requests(L);
+/* Pushes what is bound to the running coroutine under key, or nil. */
+static void push_bound_value(lua_State *L, const char *key) {
+  push_bound(L, key);
   lua_pushthread(L);
   lua_rawget(L, -2);
   lua_remove(L, -2);
 }
+
+/* Pushes the ctx bound to the running coroutine, or nil. */
+static void push_request(lua_State *L) { push_bound_value(L, REQUESTS_KEY); }
 
 /* A boolean field of the table at idx, read raw: -1 when absent. */
 static int raw_flag(lua_State *L, int idx, const char *name) {
@@ -136,15 +145,32 @@ int clank_bound_request_unconfirmed(lua_State *L) {
   return unconfirmed;
 }
 
-/* clank.runner.bindRequest(co, ctx | nil) */
+int clank_bound_request_ask(lua_State *L) {
+  push_request(L);
+  int unconfirmed = lua_istable(L, -1) && raw_flag(L, lua_gettop(L), "confirmed") != 1;
+  lua_pop(L, 1);
+  if (!unconfirmed) return 0;
+  push_bound_value(L, ASKS_KEY);
+  if (lua_isfunction(L, -1)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* clank.runner.bindRequest(co, ctx | nil, ask?) */
 static int l_bind_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTHREAD);
   if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 2);
-  push_requests(L);
-  lua_pushvalue(L, 1);
-  lua_pushvalue(L, 2);
-  lua_rawset(L, -3);
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_settop(L, 3);
+  if (lua_isnil(L, 2)) lua_pushnil(L), lua_replace(L, 3); /* unbound: no ask either */
+  static const char *const keys[] = {REQUESTS_KEY, ASKS_KEY};
+  for (int i = 0; i < 2; i++) {
+    push_bound(L, keys[i]);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2 + i);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
   return 0;
 }
 
@@ -158,13 +184,71 @@ static int l_current_request(lua_State *L) {
 
 /* Stack of a run: 1 runner, 2 input, 3 ctx given to run, 4 rev, 5 ctx used,
    then the action's result or error. */
-enum { STEP_START, STEP_CONTEXT, STEP_RAN };
+enum { STEP_START, STEP_ASKED, STEP_BEGIN, STEP_CONTEXT, STEP_RAN, STEP_MASK = 7 };
+#define RUN_CONFIRMED 8 /* beside the step: the person confirmed this run when asked */
 
-static int run_k(lua_State *L, int status, lua_KContext step) {
+/* The runner's action, when it is one that requires confirmation: pushed,
+   and 1; else nothing pushed, and 0. */
+static int push_confirmed_action(lua_State *L, int self) {
+  lua_getiuservalue(L, self, UV_PUBLIC);
+  lua_getfield(L, -1, "action");
+  lua_remove(L, -2);
+  clank_action_t *a = clank_action_test(L, -1);
+  if (a && clank_action_requires_confirmation(a)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The run's input is valid for the action on top (popped): 1, else 0 with
+   its ValidationError on top. */
+static int valid_input(lua_State *L) {
+  const clank_schema_node_t *input = clank_action_input(lua_touserdata(L, -1));
+  lua_pop(L, 1);
+  return clank_schema_validate(L, input, 2);
+}
+
+static int run_k(lua_State *L, int status, lua_KContext k) {
   runner_t *r = lua_touserdata(L, 1);
+  lua_KContext step = k & STEP_MASK, confirmed = k & RUN_CONFIRMED;
   switch (step) {
-    case STEP_START: {
+    case STEP_START:
       lua_pushinteger(L, ++r->revision); /* 4 */
+      /* a person to ask (a live page): the input is checked first, then the
+         person asked, before the run shows as pending */
+      if (clank_bound_request_ask(L)) { /* 5: ask */
+        if (!push_confirmed_action(L, 1)) {
+          lua_settop(L, 4);
+        } else {
+          lua_pushvalue(L, -1);
+          if (!valid_input(L)) { /* nobody is asked to confirm what cannot run */
+            status = LUA_ERRRUN;
+            break;
+          }
+          lua_pushcfunction(L, clank_action_confirm_text);
+          lua_insert(L, -2);
+          lua_pushvalue(L, 2);
+          if (clank_pcall(L, 2, 1) != LUA_OK) { /* confirm(input) failed */
+            status = LUA_ERRRUN;
+            break;
+          }
+          status = lua_pcallk(L, 1, 1, 0, STEP_ASKED, run_k);
+          step = STEP_ASKED;
+        }
+      }
+      /* fallthrough */
+    case STEP_ASKED:
+      if (step == STEP_ASKED) {
+        if (status != LUA_OK && status != LUA_YIELD) break; /* asking failed: its error */
+        if (!lua_toboolean(L, -1)) {
+          clank_action_error_push(L, "CONFIRMATION_REQUIRED", "The action was not confirmed.", 428);
+          status = LUA_ERRRUN;
+          break;
+        }
+        confirmed = RUN_CONFIRMED;
+        lua_settop(L, 4);
+      }
+      /* fallthrough */
+    case STEP_BEGIN: {
       int base = begin_commit(L, 1);
       push_signal(L, 1, "pending");
       lua_pushboolean(L, 1);
@@ -177,7 +261,7 @@ static int run_k(lua_State *L, int status, lua_KContext step) {
         lua_getiuservalue(L, 1, UV_PRIVATE);
         lua_getfield(L, -1, "context");
         lua_remove(L, -2);
-        if (lua_isfunction(L, -1)) status = lua_pcallk(L, 0, 1, 0, STEP_CONTEXT, run_k);
+        if (lua_isfunction(L, -1)) status = lua_pcallk(L, 0, 1, 0, STEP_CONTEXT | confirmed, run_k);
       }
     }
       /* fallthrough */
@@ -192,9 +276,11 @@ static int run_k(lua_State *L, int status, lua_KContext step) {
           lua_pushvalue(L, 6);
         lua_replace(L, 5);
       }
-      if (unconfirmed(L, 1, 5, 6)) {
-        clank_action_error_push(L, "CONFIRMATION_REQUIRED",
-                                "This action requires explicit confirmation.", 428);
+      if (!confirmed && unconfirmed(L, 1, 5, 6)) {
+        /* the input's issues first: confirming would not make it valid */
+        if (push_confirmed_action(L, 1) && valid_input(L))
+          clank_action_error_push(L, "CONFIRMATION_REQUIRED",
+                                  "This action requires explicit confirmation.", 428);
         status = LUA_ERRRUN;
         break;
       }
@@ -204,7 +290,7 @@ static int run_k(lua_State *L, int status, lua_KContext step) {
       lua_remove(L, -2);
       lua_pushvalue(L, 2);
       lua_pushvalue(L, 5);
-      status = lua_pcallk(L, 2, 1, 0, STEP_RAN, run_k);
+      status = lua_pcallk(L, 2, 1, 0, STEP_RAN | confirmed, run_k);
       /* fallthrough */
     default: break;
   }

@@ -215,7 +215,7 @@ const createAgentSurface = root => {
 const live = root => {
   const session = attr(root, "data-clank-session"), pending = new Set();
   let ws = null, ready = false, stopped = false, notice = null;
-  let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, confirmedEl = null, focused;
+  let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, focused;
   // held: the html of version v as last applied (a diff's base); resyncing: a full html was
   // asked for, and diffs are ignored until it comes.
   let held = null, resyncing = false;
@@ -349,6 +349,10 @@ const live = root => {
       refreshCss();
     } else if (m.t === "error") {
       notify(String(m.message));
+    } else if (m.t === "confirm") {
+      // a handler asks the person before an action runs (its input already found valid)
+      const s = ws, ok = window.confirm(String(m.message));
+      if (s && ws === s) s.send(JSON.stringify({ t: "confirm", id: m.id, ok }));
     }
   };
 
@@ -384,35 +388,17 @@ const live = root => {
     };
   };
 
-  // data-clank-confirm on the element or an ancestor in the root. An answer holds for the rest
-  // of the task, so a confirmed click on a submit button does not ask again on submit.
-  const confirmOf = el => {
-    const c = el && el.closest("[data-clank-confirm]");
-    return c && root.contains(c) ? c : null;
-  };
-  // Typing and choosing ask only on the control's own action, never its form's.
-  const own = el => has(el, "data-clank-confirm") ? el : null;
-  const ask = c => {
-    if (!c || c === confirmedEl) return true;
-    if (!window.confirm(attr(c, "data-clank-confirm"))) return false;
-    confirmedEl = c;
-    setTimeout(() => { confirmedEl = null; });
-    return true;
-  };
-
-  // Sends one event for el (the element naming the type in data-clank-on); false if declined.
-  const send = (el, type, confirmEl, form) => {
+  // Sends one event for el (the element naming the type in data-clank-on). Confirmation is not
+  // asked here: the server asks ({"t":"confirm"}) once the action's input is known and valid.
+  const send = (el, type, form) => {
     const key = attr(el, "data-clank-key"), ty = inputType(el);
-    if (!ready || key == null || !root.contains(el)) return true;
-    if (!ask(confirmEl)) return false;
+    if (!ready || key == null || !root.contains(el)) return;
     const m = { t: "event", seq: ++seq, v, key, type };
     if (type === "submit") m.values = formData(form);
     else if (toggle(ty)) m.checked = el.checked;
     else if (CONTROLS[tagOf(el)]) m.value = valueOf(el);
-    if (confirmEl) m.confirmed = true;
     if (notice) notify();
     ws.send(JSON.stringify(m));
-    return true;
   };
 
   // input: at most one per element per animation frame, with the value it has then.
@@ -421,7 +407,7 @@ const live = root => {
     cancelAnimationFrame(frame);
     frame = 0;
     pending.clear();
-    for (const el of els) send(el, "input", own(el));
+    for (const el of els) send(el, "input");
   };
 
   // The nearest element in the root whose data-clank-on names the event's type.
@@ -432,14 +418,14 @@ const live = root => {
       // A form with an action and no handler navigates; every other submit stays here.
       if (el || !has(e.target, "action")) e.preventDefault();
       flush();
-      if (el) send(el, type, confirmOf(e.submitter) || confirmOf(e.target), e.target);
+      if (el) send(el, type, e.target);
     } else if (el && type === "input") {
       pending.add(el);
       if (!frame) frame = requestAnimationFrame(flush);
     } else if (el) {
       if (type === "click" && tagOf(el) === "a") e.preventDefault();
       flush();
-      if (!send(el, type, type === "click" ? confirmOf(el) : own(el)) && type === "click") e.preventDefault();
+      send(el, type);
     }
   };
 

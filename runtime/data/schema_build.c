@@ -207,6 +207,21 @@ static void bound_msgs(lua_State *L, clank_schema_node_t *n, const char *fmin, c
   }
 }
 
+/* The messages of count bounds (integers, from opt_count): "Must contain at
+   least N <noun>s.", the noun singular when N is 1. */
+static void count_msgs(lua_State *L, clank_schema_node_t *n, const char *noun) {
+  if (n->has_min) {
+    lua_pushfstring(L, "Must contain at least %I %s%s.", (LUAI_UACINT)n->min.i, noun,
+                    n->min.i == 1 ? "" : "s");
+    hold_msg(L, &n->msg_min);
+  }
+  if (n->has_max) {
+    lua_pushfstring(L, "Must contain at most %I %s%s.", (LUAI_UACINT)n->max.i, noun,
+                    n->max.i == 1 ? "" : "s");
+    hold_msg(L, &n->msg_max);
+  }
+}
+
 /* "<prefix><s>." as n->msg_other (s may hold any byte). */
 static void other_msg(lua_State *L, clank_schema_node_t *n, const char *prefix,
                       const clank_schema_str_t *s) {
@@ -286,7 +301,7 @@ static int b_string(lua_State *L) {
     if (why) berror(L, "%s: option 'pattern' is too complex: %s", b, why);
   }
   clank_schema_node_t *n = new_node(L, &t, uv, match_size);
-  bound_msgs(L, n, "Must contain at least %s characters.", "Must contain at most %s characters.");
+  count_msgs(L, n, "character");
   if (t.pattern.s) { /* matched in linear time, by the node itself */
     n->match = clank_match_compile(t.pattern.s, t.pattern.len, node_extra(n));
     other_msg(L, n, "Must match ", &n->pattern);
@@ -435,8 +450,7 @@ static int b_array(lua_State *L) {
   opt_count(L, b, 2, "max", &t.has_max, &t.max);
   check_range(L, b, &t);
   opt_string(L, b, 2, "description", uv, &t.description);
-  bound_msgs(L, new_node(L, &t, uv, 0), "Must contain at least %s items.",
-             "Must contain at most %s items.");
+  count_msgs(L, new_node(L, &t, uv, 0), "item");
   return 1;
 }
 

@@ -363,11 +363,21 @@ static int match_docs(clank_conn_t *c, head_t *hd) {
 }
 static int handle_docs(clank_conn_t *c, head_t *hd) { return docs_head(c, hd->h, hd->g); }
 
-/* A Host the rules of SPEC §13 refuse: 403. */
+/* A Host the rules of SPEC §13 refuse: 403, and a warning naming the Host and what lets it in
+   (the agents' JSON answers have no room for the hint; the same Host is logged once per 10 s). */
 static int match_foreign_host(clank_conn_t *c, head_t *hd) {
   return !host_allowed(hd->h, hd->g, c, &hd->t);
 }
 static int handle_foreign_host(clank_conn_t *c, head_t *hd) {
+  const char *host = "";
+  size_t n = 0, name_len;
+  clank_request_host(&c->req, &hd->t, &host, &n, &name_len);
+  int shown = n > 200 ? 200 : (int)n;
+  clank_log_request(&hd->h->log, clank_conn_request_id(c), "warn",
+                    "Host %.*s not allowed (403): add its origin (http://%.*s or https://%.*s) to "
+                    "the app's allowedOrigins, start with --public-origin ORIGIN behind a TLS "
+                    "proxy, or with --allow-any-host behind a proxy that checks it",
+                    shown, host, shown, host, shown, host);
   clank_answer_host_forbidden(c, hd->path, hd->path_len);
   return CLANK_HTTP_ANSWERED;
 }
@@ -516,6 +526,20 @@ static int handle_not_allowed(clank_conn_t *c, head_t *hd) {
   return CLANK_HTTP_ANSWERED;
 }
 
+/* GET/HEAD /favicon.ico, which browsers ask for on every page, when the app has no route for
+   it and no folder prefix took it: an app.static folder's favicon.ico, else 204. */
+static const clank_route_t favicon_route = {.handler_ref = LUA_NOREF};
+static int match_favicon(clank_conn_t *c, head_t *hd) {
+  (void)c;
+  return (hd->method == HTTP_GET || hd->method == HTTP_HEAD) &&
+         clank_span_is(hd->path, hd->path_len, "/favicon.ico");
+}
+static int handle_favicon(clank_conn_t *c, head_t *hd) {
+  int next = hold(c, hd->g, &favicon_route);
+  ((clank_conn_state_t *)c->data)->kind = CLANK_KIND_STATIC;
+  return next;
+}
+
 /* Anything else. */
 static int match_any(clank_conn_t *c, head_t *hd) {
   (void)c, (void)hd;
@@ -542,6 +566,7 @@ static const row_t dispatch_order[] = {
     {match_route, handle_route},
     {match_static, handle_static},
     {match_not_allowed, handle_not_allowed},
+    {match_favicon, handle_favicon},
     {match_any, handle_not_found},
 };
 
@@ -592,11 +617,13 @@ static int on_message(clank_conn_t *c) {
     clank_host_gen_idle(h, g);
     return waits;
   }
-  if (route == &g->static_route) {
+  if (route == &g->static_route || route == &favicon_route) {
     clank_target_t t;
     clank_request_target(&c->req, &t);
     int waits =
-        clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
+        route == &favicon_route
+            ? clank_static_favicon(c, g)
+            : clank_static_serve(c, clank_static_match(g, t.path, t.path_len), t.path, t.path_len);
     g->inflight--;
     clank_host_gen_idle(h, g);
     return waits;

@@ -301,21 +301,26 @@ static int app_call_line(const char *app_path) {
 
 /* Errors name the file and line first. require wraps a module's error as
    "error loading module 'm' from file 'f':\n\tf:3: ..."; the inner
-   "f:3: ..." leads then, and the module's name follows. */
-static void describe_load_error(const char *app_path, const char *msg, char *err, size_t errlen) {
+   "f:3: ..." leads then, and the module's name follows. place: "file:line"
+   of the app's frame that raised (load_handler), or NULL. */
+static void describe_load_error(const char *app_path, const char *msg, const char *place, char *err,
+                                size_t errlen) {
   static const char wrapped[] = "error loading module '";
   if (msg == NULL) msg = "error loading the app";
   const char *inner = strncmp(msg, wrapped, sizeof wrapped - 1) == 0 ? strstr(msg, "':\n\t") : NULL;
   if (inner == NULL) {
-    /* An error without a position (clank.app's, raised through the usual
-       `return clank.app {...}` tail call, which leaves no caller line): the
-       app file at least. */
+    /* An error without a position (error(msg, 0), a table, a C function's):
+       the app's frame that raised; else (clank.app's, raised through the
+       usual `return clank.app {...}` tail call, which leaves no app frame)
+       the line of that call; else the app file at least. */
     const char *colon = strchr(msg, ':');
     int placed = colon && colon > msg && colon[1] >= '0' && colon[1] <= '9' &&
                  !memchr(msg, '\n', (size_t)(colon - msg));
-    int line = placed ? 0 : app_call_line(app_path);
+    int line = placed || place ? 0 : app_call_line(app_path);
     if (placed)
       snprintf(err, errlen, "%s", msg);
+    else if (place)
+      snprintf(err, errlen, "%s: %s", place, msg);
     else if (line > 0)
       snprintf(err, errlen, "%s:%d: %s", app_path, line, msg);
     else
@@ -443,14 +448,71 @@ static void release_private_loop(clank_gen_t *g) {
   g->sched.loop = NULL;
 }
 
+/* Registry slot: "file:line" of the app's frame that raised while the app's
+   top-level code ran (load_handler), for describe_load_error. */
+static const char load_place_key = 0;
+
+/* 1 when the chunk source src ("@file") is the app's: the app file, or a
+   file in its folder that is not the runtime's own Lua. Upvalues: the app
+   file as loaded, its folder and the runtime's Lua folder (real paths). */
+static int app_source(lua_State *L, const char *src) {
+  if (src[0] != '@') return 0;
+  src++;
+  if (strcmp(src, lua_tostring(L, lua_upvalueindex(1))) == 0) return 1;
+  size_t dn, ln;
+  const char *dir = lua_tolstring(L, lua_upvalueindex(2), &dn);
+  const char *lua_dir = lua_tolstring(L, lua_upvalueindex(3), &ln);
+  return strncmp(src, dir, dn) == 0 && src[dn] == '/' &&
+         !(strncmp(src, lua_dir, ln) == 0 && src[ln] == '/');
+}
+
+/* The message handler of the app's top-level code, in the task running it:
+   an error without a position (error(msg, 0), a table) would otherwise be
+   placed at `return clank.app {`, since the stack is gone by the time the
+   load reports it; the innermost app frame is where it was raised. */
+static int load_handler(lua_State *L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0 && app_source(L, ar.source)) {
+      lua_pushfstring(L, "%s:%d", ar.source + 1, ar.currentline);
+      lua_rawsetp(L, LUA_REGISTRYINDEX, &load_place_key);
+      break;
+    }
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int chunk_done(lua_State *L, int status, lua_KContext ctx) {
+  (void)ctx;
+  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L); /* the same error */
+  return lua_gettop(L) - 1;
+}
+
+/* [handler, chunk] → the chunk's results, run under the handler. */
+static int run_chunk(lua_State *L) {
+  return chunk_done(L, lua_pcallk(L, 0, LUA_MULTRET, 1, 0, chunk_done), 0);
+}
+
 static int load_app(lua_State *L) {
   clank_gen_t *g = lua_touserdata(L, 1);
   const clank_gen_opts_t *o = lua_touserdata(L, 2);
   lua_settop(L, 0);
+  lua_pushcfunction(L, run_chunk);
+  lua_pushstring(L, o->app_path);
+  char dir[PATH_MAX], lua_dir[PATH_MAX];
+  if (realpath(o->app_path, dir) == NULL) snprintf(dir, sizeof dir, "%s", o->app_path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = '\0';
+  lua_pushstring(L, dir);
+  clank_find_lua_dir(lua_dir, sizeof lua_dir);
+  lua_pushstring(L, lua_dir);
+  lua_pushcclosure(L, load_handler, 3);
   if (luaL_loadfile(L, o->app_path) != LUA_OK) return lua_error(L);
   /* In a task: top-level code may wait (clank.sleep, clank.db, clank.fetch),
      the loop running until it returns (SPEC §13). */
-  clank_sched_call(L, 0);
+  clank_sched_call(L, 2);
   lua_settop(L, 1); /* 1: the app */
   int is_app = 0;
   if (lua_istable(L, 1) && luaL_getmetafield(L, 1, "__name") != LUA_TNIL) {
@@ -566,7 +628,9 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   lua_pushnil(L);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &load_deadline_key);
   if (status != LUA_OK) {
-    describe_load_error(app_path, clank_error_text(L, -1), err, errlen);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &load_place_key);
+    const char *place = lua_tostring(L, -1);
+    describe_load_error(app_path, clank_error_text(L, -2), place, err, errlen);
     lua_settop(L, 0);
     release_private_loop(g);
     if (o->failed_log) *o->failed_log = g->kept_log;

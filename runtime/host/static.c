@@ -21,8 +21,13 @@ typedef struct static_req_s {
   clank_conn_t *conn;
   uv_file fd;
   size_t root_len;
+  /* /favicon.ico: the folders still to try after this one ("root\0" each, then "\0"), else
+     NULL; when none has the file, 204 instead of 404 */
+  const char *more;
   char path[]; /* the root, then the file below it */
 } static_req_t;
+
+static void resolved(uv_fs_t *req);
 
 static const struct {
   const char *ext, *type;
@@ -119,9 +124,44 @@ static void close_fd(static_req_t *q) {
   q->fd = -1;
 }
 
+/* q's path: root/rest, and the root's length. */
+static void set_path(static_req_t *q, const char *root, const char *rest) {
+  q->root_len = strlen(root);
+  sprintf(q->path, "%s/%s", root, rest);
+}
+
+/* Resolves q->path: 1 while that goes on, 0 when it could not start. */
+static int resolve(static_req_t *q) {
+  return uv_fs_realpath(q->conn->server->loop, &q->fs, q->path, resolved) == 0;
+}
+
+/* /favicon.ico: resolving the file in the next folder that may hold one; 0 when none is left. */
+static int next_favicon(static_req_t *q) {
+  while (*q->more) {
+    const char *root = q->more;
+    q->more += strlen(root) + 1;
+    set_path(q, root, "favicon.ico");
+    if (resolve(q)) return 1;
+  }
+  return 0;
+}
+
+/* No favicon: an empty answer, which browsers take without an error (a 404 would be one in the
+   console and the access log of every page load). */
+static void no_favicon(clank_conn_t *c) {
+  clank_conn_begin(c, 204);
+  clank_conn_body(c, NULL, 0);
+}
+
 static void not_found(static_req_t *q) {
   close_fd(q);
-  if (!q->conn->closing) clank_conn_text(q->conn, 404, "Not found.");
+  if (q->more && !q->conn->closing && next_favicon(q)) return;
+  if (!q->conn->closing) {
+    if (q->more)
+      no_favicon(q->conn);
+    else
+      clank_conn_text(q->conn, 404, "Not found.");
+  }
   finish(q, 0);
 }
 
@@ -297,25 +337,53 @@ int clank_static_serve(clank_conn_t *c, const clank_static_t *s, const char *pat
     clank_conn_text(c, 404, "Not found.");
     return 0;
   }
-  size_t root_len = strlen(s->root);
-  static_req_t *q = malloc(sizeof *q + root_len + 1 + strlen(rest) + 1);
+  static_req_t *q = malloc(sizeof *q + strlen(s->root) + 1 + strlen(rest) + 1);
   if (q == NULL) {
     clank_conn_text(c, 503, "Service unavailable.");
     return 0;
   }
   q->conn = c;
   q->fd = -1;
-  q->root_len = root_len;
+  q->more = NULL;
   q->fs.data = q;
-  sprintf(q->path, "%s/%s", s->root, rest);
+  set_path(q, s->root, rest);
   clank_conn_hold(c);
-  if (uv_fs_realpath(c->server->loop, &q->fs, q->path, resolved) != 0) {
+  if (!resolve(q)) {
     clank_conn_release(c);
     free(q);
     clank_conn_text(c, 404, "Not found.");
     return 0;
   }
   return 1;
+}
+
+int clank_static_favicon(clank_conn_t *c, const clank_gen_t *g) {
+  size_t longest = 0, all = 1;
+  for (int i = 0; i < g->nstatics; i++) {
+    size_t n = strlen(g->statics[i].root);
+    if (n > longest) longest = n;
+    all += n + 1;
+  }
+  size_t path_size = longest + sizeof "/favicon.ico";
+  static_req_t *q = malloc(sizeof *q + path_size + all);
+  if (q == NULL) {
+    clank_conn_text(c, 503, "Service unavailable.");
+    return 0;
+  }
+  /* the folders in app.static's order, copied: the generation may go before the answer */
+  char *list = q->path + path_size, *at = list;
+  for (int i = 0; i < g->nstatics; i++) at = stpcpy(at, g->statics[i].root) + 1;
+  *at = '\0';
+  q->conn = c;
+  q->fd = -1;
+  q->more = list;
+  q->fs.data = q;
+  clank_conn_hold(c);
+  if (next_favicon(q)) return 1;
+  clank_conn_release(c);
+  free(q);
+  no_favicon(c);
+  return 0;
 }
 
 /* ---- stylesheets changed: live pages re-fetch them (SPEC §11 {"t":"css"}) ---- */

@@ -19,6 +19,9 @@ const clank_static_t *clank_static_match(const struct clank_gen_s *g, const char
 /* Answers GET/HEAD for path from s's folder. Returns 1 while the answer is
    still coming (on_message returns it), 0 when it was written. */
 int clank_static_serve(clank_conn_t *c, const clank_static_t *s, const char *path, size_t n);
+/* Answers GET/HEAD /favicon.ico, which no route or folder prefix took: the favicon.ico of the
+   first of g's folders that has one, else 204 with no body. Returns as clank_static_serve. */
+int clank_static_favicon(clank_conn_t *c, const struct clank_gen_s *g);
 
 /* Watches the current generation's static folders (replacing the watches
    of the one before): a stylesheet written there tells live pages to

@@ -74,18 +74,33 @@ describe('/__clank/inspector in a browser', () => {
     }
   });
 
-  test('declining the confirmation calls nothing', async () => {
+  test('declining the confirmation calls nothing, and the answer says it was not confirmed', async () => {
     const page = await openInspector();
     try {
       page.answer = 'dismiss';
       await page.fill('[data-clank-id="action-tasks.create.title"]', 'Declined');
       await page.fill('[data-clank-id="action-tasks.create.tags"]', 'x');
       await page.click('[data-clank-id="action-tasks.create.submit"]');
-      await new Promise((ok) => setTimeout(ok, 300));
+      await answer(page, 'tasks.create').waitFor({ timeout: 5000 });
       assert.equal(page.dialogs.length, 1);
-      assert.equal(await answer(page, 'tasks.create').count(), 0);
+      assert.deepEqual(JSON.parse(await answer(page, 'tasks.create').textContent()),
+        { ok: false, error: { code: 'CONFIRMATION_REQUIRED', message: 'The action was not confirmed.' } });
       const res = await request(server, '/actions/tasks.list', { method: 'POST', json: {} });
       assert.ok(!json(res).output.tasks.some((t) => t.title === 'Declined'));
+    } finally {
+      await page.close();
+    }
+  });
+
+  // issue 34: the input is checked before anyone is asked to confirm it
+  test('an invalid input shows its issues without asking for confirmation', async () => {
+    const page = await openInspector();
+    try {
+      await page.click('[data-clank-id="action-tasks.create.submit"]');
+      await answer(page, 'tasks.create').waitFor({ timeout: 5000 });
+      const body = JSON.parse(await answer(page, 'tasks.create').textContent());
+      assert.equal(body.error.code, 'INVALID_INPUT');
+      assert.deepEqual(page.dialogs, []);
     } finally {
       await page.close();
     }

@@ -529,17 +529,35 @@ describe('messages on the live channel (SPEC §11)', () => {
     assert.ok(silent <= 2500, `dropped after ${silent} ms`);
   });
 
-  test('confirmation: an unconfirmed event fails with CONFIRMATION_REQUIRED, a confirmed one runs', async () => {
+  // issue 34: the server asks once the action's input is valid ({"t":"confirm"}), and the handler
+  // waits for the person's answer; an event sent confirmed already (SPEC §11) is not asked.
+  test('confirmation: the server asks, a no fails with CONFIRMATION_REQUIRED, a yes runs', async () => {
     const { live, first, key } = await fresh();
     assert.equal(textOf(first.html, 'clear-state'), 'no error');
     live.send({ t: 'event', seq: 1, v: first.v, key: key('clear'), type: 'click' });
+    const asked = await live.next((m) => m.t === 'confirm', 3000);
+    assert.deepEqual(asked, { t: 'confirm', seq: 1, id: asked.id, message: 'Remove every item.' });
+    assert.ok(Number.isInteger(asked.id));
+    live.send({ t: 'confirm', id: asked.id, ok: false });
     const refused = await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'CONFIRMATION_REQUIRED', 3000);
-    live.send({ t: 'event', seq: 2, v: refused.v, key: key('clear'), type: 'click', confirmed: true });
-    const two = await live.next((m) => m.t === 'html' && m.seq === 2);
+    live.send({ t: 'event', seq: 2, v: refused.v, key: key('clear'), type: 'click' });
+    const again = await live.next((m) => m.t === 'confirm', 3000);
+    assert.notEqual(again.id, asked.id);
+    live.send({ t: 'confirm', id: again.id, ok: true });
+    const two = await live.next((m) => m.t === 'html' && m.seq === 2, 3000);
     if (textOf(two.html, 'clear-state') !== 'no error') { // the runner may finish after the handler
       await live.next((m) => m.t === 'html' && textOf(m.html, 'clear-state') === 'no error', 3000);
     }
+    live.send({ t: 'event', seq: 3, v: two.v, key: key('clear'), type: 'click', confirmed: true });
+    const three = await live.next((m) => m.t === 'confirm' || (m.t === 'html' && m.seq === 3), 3000);
+    assert.equal(three.t, 'html');
     await live.close();
+  });
+
+  test('an answer of the wrong shape closes the channel with 1002', async () => {
+    const { live } = await fresh();
+    live.send({ t: 'confirm', id: 1, ok: 'yes' });
+    assert.equal((await within(live.closed, 3000, 'the close')).code, 1002);
   });
 
   test('an input event carries its value to the handler', async () => {
@@ -807,7 +825,9 @@ describe('the agents\' surface endpoints (SPEC §11)', () => {
     const base = `/__clank/sessions/${encodeURIComponent(id)}/surface`;
     const refused = await request(server, `${base}/activate`, { method: 'POST', json: { id: 'clear' } });
     assert.equal(refused.status, 428);
-    assert.deepEqual(json(refused), CONFIRMATION_REQUIRED);
+    // and what a person would be asked: the action's words for the call (issue 34)
+    assert.deepEqual(json(refused), { ...CONFIRMATION_REQUIRED,
+      error: { ...CONFIRMATION_REQUIRED.error, details: { confirm: 'Remove every item.' } } });
     const wrong = await request(server, `${base}/activate`, {
       method: 'POST', json: { id: 'clear' }, headers: { 'x-clank-confirmation': 'yes' },
     });

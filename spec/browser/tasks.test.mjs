@@ -18,7 +18,8 @@ const CHROMIUM = process.env.CLANK_CHROMIUM || '/usr/bin/chromium';
 const SHOTS = join(root, 'build/screenshots');
 const TASKS_APP = join(root, 'apps/tasks');
 
-// The confirmation texts (SPEC §11: the action's description and side effects).
+// The confirmation texts: each action's description, which its confirm would replace (issue 34).
+// The server asks ({"t":"confirm"}) once the action's input is valid; the page answers.
 const CREATE_CONFIRM = 'Create one task in the current workspace.';
 const COMPLETE_CONFIRM = 'Mark one of the current user\'s tasks as done.';
 const ARCHIVE_CONFIRM = 'Archive one of the current user\'s tasks: it leaves the default list for good.';
@@ -128,6 +129,8 @@ async function openPage(server, path = '/') {
 
 const frames = (page) => page.evaluate(() => window.__live);
 const events = async (page) => (await frames(page)).sent.filter((m) => m.t === 'event');
+// The page's answers to the server's confirmation questions, in order.
+const answers = async (page) => (await frames(page)).sent.filter((m) => m.t === 'confirm').map((m) => m.ok);
 
 // Waits until the input events queued for the next frame are sent, then until the html
 // (or diff) answering the latest event sent has arrived (and so been patched in: the client patches as
@@ -243,9 +246,10 @@ describe('the tasks page', () => {
     await page.click('[data-clank-id="new-task.submit"]');
     const id = await rowIdOf(page, 'Ship documentation');
 
-    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: `${CREATE_CONFIRM} (write)` }]);
+    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: CREATE_CONFIRM }]);
     const submit = (await events(page)).find((m) => m.type === 'submit');
-    assert.equal(submit.confirmed, true);
+    assert.equal(submit.confirmed, undefined); // sent first: the server asked after checking it
+    assert.deepEqual(await answers(page), [true]);
     assert.deepEqual(submit.values, { title: 'Ship documentation', priority: 'high', estimate: '2', tags: 'docs\nrelease' });
 
     const shown = row(page, id);
@@ -318,8 +322,10 @@ describe('the tasks page', () => {
     await page.click('[data-clank-id="new-task.submit"]');
     const titleError = page.locator('#new-task-title-error');
     await titleError.waitFor();
+    // checked before anything is confirmed (issue 34): nobody was asked about an invalid task
+    assert.deepEqual(page.dialogs, []);
     assert.equal(await titleError.getAttribute('role'), 'alert');
-    assert.equal(await titleError.textContent(), 'Must contain at least 1 characters.');
+    assert.equal(await titleError.textContent(), 'Required.');
     assert.equal(await page.textContent('#new-task-estimate-error'), 'Must be at least 0.');
     // next to its field: in the same field box, right after the control that describes it
     for (const name of ['title', 'estimate']) {
@@ -346,7 +352,7 @@ describe('the tasks page', () => {
     await row(page, id).waitFor();
     await page.click(`[data-clank-id="complete-${id}"]`);
     await row(page, id).locator('.status').waitFor();
-    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: `${COMPLETE_CONFIRM} (write)` }]);
+    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: COMPLETE_CONFIRM }]);
     assert.equal(await row(page, id).getAttribute('class'), 'task done');
     assert.equal(await row(page, id).locator('.status').textContent(), 'Done');
     assert.equal(await page.locator(`[data-clank-id="complete-${id}"]`).count(), 0);
@@ -361,26 +367,27 @@ describe('the tasks page', () => {
     await row(page, id).waitFor();
     await page.click(`[data-clank-id="archive-${id}"]`);
     await row(page, id).waitFor({ state: 'detached' });
-    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: `${ARCHIVE_CONFIRM} (destructive)` }]);
+    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: ARCHIVE_CONFIRM }]);
     const sent = await events(page);
     assert.equal(sent.length, 1);
     assert.equal(sent[0].type, 'click');
-    assert.equal(sent[0].confirmed, true);
+    assert.deepEqual(await answers(page), [true]);
     assert.equal((await serverTasks(server)).find((t) => t.id === id), undefined);
     assert.equal((await serverTasks(server, true)).find((t) => t.id === id).archived, true);
     await page.close();
   });
 
-  test('keeps the task when the archive dialog is dismissed, and sends nothing', async () => {
+  test('keeps the task when the archive dialog is dismissed: the action does not run', async () => {
     const { id } = await action(server, 'tasks.create', { title: 'Keep me', estimate: null, tags: [] });
     const page = await openPage(server);
     await row(page, id).waitFor();
-    const framesBefore = (await frames(page)).sent.length;
     page.answer = 'dismiss';
     await page.click(`[data-clank-id="archive-${id}"]`);
-    await sleep(300); // an event would be on its way by now
-    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: `${ARCHIVE_CONFIRM} (destructive)` }]);
-    assert.deepEqual((await frames(page)).sent.slice(framesBefore), []);
+    await page.locator('[data-clank-id="action-error"]').waitFor();
+    assert.deepEqual(page.dialogs, [{ type: 'confirm', message: ARCHIVE_CONFIRM }]);
+    assert.deepEqual(await answers(page), [false]);
+    assert.equal(await page.textContent('[data-clank-id="action-error"]'),
+      'Could not archive \u201cKeep me\u201d: The action was not confirmed.');
     assert.equal(await row(page, id).count(), 1);
     const task = (await serverTasks(server, true)).find((t) => t.id === id);
     assert.equal(task.archived, false);
@@ -536,6 +543,8 @@ describe('the tasks page', () => {
     });
     assert.equal(byId['new-task.priority'].value, 'low');
     assert.equal(byId['new-task'].action, 'tasks.create');
+    // the form's own name (its submit button's words), not every control's text run together
+    assert.equal(byId['new-task'].label, 'Add task');
     assert.deepEqual(byId[`archive-${id}`], {
       id: `archive-${id}`, tag: 'button', role: 'button', label: 'Archive \u201cInspect me\u201d',
       intent: 'destructive-control', action: 'tasks.archive', type: 'button',

@@ -140,8 +140,8 @@ describe("the bridge's action path without a context function", function()
   it("answers 422 INVALID_INPUT to an allowed origin with CORS, no-store and canonical JSON", function()
     local res = post(s.port, "/actions/create", '{"title":"","x":1}', { { "Origin", FOREIGN } })
     answers.assert_failure(res, 422, "INVALID_INPUT",
-      "title: Must contain at least 1 characters.; x: Unknown property.",
-      '[{"message":"Must contain at least 1 characters.","path":["title"]},'
+      "title: Must contain at least 1 character.; x: Unknown property.",
+      '[{"message":"Must contain at least 1 character.","path":["title"]},'
         .. '{"message":"Unknown property.","path":["x"]}]')
     assert.are.equal(FOREIGN, res.headers["access-control-allow-origin"])
     assert.are.equal("Origin", res.headers["vary"])
@@ -155,8 +155,8 @@ describe("the bridge's action path without a context function", function()
     end
     local want = {
       { 200, '{"ok":true,"output":{"title":"a"}}' },
-      { 422, answers.failure_body("INVALID_INPUT", "title: Must contain at least 1 characters.",
-        '[{"message":"Must contain at least 1 characters.","path":["title"]}]') },
+      { 422, answers.failure_body("INVALID_INPUT", "title: Must contain at least 1 character.",
+        '[{"message":"Must contain at least 1 character.","path":["title"]}]') },
       { 200, '{"ok":true,"output":{"title":"b"}}' },
       { 422, answers.failure_body("INVALID_INPUT", "value: Expected an object.",
         '[{"expected":"object","message":"Expected an object.","path":[]}]') },

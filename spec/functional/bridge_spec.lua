@@ -432,9 +432,9 @@ describe("clank.bridge in clank-run", function()
         '[{"expected":"string","message":"Expected a string.","path":["tags",0]}]')
       assert_failure(post(s.port, "/actions/echo", '{"text":"","tags":["a",false],"more":1}'), 422,
         "INVALID_INPUT",
-        "tags.1: Expected a string.; text: Must contain at least 1 characters.; more: Unknown property.",
+        "tags.1: Expected a string.; text: Must contain at least 1 character.; more: Unknown property.",
         '[{"expected":"string","message":"Expected a string.","path":["tags",1]},'
-          .. '{"message":"Must contain at least 1 characters.","path":["text"]},'
+          .. '{"message":"Must contain at least 1 character.","path":["text"]},'
           .. '{"message":"Unknown property.","path":["more"]}]')
     end)
 

@@ -170,6 +170,64 @@ describe("clank-run command line", function()
       assert.truthy(stderr:find("raised while loading", 1, true), "stderr: " .. stderr)
     end)
 
+    -- An error with no position of its own is placed at the app's frame that raised it, not at
+    -- `return clank.app {` (issue 34); clank.app's own, raised through that tail call, is there.
+    describe("without a position of its own", function()
+      local files = require "helpers.files"
+      local dir
+      before_each(function()
+        dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir " .. files.quote(dir)))
+        dir = io.popen("realpath " .. files.quote(dir)):read("l") -- module sources name real paths
+      end)
+      after_each(function() os.execute("rm -rf " .. files.quote(dir)) end)
+
+      local function first_error_line(app)
+        files.write(dir .. "/app.lua", app)
+        local code, _, stderr = server.run({ "--check", dir .. "/app.lua" })
+        assert.are.equal(1, code)
+        return stderr:match("^clank%-run: cannot load [^\n]*\n([^\n]*)"), stderr
+      end
+
+      for _, case in ipairs {
+        { "error(msg, 0) in a function the top level calls", table.concat({
+          'local clank = require "clank"',
+          "local function check()",
+          '  error("missing setting CLANK_X", 0)',
+          "end",
+          "check()",
+          'return clank.app { name = "x" }',
+        }, "\n"), "app.lua:3: missing setting CLANK_X" },
+        { "an error object that is a table, in a module of the app's folder", table.concat({
+          'local clank = require "clank"',
+          'require "settings"',
+          'return clank.app { name = "x" }',
+        }, "\n"), "settings.lua:2: (error object is a table value)" },
+        { "a misused builder (a C function's error)", table.concat({
+          'local clank = require "clank"',
+          "",
+          'local a = clank.defineAction { name = "no spaces", description = "d",',
+          "  input = clank.schema.object {}, handler = function() end }",
+          'return clank.app { name = "x", actions = { a } }',
+        }, "\n"), "app.lua:3: clank.defineAction: 'name' must match ^[A-Za-z][A-Za-z0-9_.-]*$ "
+          .. "and be at most 128 bytes" },
+        { "clank.app's own error, through return clank.app {", table.concat({
+          'local clank = require "clank"',
+          "local name = 5",
+          "return clank.app {",
+          "  name = name,",
+          "}",
+        }, "\n"), "app.lua:3: clank.app: field 'name' must be a string, got number" },
+      } do
+        it("names the line for " .. case[1], function()
+          files.write(dir .. "/settings.lua", "local t = {}\nerror(t)\nreturn t\n")
+          local line, stderr = first_error_line(case[2])
+          assert.are.equal(dir .. "/" .. case[3], line, stderr)
+        end)
+      end
+    end)
+
     it("exits 1 naming the route that collides with GET /manifest", function()
       local code, _, stderr = server.run({ "--port", "0", server.fixture("reserved_manifest") })
       assert.are.equal(1, code)

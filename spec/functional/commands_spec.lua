@@ -100,6 +100,41 @@ describe("clank-run commands", function()
       assert.are.equal(0, s:stop())
     end)
 
+    -- The commands it prints are pasted into a shell: a name with a space or a quote is one word.
+    it("prints commands a shell reads as one folder name, whatever the name holds", function()
+      for _, case in ipairs {
+        { "My App", "'My App'" },
+        { "Bob's app", "'Bob'\\''s app'" },
+        { "plain-name_1.2", "plain-name_1.2" },
+      } do
+        local name, word = case[1], case[2]
+        local code, stdout, stderr = server.run({ "new", name }, { cwd = dir })
+        assert.are.equal(0, code, stderr)
+        assert.are.equal("clank-run new: wrote " .. name .. "/ (app.lua, public/app.css, spec/, README.md)\n"
+          .. "  serve it:  clank-run " .. word .. "\n"
+          .. "  test it:   clank-run test " .. word .. "\n", stdout)
+        -- what a shell makes of the printed word: the folder's name, which serves
+        local p = assert(io.popen("cd " .. quote(dir) .. " && printf '%s' " .. word))
+        assert.are.equal(name, p:read("a"))
+        p:close()
+        local checked, _, why = server.run({ "--check", name }, { cwd = dir })
+        assert.are.equal(0, checked, why)
+      end
+    end)
+
+    -- One hello (issue 34): the example in apps/ is the starter itself, not a second app.
+    it("writes, for the name hello, apps/hello byte for byte", function()
+      assert.are.equal(0, (server.run({ "new", "hello" }, { cwd = dir })))
+      local files = {}
+      local p = assert(io.popen("cd " .. quote(server.source_dir() .. "/apps/hello") .. " && find . -type f | sort"))
+      for line in p:lines() do files[#files + 1] = line:sub(3) end
+      p:close()
+      assert.are.same({ "README.md", "app.lua", "public/app.css", "spec/app_spec.lua" }, files)
+      for _, f in ipairs(files) do
+        assert.are.equal(read(server.source_dir() .. "/apps/hello/" .. f), read(dir .. "/hello/" .. f), f)
+      end
+    end)
+
     it("refuses a folder that exists, exits 1 and writes nothing", function()
       os.execute("mkdir " .. quote(dir .. "/taken"))
       write(dir .. "/taken/app.lua", "-- mine\n")

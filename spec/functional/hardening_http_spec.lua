@@ -62,6 +62,22 @@ describe("the Host rule on a listener that is not a loopback one (SPEC §13)", f
     assert.are.equal(0, s:stop())
   end)
 
+  -- The agents' JSON answers keep SPEC §5's envelope: the hint for them is in the log (issue 34).
+  it("logs a refused Host once, naming it and what lets it in", function()
+    local s = server.start(app, { args = { "--host", "0.0.0.0" } })
+    assert_refused_json(get(s.port, "/manifest", "agent.example:8443"))
+    for _ = 1, 3 do assert.are.equal(403, get(s.port, "/hello", "agent.example:8443").status) end
+    assert.are.equal(0, s:stop())
+    local want = "Host agent.example:8443 not allowed (403): add its origin (http://agent.example:8443 or "
+      .. "https://agent.example:8443) to the app's allowedOrigins, start with --public-origin ORIGIN "
+      .. "behind a TLS proxy, or with --allow-any-host behind a proxy that checks it"
+    local lines = {}
+    for line in s:stderr():gmatch("[^\n]+") do
+      if line:find(" warn ", 1, true) then lines[#lines + 1] = line:match("%] (.*)$") end
+    end
+    assert.are.same({ want }, lines) -- the same Host again within 10 s: counted, not logged
+  end)
+
   it("lets a Host naming the listener's own address through, in any spelling of it", function()
     -- a concrete address that is no loopback name, yet reached over loopback
     local s = server.start(app, { args = { "--host", "::ffff:127.0.0.1" } })

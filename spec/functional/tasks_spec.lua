@@ -135,7 +135,7 @@ local CREATE_SCHEMA = {
 -- Invalid CreateTask bodies and the exact 422 message (SPEC §3: paths joined by ".", 0-based
 -- indexes, object keys in byte order, issues joined by "; ").
 local INVALID_CREATE = {
-  { '{"title":"","estimate":null,"tags":[]}', "title: Must contain at least 1 characters." },
+  { '{"title":"","estimate":null,"tags":[]}', "title: Must contain at least 1 character." },
   { '{"title":"' .. string.rep("x", 121) .. '","estimate":null,"tags":[]}',
     "title: Must contain at most 120 characters." },
   { '{"estimate":null,"tags":[]}', "title: Expected a string." },
@@ -154,7 +154,7 @@ local INVALID_CREATE = {
   { '{"title":"t","estimate":null,"tags":[],"remindAt":"tomorrow"}', "remindAt: Expected a finite number." },
   { '{"title":"","priority":"x","estimate":-1,"tags":"no"}',
     "estimate: Must be at least 0.; priority: Expected one of: low, normal, high.; "
-      .. "tags: Expected an array.; title: Must contain at least 1 characters." },
+      .. "tags: Expected an array.; title: Must contain at least 1 character." },
   { "[]", "value: Expected an object." },
 }
 
@@ -374,7 +374,7 @@ for _, backend in ipairs(backends) do
         { path = { "priority" }, message = "Expected one of: low, normal, high.",
           expected = "enum" },
         { path = { "tags", 1 }, message = "Expected a string.", expected = "string" },
-        { path = { "title" }, message = "Must contain at least 1 characters." },
+        { path = { "title" }, message = "Must contain at least 1 character." },
       }, err.details)
       assert.falsy(res.body:find("secret-value", 1, true))
       assert.falsy(res.body:find("42", 1, true))
@@ -382,7 +382,7 @@ for _, backend in ipairs(backends) do
 
     test("answers 422 for a bad task id and for unknown keys on list", function()
       local cases = {
-        { "tasks.complete", '{"id":""}', "id: Must contain at least 1 characters." },
+        { "tasks.complete", '{"id":""}', "id: Must contain at least 1 character." },
         { "tasks.complete", "{}", "id: Expected a string." },
         { "tasks.archive", '{"id":5}', "id: Expected a string." },
         { "tasks.list", '{"includeArchived":"yes"}', "includeArchived: Expected a boolean." },

@@ -161,11 +161,11 @@ describe('MCP with the official SDK client (annotations mode)', () => {
       error: {
         code: 'INVALID_INPUT',
         message: 'estimate: Expected a finite number.; tags: Expected an array.; '
-          + 'title: Must contain at least 1 characters.',
+          + 'title: Must contain at least 1 character.',
         details: [
           { path: ['estimate'], message: 'Expected a finite number.', expected: 'number' },
           { path: ['tags'], message: 'Expected an array.', expected: 'array' },
-          { path: ['title'], message: 'Must contain at least 1 characters.' },
+          { path: ['title'], message: 'Must contain at least 1 character.' },
         ],
       },
     });

@@ -17,6 +17,13 @@ local function write(path, data)
   return true
 end
 
+-- target as one word for a POSIX shell: as it is when it holds nothing the shell reads, else in
+-- single quotes (each ' written '\'').
+local function shell_word(target)
+  if target:find("^[%w_./:@%%+=,-]+$") then return target end
+  return "'" .. target:gsub("'", "'\\''") .. "'"
+end
+
 return function(target, env)
   local fs = env.fs
   if fs.exists(target) then
@@ -41,8 +48,9 @@ return function(target, env)
     local text = read(starter .. "/" .. file):gsub("{{name}}", function() return name end)
     assert(write(target .. "/" .. file, text))
   end
+  local word = shell_word(target) -- the commands are pasted into a shell: "My App" is two words
   io.stdout:write("clank-run new: wrote ", target, "/ (app.lua, public/app.css, spec/, README.md)\n",
-    "  serve it:  clank-run ", target, "\n",
-    "  test it:   clank-run test ", target, "\n")
+    "  serve it:  clank-run ", word, "\n",
+    "  test it:   clank-run test ", word, "\n")
   return 0
 end

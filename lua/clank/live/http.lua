@@ -7,9 +7,7 @@ local token = require "clank.live.token"
 local page = require "clank.live.page"
 local props_mod = require "clank.live.props"
 local surface_mod = require "clank.ui.surface"
-local dom = require "clank.ui.dom"
 local render = require "clank.ui.render"
-local element = require "clank.ui.element"
 
 local type, ipairs, pcall, xpcall, tostring, concat =
   type, ipairs, pcall, xpcall, tostring, table.concat
@@ -173,39 +171,6 @@ end
 
 -- ---- the surface of a session ----
 
-local function is_list(v) return type(v) == "table" and not element.isElement(v) end
-
-local function action_of(live, v)
-  if v == nil or v == false then return nil end
-  if type(v) == "string" then return live.actions[v] end
-  return v
-end
-
-local function needs_confirmation(action)
-  local ok, required = pcall(function() return action:requiresConfirmation() end)
-  return ok and required
-end
-
--- Does operating the control run an action that needs confirmation (its own agentAction, or
--- its form's for a submit)?
-local function confirmation_needed(live, s, id, activate)
-  live:awake(s)
-  local tree = s.mounted:tree()
-  local container = { tag = "#root", props = {}, children = is_list(tree) and tree or { tree } }
-  local idx = dom.index(container)
-  local el = dom.find(idx, id)
-  if not el then return false end
-  if needs_confirmation(action_of(live, el.props.agentAction)) then return true end
-  local form = dom.ancestor(idx, el, "form")
-  if activate and form then
-    local t = type(el.props.type) == "string" and el.props.type:lower() or nil
-    local submit = (el.tag == "button" and (t == nil or t == "submit"))
-      or (el.tag == "input" and (t == "submit" or t == "image"))
-    if submit and needs_confirmation(action_of(live, form.props.agentAction)) then return true end
-  end
-  return false
-end
-
 local function operate(live, request, s, kind)
   local body, response = body_of(live, request)
   if response then return response end
@@ -215,17 +180,22 @@ local function operate(live, request, s, kind)
     return fail(422, "INVALID_INPUT", "Expected a JSON object " .. want .. ".")
   end
   local confirmed = header(request, "x-clank-confirmation") == "confirmed"
-  if not confirmed and confirmation_needed(live, s, body.id, kind == "activate") then
-    return fail(428, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.")
-  end
   local id = core.requestId() or nil -- the HTTP request's: the job runs in the session's task
+  -- Without x-clank-confirmation, an action the handler runs that needs confirmation and whose
+  -- input is valid does not run, and the answer is 428 with the text a person would confirm
+  -- (issue 34: the input is checked first, so an invalid one answers with its issues shown).
+  local wanted
+  local function ask(text)
+    wanted = wanted or text
+    return false
+  end
   local done, ran, ok, result = live:run(s, function()
     local got, ctx = xpcall(live.context, trace, live, request, confirmed, id)
     if not got then return false, ctx end
     live:awake(s)
     local surface = surface_mod.createAgentSurface(s.mounted)
     live:touched(s) -- the surface writes into the tree's props
-    return live:asRequest(ctx, function()
+    return live:asRequestAsking(ctx, ask, function()
       if kind == "input" then return surface:input(body.id, body.value) end
       return surface:activate(body.id)
     end)
@@ -240,6 +210,10 @@ local function operate(live, request, s, kind)
     if result == require("clank.live").STOPPED then return stopped() end
     log("error", "live view " .. s.name .. ": surface " .. kind .. " failed: " .. describe(result))
     return fail(500, "HANDLER_FAILED", "The event handler failed.")
+  end
+  if wanted then
+    return fail(428, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.",
+      { confirm = wanted })
   end
   return answer(200, { ok = result == true, nodes = nodes(live, s) })
 end

@@ -38,6 +38,8 @@ local remove, running = table.remove, coroutine.running
 local is_element = element.isElement
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
+-- How long an event's handler waits for the person to answer a confirmation (then: declined).
+local ASK_MS = 300000
 -- A session's input is bounded: past MAX_QUEUE events or MAX_QUEUE_BYTES of them waiting for
 -- their handler, its socket is no longer read until the queue is down to half of both
 -- (backpressure: the client's sends wait in TCP, nothing is dropped). An event's value and
@@ -141,10 +143,16 @@ function Live:context(request, confirmed, id)
 end
 
 -- Runs fn(...) as the request ctx: runners started there get ctx and its confirmation, and
--- the lines logged meanwhile its request id.
+-- the lines logged meanwhile its request id. ask(text) → true | false, when given, asks the
+-- person to confirm an action the request was not confirmed for (runner.c: after its input
+-- was found valid).
 function Live.asRequest(_, ctx, fn, ...)
+  return Live.asRequestAsking(_, ctx, nil, fn, ...)
+end
+
+function Live.asRequestAsking(_, ctx, ask, fn, ...)
   local co = running()
-  runner.bindRequest(co, ctx)
+  runner.bindRequest(co, ctx, ask)
   local previous = core.requestId(ctx.requestId)
   local r = table.pack(xpcall(fn, trace, ...))
   core.requestId(previous)
@@ -785,6 +793,14 @@ local function check_event(m)
   return m, bytes
 end
 
+-- {"t":"confirm","id":N,"ok":bool}: the answer to the server's {"t":"confirm"} question N.
+local CONFIRM_KEYS = { t = true, id = true, ok = true }
+local function is_confirm_answer(m)
+  if json.isArray(m) or math_type(m.id) ~= "integer" or type(m.ok) ~= "boolean" then return false end
+  for k in pairs(m) do if not CONFIRM_KEYS[k] then return false end end
+  return true
+end
+
 -- {"t":"resync"} and nothing else: a client that could not apply a diff asks for the html.
 local function is_resync(m)
   if type(m) ~= "table" or m.t ~= "resync" or json.isArray(m) then return false end
@@ -844,6 +860,17 @@ function Live:receive(id, text, socket)
   if is_resync(m) then
     -- the client could not apply a diff: the current html in full
     if s and conn.session == s and s.conn == conn and s.ready then self:sendHtml(s, 0, true) end
+    return false
+  end
+  if type(m) == "table" and m.t == "confirm" then
+    -- the person's answer to the handler that asks (not queued: that handler holds the queue)
+    if not is_confirm_answer(m) then
+      conn.open = false
+      pcall(conn.socket.close, conn.socket, 1002, "unexpected message")
+      return false
+    end
+    local asking = s and s.asking
+    if asking and asking.conn == conn and asking.id == m.id then asking.answer = m.ok end
     return false
   end
   local bytes
@@ -992,7 +1019,7 @@ function Live:event(s, job)
   local id = request_id()
   local previous = core.requestId(id)
   local ok, err = xpcall(self.context, trace, self, conn.request, m.confirmed, id)
-  if ok then ok, err = self:asRequest(err, handler, ev, err) end
+  if ok then ok, err = self:asRequestAsking(err, self:asker(s, conn, m.seq), handler, ev, err) end
   if not ok then
     log("error", "live view " .. s.name .. ": " .. m.type .. " handler failed: " .. describe_error(err))
     send(conn, { t = "error", message = "Something went wrong. Please try again." })
@@ -1001,6 +1028,29 @@ function Live:event(s, job)
     self:sendHtml(s, m.seq)
   end
   core.requestId(previous)
+end
+
+-- ask(text) for an event's handler (issue 34): an action it runs that needs confirmation, whose
+-- input is valid, is confirmed by the person in the page, with the action's own words for this
+-- call. {"t":"confirm","seq":N,"id":K,"message":text} goes out (seq: the event's), the handler
+-- waits for {"t":"confirm","id":K,"ok":bool}; a connection that goes, or no answer within ASK_MS,
+-- is a no. What the handler changed meanwhile is pushed as usual.
+function Live:asker(s, conn, seq)
+  return function(text)
+    s.askId = (s.askId or 0) + 1
+    local asking = { id = s.askId, conn = conn }
+    s.asking = asking
+    if version(s) ~= s.sentV then self:sendHtml(s, 0) end -- what the person sees while asked
+    if not send(conn, { t = "confirm", seq = seq, id = asking.id, message = text }) then
+      s.asking = nil
+      return false
+    end
+    wait_for(function()
+      return asking.answer ~= nil or not conn.open or s.conn ~= conn or s.ended
+    end, ASK_MS)
+    if s.asking == asking then s.asking = nil end
+    return asking.answer == true
+  end
 end
 
 -- ---- pages and agents without a browser ----

@@ -37,11 +37,19 @@ function elicit.deliver(session_id, message)
   return false
 end
 
-local function request_for(sess, act)
+-- What the person is asked about a call with this (valid) input: the action's own words for it
+-- (defineAction's confirm, issue 34), else which tool, its side effects and its description.
+-- Raises when the action's confirm(input) does.
+function elicit.message(act, input)
+  if act.confirm ~= nil then return act:confirmText(input) end
   local m = act.manifest
+  return format('Allow the tool "%s" to run? It has %s side effects: %s', m.name, m.sideEffects,
+    m.description)
+end
+
+local function request_for(sess, message)
   local params = {
-    message = format('Allow the tool "%s" to run? It has %s side effects: %s', m.name,
-                     m.sideEffects, m.description),
+    message = message,
     requestedSchema = { type = "object", properties = {} },
   }
   if sess.version == "2025-11-25" then
@@ -88,7 +96,8 @@ end
 
 -- Streams the whole exchange for tools/call `call_id`; returns nil (the answer went out streamed).
 -- channel (clank.mcp.notify, may be nil): the call's ctx.log/ctx.progress, sent on this stream.
-function elicit.run(env, request, sess, call_id, act, input, wrapped, channel)
+-- message: what the person is asked (elicit.message).
+function elicit.run(env, request, sess, call_id, act, input, wrapped, channel, message)
   local writer = env.stream(200, { ["content-type"] = "text/event-stream",
                                    ["cache-control"] = "no-cache" })
   if channel then
@@ -102,7 +111,7 @@ function elicit.run(env, request, sess, call_id, act, input, wrapped, channel)
   calls[call_key] = slot
   local ok, result = pcall(function()
     local ask = encode { jsonrpc = "2.0", id = id, method = "elicitation/create",
-                         params = request_for(sess, act) }
+                         params = request_for(sess, message) }
     if not writer:write(rpc.event(ask)) then
       return nil
     end

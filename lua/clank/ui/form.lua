@@ -10,7 +10,7 @@ local type, pairs, ipairs, error, tostring, tonumber, setmetatable, concat, pcal
 local M = {}
 
 local OPTIONS = { id = true, schema = true, action = true, initial = true, fields = true,
-  submitLabel = true, pendingLabel = true, onSubmit = true }
+  label = true, submitLabel = true, pendingLabel = true, onSubmit = true }
 
 local Form = { __name = "clank.Form" }
 Form.__index = Form
@@ -79,14 +79,28 @@ function Form:values()
   return out
 end
 
--- Messages by field name ("_form" for the rest), joined with "; ".
+-- A required field (rendered `required`: a nullable one's empty is null) left empty: never set,
+-- or its control cleared (text, number, select).
+local function left_empty(f)
+  local v, info = f.value.value, f.info
+  return info.required and not info.nullable and (v == nil or v == "")
+end
+
+-- Messages by field name ("_form" for the rest), joined with "; ". A required field left empty
+-- says so ("Required.") instead of what its schema says of a missing value ("Expected a
+-- string."): the schema speaks to programs, this to the person at the form.
 local function apply_issues(self, issues)
   local by = {}
   for _, issue in ipairs(issues or {}) do
     local first = issue.path and issue.path[1]
-    local key = (type(first) == "string" and self.fields[first]) and first or "_form"
-    by[key] = by[key] or {}
-    by[key][#by[key] + 1] = issue.message
+    local f = type(first) == "string" and self.fields[first]
+    local key = f and first or "_form"
+    if f and left_empty(f) then
+      by[key] = { "Required." } -- once, whatever else the schema says of nothing
+    else
+      by[key] = by[key] or {}
+      by[key][#by[key] + 1] = issue.message
+    end
   end
   signals().batch(function()
     for name, f in pairs(self.fields) do
@@ -158,7 +172,7 @@ function M.createForm(opts)
   for k in pairs(opts.initial or {}) do
     if not known[k] then error("clank.createForm: initial value for unknown field " .. tostring(k), 2) end
   end
-  for _, k in ipairs({ "submitLabel", "pendingLabel" }) do
+  for _, k in ipairs({ "label", "submitLabel", "pendingLabel" }) do
     if opts[k] ~= nil and type(opts[k]) ~= "string" then error("clank.createForm: " .. k .. " must be a string", 2) end
   end
   if opts.onSubmit ~= nil and type(opts.onSubmit) ~= "function" then
@@ -173,6 +187,10 @@ function M.createForm(opts)
     -- the submit button's words, and what a submit event does (default: submit())
     submitLabel = opts.submitLabel or "Submit", pendingLabel = opts.pendingLabel or "Saving\u{2026}",
     onSubmit = opts.onSubmit,
+    -- the form's own name (its aria-label), so that a surface (SPEC §9) does not take its text
+    -- content, every control's run together: the label given, else the submit button's words
+    -- when given, else the action's description (below), else the default button's words
+    label = opts.label or opts.submitLabel,
   }, Form)
   for name, info in pairs(known) do
     local v = opts.initial and opts.initial[name]
@@ -183,11 +201,13 @@ function M.createForm(opts)
     local clank = require "clank"
     local named, name = pcall(function() return opts.action.name end)
     if named and type(name) == "string" then self.action = opts.action end
+    if not self.label and self.action then self.label = self.action.description end
     self.runner = clank.actionRunner(opts.action)
     self.pending, self.data, self.error = self.runner.pending, self.runner.data, self.runner.error
   else
     self.pending, self.data, self.error = signal.signal(false), signal.signal(nil), signal.signal(nil)
   end
+  self.label = self.label or self.submitLabel
   return self
 end
 

@@ -80,6 +80,7 @@ function M.render(form)
   local submit_id = form.id .. (form.fields.submit and "._submit" or ".submit")
   return h.form({
     id = form.id,
+    ["aria-label"] = form.label,
     novalidate = true,
     ["data-clank-form"] = form.id,
     ["aria-busy"] = pending or nil,

@@ -87,6 +87,51 @@ describe("clank.defineAction", function()
     end
   end)
 
+  -- confirm (issue 34): what a person is asked before a call that needs confirmation.
+  describe("confirm and confirmText(input)", function()
+    it("defaults to the description", function()
+      local action = clank.defineAction(def())
+      assert.are.equal("Add one note.", action:confirmText({ text = "x" }))
+    end)
+
+    it("is the text given", function()
+      local action = clank.defineAction(def { confirm = "Add this note?" })
+      assert.are.equal("Add this note?", action:confirmText({ text = "x" }))
+    end)
+
+    it("is what confirm(input) returns for that input", function()
+      local action = clank.defineAction(def {
+        confirm = function(input) return "Archive \u{201c}" .. input.text .. "\u{201d}?" end })
+      assert.are.equal("Archive \u{201c}Milk\u{201d}?", action:confirmText({ text = "Milk" }))
+      assert.are.equal("Archive \u{201c}Tea\u{201d}?", action:confirmText({ text = "Tea" }))
+    end)
+
+    it("raises, naming the action, when confirm(input) returns no text", function()
+      for _, bad in ipairs({ false, "", 7 }) do
+        local action = clank.defineAction(def { confirm = function() return bad or nil end })
+        assert.are.equal("action notes.add: confirm(input) must return a non-empty string (got "
+          .. (bad and type(bad) or "nil") .. ")", raised(action.confirmText, action, { text = "x" }))
+      end
+    end)
+
+    it("raises confirm(input)'s own error", function()
+      local action = clank.defineAction(def { confirm = function() error("no title", 0) end })
+      assert.are.equal("no title", raised(action.confirmText, action, { text = "x" }))
+    end)
+
+    for _, case in ipairs({ { "an empty string", "" }, { "a number", 3 }, { "a table", {} }, { "true", true } }) do
+      it("refuses " .. case[1] .. ", naming the field", function()
+        assert.are.equal("clank.defineAction: 'confirm' must be a non-empty string or a function",
+          tostring(raised(clank.defineAction, def { confirm = case[2] })))
+      end)
+    end
+
+    it("stays out of the manifest", function()
+      local action = clank.defineAction(def { confirm = "Sure?" })
+      assert.is_nil(action.manifest.confirm)
+    end)
+  end)
+
   describe("sideEffects and confirmation", function()
     for _, value in ipairs({ "none", "read", "write", "destructive" }) do
       it("accepts sideEffects = " .. value, function()
@@ -304,7 +349,7 @@ describe("clank.defineAction", function()
         input = s.object { tags = s.array(s.string()), title = s.string { min = 1 } },
       })
       local err = raised(action, { tags = { "a", 2 }, title = "" }, {})
-      assert.are.equal("tags.2: Expected a string.; title: Must contain at least 1 characters.",
+      assert.are.equal("tags.2: Expected a string.; title: Must contain at least 1 character.",
         tostring(err))
     end)
 

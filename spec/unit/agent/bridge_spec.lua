@@ -277,7 +277,7 @@ describe("clank.bridge", function()
       local ok, err = pcall(bridge.invoke, bridge, "notes.add", { text = "" }, {})
       assert.is_false(ok)
       assert.is_true(s.isValidationError(err))
-      assert.are.equal("text: Must contain at least 1 characters.", tostring(err))
+      assert.are.equal("text: Must contain at least 1 character.", tostring(err))
     end)
 
     it("raises a handler's ActionError as is", function()
@@ -285,6 +285,75 @@ describe("clank.bridge", function()
       assert.is_false(ok)
       assert.are.equal("NOTE_EXISTS", err.code)
       assert.are.equal(409, err.status)
+    end)
+
+    -- In a live view's request the person did not confirm (issue 34): the input is checked, then
+    -- the person asked through the request's ask, with the action's words for the call.
+    describe("in a request that was not confirmed", function()
+      local runner = require "clank.runner"
+      local removed
+      local remove = clank.defineAction { name = "notes.remove", description = "Remove one note.",
+        input = s.object { id = s.string { min = 1 } }, sideEffects = "destructive",
+        confirm = function(input) return "Remove note " .. input.id .. "?" end,
+        handler = function(input) removed[#removed + 1] = input.id return { removed = true } end }
+      local b = clank.createAgentBridge({ remove })
+
+      -- bridge:invoke("notes.remove", input) in a task bound to an unconfirmed request → ok,
+      -- value, the texts asked.
+      local function invoke_bound(input, answer)
+        removed = {}
+        local asked = {}
+        local ask = answer ~= nil and function(text)
+          asked[#asked + 1] = text
+          clank.sleep(2)
+          return answer
+        end or nil
+        local driver = clank.defineAction { name = "t.drive", description = "d", sideEffects = "none",
+          input = s.object {}, handler = function()
+            local co = coroutine.running()
+            runner.bindRequest(co, { confirmed = false }, ask)
+            local ok, v = pcall(b.invoke, b, "notes.remove", input, {})
+            runner.bindRequest(co, nil)
+            return { r = { ok, v } }
+          end }
+        local r = driver({}, {}).r
+        return r[1], r[2], asked
+      end
+
+      it("runs the action when the person says yes", function()
+        local ok, out, asked = invoke_bound({ id = "n7" }, true)
+        assert.is_true(ok)
+        assert.are.same({ removed = true }, out)
+        assert.are.same({ "Remove note n7?" }, asked)
+        assert.are.same({ "n7" }, removed)
+      end)
+
+      it("raises CONFIRMATION_REQUIRED 'The action was not confirmed.' when they say no", function()
+        local ok, err, asked = invoke_bound({ id = "n7" }, false)
+        assert.is_false(ok)
+        assert.are.same({ true, "CONFIRMATION_REQUIRED", "The action was not confirmed.", 428 },
+          { clank.isActionError(err), err.code, err.message, err.status })
+        assert.are.same({ "Remove note n7?" }, asked)
+        assert.are.same({}, removed)
+      end)
+
+      it("raises the input's ValidationError without asking", function()
+        local ok, err, asked = invoke_bound({ id = "" }, true)
+        assert.is_false(ok)
+        assert.are.equal("id: Must contain at least 1 character.", tostring(err))
+        assert.are.same({}, asked)
+      end)
+
+      it("without ask, raises CONFIRMATION_REQUIRED after the input check", function()
+        local ok, err = invoke_bound({ id = "" })
+        assert.is_false(ok)
+        assert.are.equal("id: Must contain at least 1 character.", tostring(err))
+        ok, err = invoke_bound({ id = "n7" })
+        assert.is_false(ok)
+        assert.are.same({ true, "CONFIRMATION_REQUIRED", "This action requires explicit confirmation.", 428 },
+          { clank.isActionError(err), err.code, err.message, err.status })
+        assert.are.same({}, removed)
+      end)
     end)
   end)
 
@@ -781,9 +850,9 @@ describe("clank.bridge", function()
       },
       {
         "two issues in key order", '{"text":"","tags":["a",2]}',
-        "tags.1: Expected a string.; text: Must contain at least 1 characters.",
+        "tags.1: Expected a string.; text: Must contain at least 1 character.",
         '[{"expected":"string","message":"Expected a string.","path":["tags",1]},'
-          .. '{"message":"Must contain at least 1 characters.","path":["text"]}]',
+          .. '{"message":"Must contain at least 1 character.","path":["text"]}]',
       },
       {
         "a missing key", "{}",

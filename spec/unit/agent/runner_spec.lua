@@ -359,3 +359,103 @@ describe("clank.actionRunner", function()
     end)
   end)
 end)
+
+-- A run in a request bound with bindRequest(co, ctx, ask) (a live event), for an action that
+-- requires confirmation (issue 34): the input is checked first; then ask(text) says whether the
+-- person confirmed, text being the action's confirmText(input); without ask, or for a ctx with
+-- confirmed = false, it fails with CONFIRMATION_REQUIRED, but still only after the input check.
+describe("clank.actionRunner in a request that was not confirmed", function()
+  local runner = require "clank.runner"
+  local ran
+  local archive = clank.defineAction {
+    name = "test.archive", description = "Archive one task.", sideEffects = "destructive",
+    input = s.object { title = s.string { min = 1 } },
+    confirm = function(input) return "Archive \u{201c}" .. input.title .. "\u{201d}?" end,
+    handler = function(input) ran[#ran + 1] = input.title return { archived = input.title } end,
+  }
+
+  -- Runs runner:run(input) in a task bound to an unconfirmed request with ask (nil: none);
+  -- returns the output, the runner's state after it and the texts asked (each with pending then).
+  local function run_bound(input, ask_answer, ctx)
+    ran = {}
+    local r = clank.actionRunner(archive)
+    local asked = {}
+    local ask = ask_answer ~= nil and function(text)
+      asked[#asked + 1] = { text = text, pending = r.pending.value }
+      clank.sleep(5) -- the person takes their time
+      if type(ask_answer) == "string" then error(ask_answer, 0) end
+      return ask_answer
+    end or nil
+    local out = in_task(function()
+      local co = coroutine.running()
+      runner.bindRequest(co, ctx or { confirmed = false }, ask)
+      local got = r:run(input)
+      runner.bindRequest(co, nil)
+      return got
+    end)
+    return out, state(r), asked
+  end
+
+  it("asks with the action's words for this input, before the run is pending, and runs on yes", function()
+    local out, st, asked = run_bound({ title = "Milk" }, true)
+    assert.are.same({ archived = "Milk" }, out)
+    assert.are.same({ { text = "Archive \u{201c}Milk\u{201d}?", pending = false } }, asked)
+    assert.are.same({ "Milk" }, ran)
+    assert.are.same({ pending = false, data = { archived = "Milk" }, error = nil, canRun = true }, st)
+  end)
+
+  it("runs nothing on no, and fails with CONFIRMATION_REQUIRED 'The action was not confirmed.'", function()
+    local out, st, asked = run_bound({ title = "Milk" }, false)
+    assert.is_nil(out)
+    assert.are.equal(1, #asked)
+    assert.are.same({}, ran)
+    assert.is_true(clank.isActionError(st.error))
+    assert.are.same({ "CONFIRMATION_REQUIRED", "The action was not confirmed.", 428 },
+      { st.error.code, st.error.message, st.error.status })
+    assert.is_false(st.pending)
+  end)
+
+  it("asks nothing about an invalid input: its ValidationError is the run's error", function()
+    local out, st, asked = run_bound({ title = "" }, true)
+    assert.is_nil(out)
+    assert.are.same({}, asked)
+    assert.are.same({}, ran)
+    assert.are.equal("title: Must contain at least 1 character.", tostring(st.error))
+  end)
+
+  it("fails the run with the ask's own error", function()
+    local out, st = run_bound({ title = "Milk" }, "the page went away")
+    assert.is_nil(out)
+    assert.are.same({}, ran)
+    assert.are.equal("the page went away", st.error)
+  end)
+
+  it("without ask, checks the input first, then fails with CONFIRMATION_REQUIRED", function()
+    local _, st = run_bound({ title = "" })
+    assert.are.equal("title: Must contain at least 1 character.", tostring(st.error))
+    _, st = run_bound({ title = "Milk" })
+    assert.are.same({ "CONFIRMATION_REQUIRED", "This action requires explicit confirmation." },
+      { st.error.code, st.error.message })
+    assert.are.same({}, ran)
+  end)
+
+  it("asks nothing in a confirmed request", function()
+    local out, _, asked = run_bound({ title = "Milk" }, false, { confirmed = true })
+    assert.are.same({ archived = "Milk" }, out)
+    assert.are.same({}, asked)
+  end)
+
+  it("asks nothing for an action that needs no confirmation", function()
+    local r = clank.actionRunner(slow_action())
+    local asked = 0
+    local out = in_task(function()
+      local co = coroutine.running()
+      runner.bindRequest(co, { confirmed = false }, function() asked = asked + 1 return false end)
+      local got = r:run({ ms = 1, value = "v" })
+      runner.bindRequest(co, nil)
+      return got
+    end)
+    assert.are.same({ value = "v" }, out)
+    assert.are.equal(0, asked)
+  end)
+end)

@@ -165,7 +165,7 @@ describe("an action's input decoded and checked in one pass", function()
   end)
 
   it("counts string lengths in code points", function()
-    invalid('{"title":"","n":null}', '["title"]', "title", "Must contain at least 1 characters.")
+    invalid('{"title":"","n":null}', '["title"]', "title", "Must contain at least 1 character.")
     invalid('{"title":"\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}","n":null}', '["title"]', "title",
       "Must contain at most 5 characters.")
     invalid('{"title":"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9","n":null}', '["title"]', "title",
@@ -195,14 +195,14 @@ describe("an action's input decoded and checked in one pass", function()
   end)
 
   it("checks arrays' sizes and items", function()
-    invalid('{"title":"t","n":null,"tags":[]}', '["tags"]', "tags", "Must contain at least 1 items.")
+    invalid('{"title":"t","n":null,"tags":[]}', '["tags"]', "tags", "Must contain at least 1 item.")
     invalid('{"title":"t","n":null,"tags":["a","b","c","d"]}', '["tags"]', "tags",
       "Must contain at most 3 items.")
     invalid('{"title":"t","n":null,"tags":["a","abcd"]}', '["tags",1]', "tags.1",
       "Must contain at most 3 characters.")
     invalid('{"title":"t","n":null,"tags":"a"}', '["tags"]', "tags", "Expected an array.", "array")
     -- an empty unmarked table is an array too (SPEC §3)
-    invalid('{"title":"t","n":null,"tags":{}}', '["tags"]', "tags", "Must contain at least 1 items.")
+    invalid('{"title":"t","n":null,"tags":{}}', '["tags"]', "tags", "Must contain at least 1 item.")
     invalid('{"title":"t","n":null,"nested":{"x":1,"deep":[[1],[2.5]]}}', '["nested","deep",1,0]',
       "nested.deep.1.0", "Expected an integer.", "integer")
   end)
@@ -213,7 +213,7 @@ describe("an action's input decoded and checked in one pass", function()
     invalid('{"title":"t","n":null,"extra":1}', '["extra"]', "extra", "Unknown property.")
     invalid('{"title":"t","n":null,"nested":{"x":1,"y":2}}', '["nested","y"]', "nested.y", "Unknown property.")
     -- the last of a repeated key wins, as with JSON.parse
-    invalid('{"title":"t","n":null,"title":""}', '["title"]', "title", "Must contain at least 1 characters.")
+    invalid('{"title":"t","n":null,"title":""}', '["title"]', "title", "Must contain at least 1 character.")
     ok('{"title":"","n":null,"title":"t"}', fingerprint(json.decode('{"title":"t","n":null}')))
     ok('{"title":"t","n":null,"loose":{"zz":1,"zz":[2]}}',
       fingerprint(json.decode('{"title":"t","n":null,"loose":{"zz":1,"zz":[2]}}')))

@@ -43,10 +43,10 @@ describe("clank_schema_validate_json", function()
       .. '{"message":"Must be at least 0.","path":["estimate"]},'
       .. '{"expected":"enum","message":"Expected one of: low, normal, high.","path":["priority"]},'
       .. '{"expected":"string","message":"Expected a string.","path":["tags",0]},'
-      .. '{"message":"Must contain at least 1 characters.","path":["title"]},'
+      .. '{"message":"Must contain at least 1 character.","path":["title"]},'
       .. '{"message":"Unknown property.","path":["extra"]}],'
       .. '"message":"estimate: Must be at least 0.; priority: Expected one of: low, normal, high.; '
-      .. 'tags.0: Expected a string.; title: Must contain at least 1 characters.; extra: Unknown property."}',
+      .. 'tags.0: Expected a string.; title: Must contain at least 1 character.; extra: Unknown property."}',
       answer(CreateTask, v))
   end)
 

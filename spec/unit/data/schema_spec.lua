@@ -49,10 +49,10 @@ describe("clank.schema string", function()
       { I({}, "Must contain at least 2 characters.") } },
     { "accepts two é for min 2", s.string { min = 2 }, "éé", nil },
     { "counts an emoji as one character", s.string { max = 1 }, emoji, nil },
-    { "counts two emoji as two", s.string { max = 1 }, emoji .. emoji,
-      { I({}, "Must contain at most 1 characters.") } },
-    { "reports min 1 with the plain message", s.string { min = 1 }, "",
-      { I({}, "Must contain at least 1 characters.") } },
+    { "counts two emoji as two (character, singular, for 1)", s.string { max = 1 }, emoji .. emoji,
+      { I({}, "Must contain at most 1 character.") } },
+    { "says character, singular, for a bound of 1", s.string { min = 1 }, "",
+      { I({}, "Must contain at least 1 character.") } },
     { "accepts exactly max", s.string { max = 3 }, "abc", nil },
     { "counts long mixed strings (30 code points)", s.string { max = 30 },
       string.rep("a", 20) .. "é" .. string.rep("b", 8) .. emoji, nil },
@@ -192,7 +192,11 @@ describe("clank.schema array", function()
     { "checks min first and stops", s.array(s.number(), { min = 2 }), { "x" },
       { I({}, "Must contain at least 2 items.") } },
     { "checks max first and stops", s.array(s.number(), { max = 1 }), { "x", "y" },
-      { I({}, "Must contain at most 1 items.") } },
+      { I({}, "Must contain at most 1 item.") } },
+    { "says item, singular, for a min of 1", s.array(s.number(), { min = 1 }), {},
+      { I({}, "Must contain at least 1 item.") } },
+    { "says items, plural, for a max of 0", s.array(s.number(), { max = 0 }), { 1 },
+      { I({}, "Must contain at most 0 items.") } },
     { "accepts within bounds", s.array(s.number(), { min = 1, max = 2 }), { 1, 2 }, nil },
   }
 end)
@@ -354,7 +358,7 @@ describe("clank.schema ValidationError", function()
     local ok, err = pcall(o.parse, o, { title = "", tags = { "a", 2 } })
     assert.is_false(ok)
     assert.equal("table", type(err))
-    assert.equal("tags.2: Expected a string.; title: Must contain at least 1 characters.", tostring(err))
+    assert.equal("tags.2: Expected a string.; title: Must contain at least 1 character.", tostring(err))
     assert.equal(tostring(err), err.message)
   end)
 

@@ -364,8 +364,8 @@ describe("clank.mcp tools/call", function()
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
       tool("text_shout", { value = 5 }))
-    assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Must contain at least 1 characters.",
-      '[{"message":"Must contain at least 1 characters.","path":["value"]}]')),
+    assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Must contain at least 1 character.",
+      '[{"message":"Must contain at least 1 character.","path":["value"]}]')),
       tool("text_shout", { value = "" }))
     assert.are.equal(result_body(8, tool_error("INVALID_INPUT", "value: Expected a string.",
       '[{"expected":"string","message":"Expected a string.","path":["value"]}]')),
@@ -555,6 +555,49 @@ describe("clank.mcp confirmation = elicit", function()
       assert.are.equal(result_body(12, CONFIRM), list[2])
       assert.is_true(rec.closed)
     end
+  end)
+
+  -- issue 34: the person is asked about this call, in the action's own words for it.
+  describe("for an action with its own confirm", function()
+    local tools = require "clank.mcp.tools"
+    local function archive(confirm)
+      return clank.defineAction { name = "notes.archive", description = "Archive one note.",
+        input = s.object { title = s.string { min = 1 } }, sideEffects = "destructive", confirm = confirm,
+        handler = function(input) return { archived = input.title } end }
+    end
+
+    it("asks with confirm(input) for the call's input", function()
+      env = make_env("elicit", { actions = { ["notes.archive"] = archive(function(input)
+        return "Archive \u{201c}" .. input.title .. "\u{201d}?"
+      end) } })
+      rec = recorder(env)
+      local sid = initialize(env, "2025-11-25", { elicitation = {} })
+      in_task(function()
+        clank.spawn(function()
+          while #rec.writes == 0 do clank.sleep(5) end
+          post(env, { jsonrpc = "2.0", id = decode(events()[1]).id, result = { action = "accept" } },
+            { ["mcp-session-id"] = sid })
+        end)
+        return call(env, sid, "tools/call", { name = "notes_archive", arguments = { title = "Milk" } }, 12)
+      end)
+      local list = events()
+      assert.are.equal("Archive \u{201c}Milk\u{201d}?", decode(list[1]).params.message)
+      assert.are.equal(result_body(12, tool_result('{"archived":"Milk"}')), list[2])
+    end)
+
+    it("answers ACTION_FAILED without asking when confirm(input) raises, and logs it", function()
+      env = make_env("elicit", { actions = { ["notes.archive"] = archive(function() error("no words", 0) end) } })
+      rec = recorder(env)
+      local log, logged = tools.log, {}
+      tools.log = function(msg) logged[#logged + 1] = msg end
+      local sid = initialize(env, "2025-11-25", { elicitation = {} })
+      local res = call(env, sid, "tools/call", { name = "notes_archive", arguments = { title = "Milk" } }, 12)
+      tools.log = log
+      assert.are.equal(result_body(12, tool_error("ACTION_FAILED", "The action failed.")), res.body)
+      assert.is_nil(rec.status)
+      assert.are.equal(1, #logged)
+      assert.truthy(logged[1]:find("no words", 1, true), logged[1])
+    end)
   end)
 
   it("checks the input before asking", function()

@@ -142,13 +142,50 @@ describe("clank.live http", function()
     removed = 0
     local res = run(function() return live:http(post(path, { id = "remove" })) end)
     assert.are.equal(428, res.status)
-    assert.are.equal("CONFIRMATION_REQUIRED", decoded(res).error.code)
+    assert.are.same({ code = "CONFIRMATION_REQUIRED", message = "This action requires explicit confirmation.",
+      details = { confirm = "Remove the item." } }, decoded(res).error)
     assert.are.equal(0, removed)
     res = run(function()
       return live:http(post(path, { id = "remove" }, { ["x-clank-confirmation"] = "confirmed" }))
     end)
     assert.are.equal(200, res.status)
     assert.are.equal(1, removed)
+  end)
+
+  -- issue 34: the input is checked before confirmation is asked for, and the 428 says what a
+  -- person would confirm, in the action's words for that call.
+  it("answers an invalid input with its issues, and asks confirmation only of a valid one", function()
+    local renamed = {}
+    local rename = clank.defineAction { name = "items.rename", description = "Rename the item.",
+      input = s.object { title = s.string { min = 1 } }, sideEffects = "write",
+      confirm = function(input) return "Rename it to \u{201c}" .. input.title .. "\u{201d}?" end,
+      handler = function(input) renamed[#renamed + 1] = input.title end }
+    local Rename = clank.defineView { name = "rename",
+      load = function()
+        return { form = clank.createForm { id = "r", schema = rename.input, action = rename } }
+      end,
+      render = function(_, d) return d.form:render() end }
+    local live = live_mod.new { app = clank.app { name = "t", views = { Rename }, actions = { rename } },
+      secret = "spec-secret" }
+    local id = decoded(run(function() return live:http(post("/__clank/views/rename/sessions", {})) end)).id
+    local base = "/__clank/sessions/" .. id .. "/surface/"
+    local res = run(function() return live:http(post(base .. "activate", { id = "r.submit" })) end)
+    assert.are.equal(200, res.status)
+    local title = decoded(res).nodes[1].children[1]
+    assert.are.same({ "r.title", true }, { title.id, title.invalid })
+    local alert = decoded(res).nodes[1].children[2]
+    assert.are.same({ tag = "p", role = "alert", label = "Required." }, { tag = alert.tag, role = alert.role,
+      label = alert.label })
+    run(function() return live:http(post(base .. "input", { id = "r.title", value = "Pen" })) end)
+    res = run(function() return live:http(post(base .. "activate", { id = "r.submit" })) end)
+    assert.are.equal(428, res.status)
+    assert.are.same({ confirm = "Rename it to \u{201c}Pen\u{201d}?" }, decoded(res).error.details)
+    assert.are.same({}, renamed)
+    res = run(function()
+      return live:http(post(base .. "activate", { id = "r.submit" }, { ["x-clank-confirmation"] = "confirmed" }))
+    end)
+    assert.are.equal(200, res.status)
+    assert.are.same({ "Pen" }, renamed)
   end)
 
   it("ends a session idleMs after its last surface call", function()

@@ -269,49 +269,125 @@ describe("clank.live connections", function()
   end)
 end)
 
+-- Confirmation (SPEC §11 as issue 34 changes it): the page no longer asks before it sends; an
+-- action the handler runs that needs confirmation has its input checked first, then the server
+-- asks the person ({"t":"confirm"}) with the action's words for that call, and waits.
 describe("clank.live confirmation", function()
-  local function build()
-    local removed = 0
+  local function build(confirm)
+    local removed = {}
     local remove = clank.defineAction { name = "items.remove", description = "Remove the item.",
-      input = s.object {}, sideEffects = "destructive",
-      handler = function() removed = removed + 1 return {} end }
+      input = s.object { name = s.string { min = 1 } }, sideEffects = "destructive", confirm = confirm,
+      handler = function(input) removed[#removed + 1] = input.name return {} end }
     local View = clank.defineView { name = "danger",
-      load = function() return { runner = clank.actionRunner(remove) } end,
+      load = function() return { runner = clank.actionRunner(remove), name = signal.signal("pen") } end,
       render = function(_, d)
         local err = d.runner.error.value
         return h.div(nil,
-          h.button({ agentAction = "items.remove", onClick = function() d.runner:run({}) end }, "Remove"),
-          err and h.p({ role = "alert" }, err.code) or nil)
+          h.button({ agentAction = "items.remove", onClick = function() d.runner:run({ name = d.name.value }) end },
+            "Remove"),
+          h.input({ agentId = "name", onInput = function(e) d.name.value = e.value end }),
+          err and h.p({ role = "alert" }, err.code or tostring(err)) or nil)
       end }
     local live = new_live({ View }, { actions = { remove } })
-    return live, function() return removed end
+    local sock = fake_socket()
+    local id = session_id("danger")
+    live:connect(id, REQUEST, sock)
+    return live, id, sock, removed
+  end
+
+  local function confirm_answer(ask_id, ok)
+    return json.encode { t = "confirm", id = ask_id, ok = ok }
+  end
+
+  -- The frames sent after the first n.
+  local function since(sock, n)
+    local out = {}
+    for i = n + 1, #sock.frames do out[#out + 1] = sock.frames[i] end
+    return out
   end
 
   it("renders data-clank-confirm naming the description and side effects", function()
-    local live = build()
-    local sock = fake_socket()
-    live:connect(session_id("danger"), REQUEST, sock)
+    local _, _, sock = build()
     assert.truthy(html_of(sock.frames[1]):find(
       'data-clank-confirm="Remove the item. (destructive)"', 1, true), html_of(sock.frames[1]))
   end)
 
-  it("fails actions needing confirmation from an unconfirmed event, and shows the runner's error", function()
-    local live, removed = build()
-    local sock = fake_socket()
-    local id = session_id("danger")
-    live:connect(id, REQUEST, sock)
+  it("asks the person with the action's words for the call, and runs it when they accept", function()
+    local live, id, sock, removed = build(function(input) return "Remove \u{201c}" .. input.name .. "\u{201d}?" end)
     live:receive(id, event(1, 1, "0.0", "click"), sock)
-    assert.are.equal(0, removed())
+    settle(20)
+    assert.are.same({ t = "confirm", seq = 1, id = 1, message = "Remove \u{201c}pen\u{201d}?" }, sock:last())
+    assert.are.same({}, removed) -- waiting for the answer
+    local n = #sock.frames
+    live:receive(id, confirm_answer(1, true), sock)
+    settle(40)
+    assert.are.same({ "pen" }, removed)
+    local answers = since(sock, n)
+    assert.are.same({ "html", 1 }, { answers[#answers].t, answers[#answers].seq }) -- the event's answer
+    assert.is_nil(html_of(answers[#answers]):find("alert", 1, true))
+  end)
+
+  it("asks with the action's description when it has no confirm of its own", function()
+    local live, id, sock = build()
+    live:receive(id, event(1, 1, "0.0", "click"), sock)
+    settle(20)
+    assert.are.same({ t = "confirm", seq = 1, id = 1, message = "Remove the item." }, sock:last())
+    live:receive(id, confirm_answer(1, false), sock)
+    settle(40)
+  end)
+
+  it("runs nothing when the person declines, and the view shows the runner's CONFIRMATION_REQUIRED", function()
+    local live, id, sock, removed = build("Remove it?")
+    live:receive(id, event(1, 1, "0.0", "click"), sock)
+    settle(20)
+    assert.are.equal("Remove it?", sock:last().message)
+    live:receive(id, confirm_answer(1, false), sock)
+    settle(40)
+    assert.are.same({}, removed)
     assert.truthy(html_of(sock:last()):find('<p role="alert">CONFIRMATION_REQUIRED</p>', 1, true))
   end)
 
-  it("runs them from a confirmed event", function()
-    local live, removed = build()
-    local sock = fake_socket()
-    local id = session_id("danger")
-    live:connect(id, REQUEST, sock)
+  it("asks nothing about an invalid input: the view shows its issues at once", function()
+    local live, id, sock, removed = build("Remove it?")
+    live:receive(id, event(1, 1, "0.1", "input", { value = "" }), sock)
+    local n = #sock.frames
+    live:receive(id, event(2, sock:last().v, "0.0", "click"), sock)
+    settle(20)
+    assert.are.same({}, removed)
+    for _, f in ipairs(since(sock, n)) do assert.are_not.equal("confirm", f.t) end
+    assert.truthy(html_of(sock:last()):find(
+      '<p role="alert">name: Must contain at least 1 character.</p>', 1, true), html_of(sock:last()))
+  end)
+
+  it("takes a connection that goes while the person is asked as a no", function()
+    local live, id, sock, removed = build()
+    live:receive(id, event(1, 1, "0.0", "click"), sock)
+    settle(20)
+    assert.are.equal("confirm", sock:last().t)
+    live:disconnect(id, sock)
+    settle(40)
+    assert.are.same({}, removed)
+  end)
+
+  it("ignores an answer to another question, and closes 1002 on an answer of the wrong shape", function()
+    local live, id, sock, removed = build()
+    live:receive(id, event(1, 1, "0.0", "click"), sock)
+    settle(20)
+    live:receive(id, confirm_answer(7, true), sock)
+    settle(20)
+    assert.are.same({}, removed)
+    live:receive(id, json.encode { t = "confirm", id = 1, ok = "yes" }, sock)
+    assert.are.same({ code = 1002, reason = "unexpected message" }, sock.closed)
+    settle(40)
+    assert.are.same({}, removed)
+  end)
+
+  it("runs them from an event confirmed already, without asking", function()
+    local live, id, sock, removed = build()
     live:receive(id, event(1, 1, "0.0", "click", { confirmed = true }), sock)
-    assert.are.equal(1, removed())
+    settle(20)
+    assert.are.same({ "pen" }, removed)
+    for _, f in ipairs(sock.frames) do assert.are_not.equal("confirm", f.t) end
     assert.is_nil(html_of(sock:last()):find("alert", 1, true))
   end)
 end)
@@ -490,7 +566,7 @@ describe("clank.live forms", function()
     local id = session_id("new-task")
     live:connect(id, REQUEST, sock)
     local html = sock.frames[1].html
-    assert.truthy(html:find('<form data-clank-action="tasks.create" data-clank-form="task" '
+    assert.truthy(html:find('<form aria-label="Create a task." data-clank-action="tasks.create" data-clank-form="task" '
       .. 'data-clank-key="0.0" data-clank-on="submit" id="task" novalidate>', 1, true), html)
     assert.truthy(html:find('data-clank-key="0.0.0.1" data-clank-on="input" id="task-title"', 1, true), html)
     live:receive(id, event(1, 1, "0.0", "submit", { values = { title = "", estimate = "" } }), sock)

@@ -218,10 +218,42 @@ describe("clank.createForm", function()
       assert.is_nil(form.formError.value)
     end)
 
+    it("says Required. for a required field left empty, and what is wrong with a value given", function()
+      local form = clank.createForm { id = "f", schema = s.object {
+        title = s.string { min = 1 }, name = s.string(), n = s.number(), level = s.enum { "a", "b" },
+        note = s.optional(s.string { min = 2 }), pin = s.string { pattern = "^%d+$", min = 4 },
+        memo = s.nullable(s.string { min = 1 }),
+      } }
+      form:set("title", "")
+      form:set("n", "")
+      form:set("level", "")
+      form:set("note", "")
+      form:set("pin", "")
+      form:set("memo", "")
+      assert.is_false((form:validate()))
+      assert.are.equal("Required.", form.fields.title.error.value) -- cleared: "" fails min
+      assert.are.equal("Required.", form.fields.name.error.value) -- never set
+      assert.are.equal("Required.", form.fields.n.error.value) -- "" is no number: absent
+      assert.are.equal("Required.", form.fields.level.error.value) -- nothing chosen
+      assert.are.equal("Required.", form.fields.pin.error.value) -- once, not per failed check
+      -- an optional field is not required: its own message; a nullable one is not rendered required
+      assert.are.equal("Must contain at least 2 characters.", form.fields.note.error.value)
+      assert.are.equal("Must contain at least 1 character.", form.fields.memo.error.value)
+      form:set("title", 5)
+      form:set("n", "x")
+      form:set("level", "c")
+      form:set("pin", "12")
+      assert.is_false((form:validate()))
+      assert.are.equal("Expected a string.", form.fields.title.error.value)
+      assert.are.equal("Expected a finite number.", form.fields.n.error.value)
+      assert.are.equal("Expected one of: a, b.", form.fields.level.error.value)
+      assert.are.equal("Must contain at least 4 characters.", form.fields.pin.error.value)
+    end)
+
     it("clears a field's error when it is set, and validates clean", function()
       local form = clank.createForm { id = "f", schema = CreateTask() }
       assert.is_false((form:validate()))
-      assert.are.equal("Expected a string.", form.fields.title.error.value)
+      assert.are.equal("Required.", form.fields.title.error.value)
       assert.is_nil(form.fields.estimate.error.value) -- nullable starts null
       assert.is_nil(form.fields.tags.error.value) -- lists start empty
       form:set("title", "Tea")
@@ -253,7 +285,7 @@ describe("clank.createForm", function()
         action = create_action(function() calls = calls + 1 end) }
       assert.is_nil(form:submit())
       assert.are.equal(0, calls)
-      assert.are.equal("Expected a string.", form.fields.title.error.value)
+      assert.are.equal("Required.", form.fields.title.error.value)
       assert.is_false(form.pending.value)
     end)
 
@@ -301,6 +333,28 @@ describe("clank.createForm", function()
   end)
 
   describe("render", function()
+    -- SPEC §9 takes a kept node's text content as its label last: a form's is every control's text
+    -- run together ("Short task titleprioritylow…", issue 34), so the form names itself.
+    it("labels the form with its own words in the surface, not its controls' text run together", function()
+      local label_of = function(form)
+        return clank.createAgentSurface(h.div(nil, form:render())):inspect()[1].label
+      end
+      local plain = { id = "new-task", schema = CreateTask(), fields = { "title", "priority" } }
+      assert.are.equal("Submit", label_of(clank.createForm(plain)))
+      plain.action = create_action(function() end)
+      assert.are.equal("Create one task in the current workspace.", label_of(clank.createForm(plain)))
+      plain.submitLabel = "Add task"
+      assert.are.equal("Add task", label_of(clank.createForm(plain)))
+      plain.label = "New task"
+      local form = clank.createForm(plain)
+      assert.are.equal("New task", label_of(form))
+      form.pending.value = true -- the button's words change while it runs, the form's name does not
+      assert.are.equal("New task", label_of(form))
+      assert.truthy(clank.render(form:render()):find('<form aria-busy="true" aria-label="New task" ', 1, true))
+      assert.matches("clank.createForm: label must be a string",
+        raised(clank.createForm, { id = "f", schema = CreateTask(), label = 5 }))
+    end)
+
     it("gives a text or password field its schema's max as maxlength, a number field none", function()
       local form = clank.createForm { id = "f", schema = s.object {
         name = s.string { max = 5 }, secret = s.string { max = 9, format = "password" },
@@ -316,11 +370,11 @@ describe("clank.createForm", function()
       local form = clank.createForm { id = "create-task", schema = CreateTask(), fields = { "title", "estimate" } }
       form:validate()
       assert.are.equal(table.concat {
-        '<form data-clank-form="create-task" id="create-task" novalidate>',
+        '<form aria-label="Submit" data-clank-form="create-task" id="create-task" novalidate>',
         '<div class="clank-field"><label for="create-task-title">Short task title</label>',
         '<input aria-describedby="create-task-title-error" aria-invalid="true" data-clank-id="create-task.title"',
         ' id="create-task-title" maxlength="120" name="title" required type="text" value="">',
-        '<p class="clank-error" id="create-task-title-error" role="alert">Expected a string.</p></div>',
+        '<p class="clank-error" id="create-task-title-error" role="alert">Required.</p></div>',
         '<div class="clank-field"><label for="create-task-estimate">estimate</label>',
         '<input data-clank-id="create-task.estimate" id="create-task-estimate" name="estimate" type="number" value="">',
         '</div>',

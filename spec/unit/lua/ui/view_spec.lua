@@ -38,7 +38,7 @@ describe("clank.defineView", function()
 
   it("raises the ValidationError of invalid props", function()
     local err = raised(Greeting, { name = "" })
-    assert.are.equal("name: Must contain at least 1 characters.", tostring(err))
+    assert.are.equal("name: Must contain at least 1 character.", tostring(err))
     assert.are.equal("table", type(err.issues))
     err = raised(Greeting, { name = "A", extra = 1 })
     assert.are.equal("extra: Unknown property.", tostring(err))
