@@ -171,9 +171,17 @@ describe("clank.live http", function()
     local base = "/__clank/sessions/" .. id .. "/surface/"
     local res = run(function() return live:http(post(base .. "activate", { id = "r.submit" })) end)
     assert.are.equal(200, res.status)
-    local title = decoded(res).nodes[1].children[1]
+    -- found wherever they sit (SPEC §9: elements that are not kept wrap the kept ones)
+    local function find(nodes, pred)
+      for _, n in ipairs(nodes or {}) do
+        if pred(n) then return n end
+        local inner = find(n.children, pred)
+        if inner then return inner end
+      end
+    end
+    local title = find(decoded(res).nodes, function(n) return n.id == "r.title" end)
     assert.are.same({ "r.title", true }, { title.id, title.invalid })
-    local alert = decoded(res).nodes[1].children[2]
+    local alert = find(decoded(res).nodes, function(n) return n.role == "alert" end)
     assert.are.same({ tag = "p", role = "alert", label = "Required." }, { tag = alert.tag, role = alert.role,
       label = alert.label })
     run(function() return live:http(post(base .. "input", { id = "r.title", value = "Pen" })) end)
