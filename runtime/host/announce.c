@@ -24,6 +24,10 @@ void clank_announce_urls(clank_log_t *log, const clank_options_t *o, int port) {
     clank_log_msg(log, "info", "inspector: http://%s%s%s:%d/__clank/inspector", open, o->host,
                   close, port);
   }
+  if (o->development)
+    clank_log_msg(log, "info",
+                  "development: errors show in the open pages with their tracebacks "
+                  "(--production turns this off)");
 }
 
 void clank_announce_listen_hint(char *err, size_t errlen) {

@@ -1,4 +1,5 @@
--- Tracebacks in the log (issue 34). A traceback keeps the app's frames and drops the lines that say
+-- Tracebacks in the log (issue 34) and when clank-run is in development (SPEC §11: errors go to
+-- the open pages in full). A traceback keeps the app's frames and drops the lines that say
 -- nothing of where an error came from: "[C]: in ?", the C function every protected call starts
 -- from, and the standard functions that raise or catch (error, assert, pcall, xpcall). A
 -- traceback with nothing else left goes with its "stack traceback:" heading.
@@ -81,5 +82,33 @@ describe("clank-run's log of an error", function()
     assert.matches("reload failed, the running app stays: .*/app%.lua:%d+: .*expected", line)
     assert.is_nil(line:find("stack traceback", 1, true), line)
     assert_no_noise(line)
+  end)
+end)
+
+describe("clank-run in development", function()
+  after_each(server.kill_all)
+
+  -- Whether the start-up lines say errors go to the pages.
+  local function development(args)
+    local s = server.start(app, { args = args })
+    wait_line(s, "mcp: http")
+    http.sleep(0.05)
+    local said = s:stderr():find("development: errors show in the open pages", 1, true) ~= nil
+    assert.are.equal(0, s:stop())
+    return said
+  end
+
+  it("is the default on loopback, and --help names --production", function()
+    assert.is_true(development({}))
+    local code, stdout = server.run({ "--help" })
+    assert.are.equal(0, code)
+    assert.truthy(stdout:find("--production", 1, true), stdout)
+  end)
+
+  it("is off with --production, --public-origin, --allow-any-host or a listener that is not loopback", function()
+    assert.is_false(development({ "--production" }))
+    assert.is_false(development({ "--public-origin", "https://app.example" }))
+    assert.is_false(development({ "--allow-any-host" }))
+    assert.is_false(development({ "--host", "0.0.0.0" }))
   end)
 end)
