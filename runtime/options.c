@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "version.h"
+#include "http/request.h"
 
 static const char usage[] =
     "usage: clank-run [options] app.lua|DIR\n"
@@ -31,6 +32,10 @@ static const char usage[] =
     "                       only loopback names, HOST itself and allowedOrigins' hosts\n"
     "  --port N             port (default $PORT, else 8080; 0 picks a free port)\n"
     "  --no-watch           do not reload the app when its files change\n"
+    "  --production         pages show only a generic message for an error; otherwise\n"
+    "                       (development) an error shows in the open pages with its\n"
+    "                       traceback, unless HOST is not loopback or --public-origin or\n"
+    "                       --allow-any-host is given\n"
     "  --quiet              no access log\n"
     "  --workers N|auto     worker processes (default 1; auto: one per core)\n"
     "  --cpu-limit MS       CPU time a handler may run before it is stopped (default 1000)\n"
@@ -241,6 +246,8 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
       o->allow_any_host = 1;
     } else if (!strcmp(a, "--no-watch")) {
       o->watch = 0;
+    } else if (!strcmp(a, "--production")) {
+      o->production = 1;
     } else if (!strcmp(a, "--host")) {
       if (!next || !*next) return bad_usage("%s needs a value", a);
       o->host = argv[++i];
@@ -304,6 +311,10 @@ int clank_options_parse(clank_options_t *o, int argc, char **argv) {
     return CLANK_OPTIONS_RUN;
   }
   if (!o->app_path) return bad_usage("%s", "missing app.lua");
+  /* Tracebacks go to the browser only where nobody else can open the pages:
+     a loopback listener with no proxy in front (SPEC §11). */
+  o->development = !o->production && o->public_origin_len == 0 && !o->allow_any_host &&
+                   (clank_http_is_loopback(o->host, strlen(o->host)) || !strcmp(o->host, "::1"));
   /* clank-run DIR serves DIR/app.lua (SPEC §16) */
   struct stat st;
   if (stat(o->app_path, &st) == 0 && S_ISDIR(st.st_mode)) {

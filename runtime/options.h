@@ -47,6 +47,10 @@ typedef struct clank_options_s {
   const char *inspector_host; /* --inspector HOST opens /__clank/inspector (SPEC §16); NULL */
   const char *pubsub_url;     /* --pubsub URL: topics across instances (host/pubsub.h); NULL */
   int allow_any_host;         /* --allow-any-host: no Host check (a proxy in front does it) */
+  int production;             /* --production */
+  /* Errors go to the open pages with their tracebacks (SPEC §11): not
+     --production, a loopback --host, no --public-origin nor --allow-any-host. */
+  int development;
   /* --public-origin (SPEC §13): the origin a TLS proxy serves the app at,
      spelled as a browser's Origin header spells it; "" when not given. Its
      host[:port] starts at public_host_at; public_https: its scheme is https.

@@ -210,24 +210,100 @@ const createAgentSurface = root => {
 };
 
 // ---------------------------------------------------------------------------------------
+// What the runtime shows over the app: its notice's default look (zero specificity, so any rule
+// of the app's wins) and, in development, an error over the page (SPEC §11, dev-error).
+
+const SHEET = ":where(.clank-notice){margin:8px;padding:10px 14px;border:1px solid #f0b4ae;" +
+  "border-radius:8px;background:#fff0ee;color:#8a1c12;font:15px/1.4 system-ui,sans-serif}" +
+  ":where(.clank-notice button){margin-left:12px;font:inherit}" +
+  "#clank-dev-error{position:fixed;inset:0;z-index:2147483647;overflow:auto;padding:0 12px;" +
+  "background:#0f1115a0;font:14px/1.5 system-ui,sans-serif;color:#1f2328;text-align:left}" +
+  "#clank-dev-error>div{max-width:60rem;margin:6vh auto;padding:20px 24px;background:#fff;" +
+  "border-top:6px solid #cf222e;border-radius:8px;box-shadow:0 12px 40px #0008}" +
+  "#clank-dev-error header{display:flex;justify-content:space-between;gap:1em}" +
+  "#clank-dev-error h2{margin:0;font-size:18px;color:#cf222e}" +
+  "#clank-dev-error button{font:inherit;font-size:20px;border:0;background:none;cursor:pointer}" +
+  "#clank-dev-error pre{white-space:pre-wrap;margin:12px 0;padding:12px;background:#f6f8fa;" +
+  "border-radius:6px;font:13px/1.5 ui-monospace,monospace}" +
+  "#clank-dev-error p{margin:0;font:600 13px ui-monospace,monospace}" +
+  "#clank-dev-error ol{margin:8px 0;padding-left:2em;font:13px/1.6 ui-monospace,monospace}" +
+  "#clank-dev-error details{color:#59636e}#clank-dev-error summary{cursor:pointer}";
+let styled = false, overlay = null;
+const style = () => {
+  if (styled) return;
+  styled = true;
+  // a constructed sheet: not an inline style, so no policy of the page's refuses it
+  try {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync(SHEET);
+    doc.adoptedStyleSheets = [...doc.adoptedStyleSheets, sheet];
+  } catch (e) { /* unstyled */ }
+};
+
+const el = (tag, text, parent) => {
+  const e = doc.createElement(tag);
+  if (text != null) e.textContent = text;
+  if (parent) parent.append(e);
+  return e;
+};
+
+const devClear = () => {
+  if (overlay) overlay.remove();
+  overlay = null;
+};
+
+// {"t":"dev-error","kind","title","message","file"?,"line"?,"frames":[{file?,line?,name,app}]}:
+// the app's frames, then the runtime's folded.
+const devError = m => {
+  style();
+  devClear();
+  overlay = el("div");
+  overlay.id = "clank-dev-error";
+  overlay.setAttribute("role", "alertdialog");
+  overlay.setAttribute("aria-label", m.title);
+  const box = el("div", null, overlay), head = el("header", null, box);
+  el("h2", m.title, head);
+  const close = el("button", "\u00d7", head);
+  close.setAttribute("aria-label", "Close");
+  close.addEventListener("click", devClear);
+  el("pre", m.message, box);
+  if (m.file) el("p", m.file + (m.line ? ":" + m.line : ""), box);
+  const at = f => f.file ? f.file + (f.line ? ":" + f.line : "") + " in " + f.name : f.name;
+  const list = (frames, parent) => {
+    const ol = el("ol", null, parent);
+    for (const f of frames) el("li", at(f), ol);
+  };
+  const frames = Array.isArray(m.frames) ? m.frames : [];
+  const rest = frames.filter(f => !f.app);
+  list(frames.filter(f => f.app), box);
+  if (rest.length) {
+    const more = el("details", null, box);
+    el("summary", "Show runtime frames (" + rest.length + ")", more);
+    list(rest, more);
+  }
+  doc.body.append(overlay);
+};
+
+// ---------------------------------------------------------------------------------------
 // The live channel (SPEC §11)
 
 const live = root => {
   const session = attr(root, "data-clank-session"), pending = new Set();
   let ws = null, ready = false, stopped = false, notice = null;
-  let seq = 0, v = 0, delay = 250, failures = 0, frame = 0, focused;
+  let seq = 0, v = 0, delay = 250, frame = 0, focused, timer = 0;
   // held: the html of version v as last applied (a diff's base); resyncing: a full html was
   // asked for, and diffs are ignored until it comes.
   let held = null, resyncing = false;
 
   const status = s => root.setAttribute("data-clank-status", s);
 
-  // A role=alert box just before the root (outside it: patches and inspect() never see it);
-  // a click dismisses it, unless it is fatal.
-  const notify = (message, fatal) => {
-    if (notice && notice.fatal) return;
+  // A role=alert box just before the root (outside it: patches and inspect() never see it),
+  // with a button when action is [label, fn]; a click dismisses it, unless it is fatal.
+  const notify = (message, fatal, action) => {
+    if (notice ? notice.fatal : message == null) return;
     if (!notice) {
-      notice = doc.createElement("div");
+      style();
+      notice = el("div");
       notice.setAttribute("role", "alert");
       notice.className = "clank-notice";
       notice.addEventListener("click", () => notify());
@@ -236,6 +312,11 @@ const live = root => {
     notice.fatal = fatal;
     notice.hidden = message == null;
     notice.textContent = message ?? "";
+    if (action) {
+      const b = el("button", action[0], notice);
+      b.type = "button";
+      b.addEventListener("click", action[1]);
+    }
   };
 
   const stop = message => {
@@ -338,6 +419,11 @@ const live = root => {
       held = m.html;
       resyncing = false;
       patch(m.html);
+      // mounted: what was said of the connection, or of an error, is over
+      if (!ready) {
+        notify();
+        devClear();
+      }
       ready = true;
       delay = 250;
       status("open");
@@ -349,10 +435,7 @@ const live = root => {
       refreshCss();
     } else if (m.t === "error") {
       notify(String(m.message));
-    } else if (m.t === "confirm") {
-      // a handler asks the person before an action runs (its input already found valid)
-      const s = ws, ok = window.confirm(String(m.message));
-      if (s && ws === s) s.send(JSON.stringify({ t: "confirm", id: m.id, ok }));
+  let seq = 0, v = 0, delay = 250, frame = 0, focused, timer = 0;
     }
   };
 
@@ -362,7 +445,7 @@ const live = root => {
     let opened = false;
     ws = s;
     status("connecting");
-    s.onopen = () => { opened = true; failures = 0; };
+    s.onopen = () => { opened = true; };
     s.onmessage = e => {
       let m;
       try { m = JSON.parse(e.data); } catch (err) { return; }
@@ -381,12 +464,20 @@ const live = root => {
         return;
       }
       if (e.code === 4409) return stop("This page is open in another tab.");
-      if (!opened && ++failures >= 3) return stop("Cannot connect to the server: reload the page.");
+      // Forever while the page is open, every 250 ms doubling to 5 s, each wait between half
+      // and all of that (pages that lost one server do not all come back at once); a handshake
+      // that failed says so.
       status("connecting");
-      setTimeout(connect, delay / 2 + Math.random() * delay / 2);
-      delay = Math.min(delay * 2, 10000);
+      if (!opened) notify("Cannot reach the server: retrying\u2026", false, ["Retry now", retry]);
+      timer = setTimeout(connect, delay / 2 + Math.random() * delay / 2);
+      delay = Math.min(delay * 2, 5000);
     };
   };
+  const retry = () => {
+    clearTimeout(timer);
+    if (!ws && !stopped) connect();
+  };
+  addEventListener("online", retry);
 
   // Sends one event for el (the element naming the type in data-clank-on). Confirmation is not
   // asked here: the server asks ({"t":"confirm"}) once the action's input is known and valid.

@@ -27,6 +27,10 @@ void clank_announce_urls(clank_log_t *log, const clank_options_t *o, int port) {
                   close, port);
     clank_log_msg(log, "info", "docs: http://%s%s%s:%d/__clank/docs", open, o->host, close, port);
   }
+  if (o->development)
+    clank_log_msg(log, "info",
+                  "development: errors show in the open pages with their tracebacks "
+                  "(--production turns this off)");
 }
 
 void clank_announce_listen_hint(char *err, size_t errlen) {

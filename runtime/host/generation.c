@@ -336,13 +336,13 @@ static void describe_load_error(const char *app_path, const char *msg, const cha
 }
 
 /* [app, bridge ...] → g->live_ref: require("clank.live").new{ app, bridge,
-   secret, limits }, the owner of the app's view sessions (SPEC §11). */
+   secret, limits, dev, worker? }, the owner of the app's view sessions (SPEC §11). */
 static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
   lua_getglobal(L, "require");
   lua_pushliteral(L, "clank.live");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "new");
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 6);
   lua_pushvalue(L, 1);
   lua_setfield(L, -2, "app");
   lua_pushvalue(L, 2);
@@ -357,6 +357,8 @@ static void make_live(lua_State *L, clank_gen_t *g, const clank_gen_opts_t *o) {
   lua_pushinteger(L, (lua_Integer)o->live_hibernate_ms);
   lua_setfield(L, -2, "hibernateMs");
   lua_setfield(L, -2, "limits");
+  lua_pushboolean(L, o->development);
+  lua_setfield(L, -2, "dev");
   if (o->worker_count > 1) {
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, o->worker_index);

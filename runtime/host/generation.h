@@ -79,6 +79,7 @@ typedef struct clank_gen_opts_s {
   unsigned live_max_idle;         /* and at most this many are kept */
   uint64_t live_hibernate_ms;     /* quiet this long, a session lets its tree go */
   int worker_index, worker_count; /* --workers (SPEC §13): new view sessions are this one's */
+  int development;                /* errors go to the open pages in full (options.h) */
   void *db;                       /* the host's clank.db registry: pools outlive generations */
   clank_log_fn log;               /* the host's log sink, for C and Lua alike */
   void *log_ud;

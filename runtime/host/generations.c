@@ -292,6 +292,7 @@ void clank_host_reload_built(uv_async_t *a) {
     h->metrics->reloads_failed++;
     clank_inspector_reload(&h->inspector, 0, uv_hrtime() - job->t0, job->err);
     log_failure(h, job->err);
+    clank_live_app_failed(h, job->err); /* development: the open pages show it */
   }
   free(job);
   if (h->reload_again) {

@@ -152,6 +152,7 @@ clank_gen_opts_t clank_host_gen_opts(clank_host_t *h) {
       .live_hibernate_ms = h->opts.limits.live_hibernate_ms,
       .worker_index = h->worker ? h->worker->index : 0,
       .worker_count = h->worker ? h->worker->count : 1,
+      .development = h->opts.development,
       .db = h->db,
       .log = clank_host_log_sink,
       .log_ud = h,

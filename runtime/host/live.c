@@ -589,6 +589,20 @@ void clank_live_move(clank_host_t *h, clank_gen_t *from, clank_gen_t *to) {
   }
 }
 
+void clank_live_app_failed(clank_host_t *h, const char *err) {
+  clank_gen_t *g = h->gen;
+  if (g == NULL || g->live_ref == LUA_NOREF) return;
+  lua_State *L = g->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->live_ref);
+  lua_getfield(L, -1, "appFailed");
+  lua_insert(L, -2);
+  lua_pushstring(L, err);
+  if (clank_pcall(L, 2, 0) != LUA_OK) {
+    clank_log_msg(&h->log, "error", "live: appFailed failed: %s", clank_error_text(L, -1));
+    lua_pop(L, 2); /* the error and its text */
+  }
+}
+
 void clank_live_stop(clank_host_t *h) {
   static const char why[] = "server restarting";
   for (clank_live_t *live = h->lives; live; live = live->next) {

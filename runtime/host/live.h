@@ -31,6 +31,10 @@ void clank_live_closed(clank_live_t *live);
 /* A reload switched generations: every channel on `from` moves to `to`,
    whose live object mounts the session afresh and sends `reload`. */
 void clank_live_move(struct clank_host_s *h, struct clank_gen_s *from, struct clank_gen_s *to);
+/* A reload failed and the running generation stays: its live object tells
+   the open pages err (file:line first, then the traceback) when in
+   development (live:appFailed). */
+void clank_live_app_failed(struct clank_host_s *h, const char *err);
 /* Stopping: every channel closes with 1012 (the client reconnects). */
 void clank_live_stop(struct clank_host_s *h);
 /* A served stylesheet changed: every live page re-fetches its stylesheets. */

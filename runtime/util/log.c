@@ -177,6 +177,40 @@ static const char *find_traceback(const char *msg, size_t n) {
   return NULL;
 }
 
+/* Lines of a traceback that say nothing about where an error came from: the
+   C function every protected call starts from, and the standard functions
+   that raise or catch (the message already says what was raised). */
+static const char *const noise[] = {
+    "\t[C]: in ?",
+    "\t[C]: in function 'error'",
+    "\t[C]: in function 'assert'",
+    "\t[C]: in function 'pcall'",
+    "\t[C]: in function 'xpcall'",
+};
+
+static int is_noise(const char *line, size_t n) {
+  for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++)
+    if (strlen(noise[i]) == n && memcmp(line, noise[i], n) == 0) return 1;
+  return 0;
+}
+
+/* Drops those lines from the traceback at tb, in msg (the caller's own
+   buffer), and its heading when none is left → msg's new length. */
+static size_t tidy_traceback(char *msg, size_t n, char *tb) {
+  char *first = tb + sizeof TRACEBACK - 1, *out = first, *in = first, *end = msg + n;
+  while (in < end) {
+    char *nl = memchr(in, '\n', (size_t)(end - in));
+    size_t len = (size_t)((nl ? nl : end) - in);
+    if (!is_noise(in, len)) {
+      if (out != first) *out++ = '\n';
+      memmove(out, in, len);
+      out += len;
+    }
+    in = nl ? nl + 1 : end;
+  }
+  return (size_t)((out == first ? tb : out) - msg);
+}
+
 static void append_line(clank_log_t *log, const char *level, const char *colour, const char *msg,
                         size_t n, unsigned repeated) {
   clank_buf_t *b = &log->buf;
@@ -234,7 +268,7 @@ static void log_line(clank_log_t *log, const char *level, const char *colour, co
   va_end(ap);
   if (n < 0) return;
   clank_buf_t big = {0};
-  const char *msg = small;
+  char *msg = small;
   if ((size_t)n >= sizeof small && clank_buf_reserve(&big, (size_t)n + 1) == 0) {
     va_copy(ap, args);
     vsnprintf(big.data, (size_t)n + 1, fmt, ap);
@@ -243,11 +277,12 @@ static void log_line(clank_log_t *log, const char *level, const char *colour, co
   } else if ((size_t)n >= sizeof small) {
     n = sizeof small - 1;
   }
-  const char *tb = find_traceback(msg, (size_t)n);
-  size_t head = tb ? (size_t)(tb - msg) : (size_t)n;
+  char *tb = (char *)find_traceback(msg, (size_t)n);
+  size_t len = tb ? tidy_traceback(msg, (size_t)n, tb) : (size_t)n;
+  size_t head = tb ? (size_t)(tb - msg) : len;
   unsigned repeated;
   if (admit_line(log, level, msg, head, &repeated))
-    append_line(log, level, colour, msg, (size_t)n, repeated);
+    append_line(log, level, colour, msg, len, repeated);
   clank_buf_free(&big);
 }
 

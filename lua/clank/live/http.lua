@@ -74,18 +74,25 @@ function M.page(live, request)
     if not got.user then return sign_in_first(live, request, opts, csp) end
     ctx = got
   end
+  local m = view.viewManifest
+  local id
   local ok, result = xpcall(function()
-    local id = token.sign(live.secret, view.viewManifest.name, data, live:principal(request),
-      live.clock())
+    id = token.sign(live.secret, m.name, data, live:principal(request), live.clock())
     local loaded
     if view.load then loaded = view.load(data, ctx or live:context(request)) end
     local inner = render.render(view(data, loaded), live.renderOptions)
-    local m = view.viewManifest
     return page.html(m.description or m.name, opts, id, inner, page.scriptPath())
   end, trace)
   if not ok then
-    log("error", "view " .. view.viewManifest.name .. ": page failed: " .. describe(result))
-    return page.errorPage(500, "Something went wrong", nil, opts, csp)
+    log("error", "view " .. m.name .. ": page failed: " .. describe(result))
+    if live.dev and id then
+      -- development: the page with the error where the view goes; its script's live connection
+      -- shows it over the page and waits there for the save that mends it (SPEC §14)
+      local inner = '<pre class="clank-dev-error-page">' .. render.escape(describe(result)) .. "</pre>"
+      return { status = 500, headers = page.headers(csp),
+        body = page.html(m.description or m.name, opts, id, inner, page.scriptPath()) }
+    end
+    return page.errorPage(500, "Something went wrong", { "The error was logged on the server." }, opts, csp)
   end
   return { status = 200, headers = page.headers(csp), body = result }
 end

@@ -2,7 +2,7 @@
 -- (HTTP, WebSocket framing) and calls one live object per app generation:
 --
 --   live = require("clank.live").new { app, bridge, secret, limits = { idleMs, maxIdle }, clock?,
---                                      worker = { index, count }? }
+--                                      worker = { index, count }?, dev? }
 --   live:page(request)                → response         (in a task: load may wait)
 --   live:http(request)                → response         (in a task; /__clank/views|sessions)
 --   live:connect(id, request, socket)                    (plain call: the work is spawned)
@@ -11,6 +11,7 @@
 --                                                         socket:resume())
 --   live:disconnect(id, socket?)                         (plain call)
 --   live:adopt(id, request, socket)                      (plain call: a hot reload)
+--   live:appFailed(text)                                 (plain call: a hot reload failed)
 --   live:tick(nowMs)                                     (plain call, about once a second)
 --   live:sessions()                   → count
 --
@@ -98,6 +99,7 @@ function M.new(opts)
     hibernateMs = limits.hibernateMs or 15000,
     clock = opts.clock or os.time,
     worker = opts.worker, -- --workers N: this worker's index and N (SPEC §13)
+    dev = opts.dev == true, -- development: errors go to the pages in full (dev-error frames)
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
     count = 0, idleCount = 0, -- nowMs: the loop's clock at the last tick (nil before the first)
@@ -265,6 +267,27 @@ local function send(conn, frame)
   return false
 end
 
+-- In development, an error as the page shows it over the view (SPEC §11): kind "app" (a hot
+-- reload failed to load), "view" (a view's load or render) or "handler"; title says what
+-- failed, err is the error (with its traceback when a string). Nothing in production: the
+-- log has it, the page a generic {"t":"error"}.
+function Live:devError(conn, kind, title, err)
+  if not self.dev then return end
+  local frame = errors.report(err)
+  frame.t, frame.kind, frame.title = "dev-error", kind, title
+  send(conn, frame)
+end
+
+-- A hot reload failed and this generation stays: every open page shows why until one loads
+-- (its sessions then get `reload` and {"t":"dev-clear"}), and so do pages opened meanwhile.
+function Live:appFailed(text)
+  if not self.dev then return end
+  self.appFailure = text
+  for _, conn in pairs(self.conns) do
+    if conn.open then self:devError(conn, "app", "The app failed to load: the running version stays", text) end
+  end
+end
+
 -- A diff frame from what the connection last got (html of version base) to html, or nil when
 -- it would not be much smaller than the html itself (or cannot be made).
 local function diff_frame(base, baseV, html, seq, v)
@@ -292,9 +315,10 @@ end
 -- Sends the current html as seq's answer (0: a push): to a connection that takes diffs
 -- (?diffs=1) and got an html before, a diff from that one unless full is true.
 function Live:sendHtml(s, seq, full)
-  local ok, html, v = pcall(self.html, self, s)
+  local ok, html, v = xpcall(self.html, trace, self, s)
   if not ok then
     log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
+    self:devError(s.conn, "view", "The view " .. s.name .. " failed to render", html)
     send(s.conn, { t = "error", message = "The view failed to render." })
     return
   end
@@ -431,7 +455,8 @@ end
 
 -- The mount runs in a task of its own (a budget of its own, and an end that is seen however it
 -- ended: a load stopped over its budget ends the session instead of leaving it never ready);
--- the caller waits for it → session | nil, "failed" | "stopped" | "unknown".
+-- the caller waits for it → session | nil, "failed" | "stopped" | "unknown", and when
+-- "failed" the error and the view's name.
 function Live:mount(id, view, props, request)
   local s = { id = id, view = view, name = view.viewManifest.name, props = props, queue = {},
     queueBytes = 0, ready = false, idle = false }
@@ -454,13 +479,14 @@ function Live:mount(id, view, props, request)
         end,
         onError = function(e)
           log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
+          self:devError(s.conn, "view", "The view " .. s.name .. " failed to render", e)
           send(s.conn, { t = "error", message = "The view failed to render." })
         end,
       })
     end, trace)
     if not ok then
       log("error", "live view " .. s.name .. ": mount failed: " .. describe_error(err))
-      s.outcome = "failed"
+      s.outcome, s.failure = "failed", err
       self:endSession(s)
       return
     end
@@ -479,7 +505,7 @@ function Live:mount(id, view, props, request)
   end)
   wait_for(function() return s.ready or s.ended end)
   if s.ready then return s end
-  return nil, s.outcome or "unknown"
+  return nil, s.outcome or "unknown", s.failure, s.name
 end
 
 -- ---- topics (issue 28) ----
@@ -569,6 +595,7 @@ function Live:reload(s)
     end, trace)
     if not ok then
       log("error", "live view " .. s.name .. ": re-load failed: " .. describe_error(result))
+      self:devError(s.conn, "view", "The view " .. s.name .. "'s load failed", result)
       send(s.conn, { t = "error", message = "The view failed to load." })
       return
     end
@@ -581,7 +608,7 @@ function Live:reload(s)
 end
 
 -- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"
--- | "stopped" | "full"
+-- | "stopped" | "full", and when "failed" the error and the view's name
 function Live:open(id, request)
   local claims = token.verify(self.secret, id, self:principal(request), self.clock())
   if not claims then return nil, "unknown" end
@@ -637,17 +664,27 @@ function Live:attach(s, conn)
   end
 end
 
--- A live connection: its session found or mounted in a task (mount() → session | nil), then
--- ready(session) sends the first message; an unknown session closes 4404, a failure 1011.
+-- A live connection: its session found or mounted in a task (mount() → session | nil, why,
+-- err, name), then ready(session) sends the first message; an unknown session closes 4404, a
+-- failure 1011. In development a mount that failed (the view's load or render raised) leaves
+-- the connection open without a session, its page showing the error: the next generation a
+-- save loads adopts it and mounts it again (SPEC §14), so the page recovers by itself.
 local function open_connection(self, id, request, socket, mount, ready)
   local query = type(request) == "table" and request.query
   local conn = { id = id, request = request, socket = socket, open = true,
     diffs = type(query) == "table" and query.diffs == "1" }
   self.conns[socket] = conn
   core.spawn(function()
-    local ok, s, why = pcall(mount)
+    local ok, s, why, err, name = pcall(mount)
     if not ok then log("error", "live session: " .. describe_error(s)) end
     if not conn.open then return end
+    if ok and why == "failed" then
+      if self.dev then
+        self:devError(conn, "view", "The view " .. tostring(name) .. " failed to mount", err)
+        return
+      end
+      send(conn, { t = "error", message = "The view failed to load." })
+    end
     if not ok or not s then
       conn.open = false
       self.conns[socket] = nil
@@ -668,9 +705,12 @@ end
 
 function Live:connect(id, request, socket)
   open_connection(self, id, request, socket, function() return self:open(id, request) end,
-    function(s)
+    function(s, conn)
       self:catchUp(s)
       self:sendHtml(s, 0)
+      if self.appFailure then
+        self:devError(conn, "app", "The app failed to load: the running version stays", self.appFailure)
+      end
     end)
 end
 
@@ -690,8 +730,12 @@ function Live:adopt(id, request, socket)
       log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
       html = ""
     end
-    -- reload (with v, for clients that take it), then the usual first html, which carries v
-    if send(conn, { t = "reload", html = html, v = version(s) }) then self:sendHtml(s, 0) end
+    -- reload (with v, for clients that take it), then the usual first html, which carries v;
+    -- in development, what the page showed of an error is gone with the generation that had it
+    if send(conn, { t = "reload", html = html, v = version(s) }) then
+      self:sendHtml(s, 0)
+      if self.dev and rendered then send(conn, { t = "dev-clear" }) end
+    end
   end)
 end
 
@@ -959,6 +1003,9 @@ function Live:drain(s)
       if job.followed then return end
       if not job.done then
         if job.event then
+          self:devError(job.conn, "handler", "The " .. job.event.type .. " handler of the view " .. s.name
+            .. " was stopped", "It was stopped before it finished: over its CPU or memory budget "
+            .. "(--cpu-limit, --memory-limit).")
           send(job.conn, { t = "error", message = "Something went wrong. Please try again." })
         else
           job.result = table.pack(false, STOPPED)
@@ -1022,6 +1069,7 @@ function Live:event(s, job)
   if ok then ok, err = self:asRequestAsking(err, self:asker(s, conn, m.seq), handler, ev, err) end
   if not ok then
     log("error", "live view " .. s.name .. ": " .. m.type .. " handler failed: " .. describe_error(err))
+    self:devError(conn, "handler", "The " .. m.type .. " handler of the view " .. s.name .. " failed", err)
     send(conn, { t = "error", message = "Something went wrong. Please try again." })
     if version(s) ~= s.sentV then self:sendHtml(s, m.seq) end
   else

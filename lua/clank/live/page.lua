@@ -75,11 +75,12 @@ function M.headers(csp)
   }
 end
 
-local function head(title, page)
+-- style: a <style> element before the app's stylesheets (which may restyle what it styles), or nil.
+local function head(title, page, style)
   local out = { '<!doctype html><html lang="', escape(page.lang or "en"), '"><head>',
     '<meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    "<title>", escape(title), "</title>" }
+    "<title>", escape(title), "</title>", style }
   for _, href in ipairs(page.stylesheets or {}) do
     out[#out + 1] = '<link rel="stylesheet" href="' .. escape(href) .. '">'
   end
@@ -96,9 +97,15 @@ function M.html(title, page, id, inner, script)
   }
 end
 
+-- An error page's own look, plain and readable without the app's stylesheets (style-src allows
+-- inline styles).
+local ERROR_STYLE = "<style>body{font:16px/1.5 system-ui,sans-serif;color:#1f2328;"
+  .. "max-width:36rem;margin:12vh auto;padding:0 1.25rem}h1{font-size:1.5rem;margin:0 0 .5rem}"
+  .. "ul{padding:0;list-style:none;color:#59636e}</style>"
+
 -- An error page: a heading and the lines under it.
 function M.errorPage(status, title, lines, page, csp)
-  local out = { head(title, page or {}), "<body><h1>", escape(title), "</h1>" }
+  local out = { head(title, page or {}, ERROR_STYLE), "<body><h1>", escape(title), "</h1>" }
   if lines and #lines > 0 then
     out[#out + 1] = "<ul>"
     for _, line in ipairs(lines) do out[#out + 1] = "<li>" .. escape(line) .. "</li>" end
