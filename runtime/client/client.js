@@ -435,7 +435,15 @@ const live = root => {
       refreshCss();
     } else if (m.t === "error") {
       notify(String(m.message));
-  let seq = 0, v = 0, delay = 250, frame = 0, focused, timer = 0;
+    } else if (m.t === "confirm") {
+      // a handler asks the person before an action runs (its input already found valid)
+      const s = ws, ok = window.confirm(String(m.message));
+      if (s && ws === s) s.send(JSON.stringify({ t: "confirm", id: m.id, ok }));
+    } else if (m.t === "dev-error") {
+      devError(m);
+    } else if (m.t === "dev-clear") {
+      devClear();
+      notify();
     }
   };
 
