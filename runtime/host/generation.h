@@ -51,7 +51,8 @@ typedef struct clank_gen_s {
   uint64_t retire_deadline; /* loop time after which its requests are dropped */
   struct clank_gen_s *next_retired;
   int inflight;
-  void *spare; /* finished exchanges with their coroutines, for reuse (dispatch.c) */
+  int jobs_held; /* of inflight, the durable jobs running in it (host/jobs.h) */
+  void *spare;   /* finished exchanges with their coroutines, for reuse (dispatch.c) */
   int nspare;
   void *late; /* exchanges whose action timed out while it waited, until it ends (dispatch.c) */
   clank_buf_t scratch; /* response bodies encoded as JSON */

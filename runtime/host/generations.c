@@ -87,6 +87,8 @@ static void list_names(clank_buf_t *out, const contract_t *in, const contract_t 
 /* ---- retiring ---- */
 
 static void close_generation(clank_host_t *h, clank_gen_t *g) {
+  h->jobs_held -= g->jobs_held; /* a generation dropped past its bound takes its jobs along */
+  g->jobs_held = 0;
   clank_gen_t **p = &h->retired;
   while (*p && *p != g) p = &(*p)->next_retired;
   if (*p) *p = g->next_retired;

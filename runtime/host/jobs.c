@@ -18,6 +18,7 @@ static int hold(lua_State *L) {
   int delta = (int)luaL_checkinteger(L, 1);
   lua_Integer ms = luaL_optinteger(L, 2, 0);
   g->inflight += delta;
+  g->jobs_held += delta;
   h->jobs_held += delta;
   if (delta > 0 && g->retired && ms > 0) {
     uint64_t bound = uv_now(&h->loop) + (uint64_t)ms + JOB_LINGER_MS;

@@ -44,14 +44,12 @@ static void timeout_fired(clank_wait_t *w) { abort_with(w, "timeout"); }
 static void timeout_retired(clank_wait_t *w) { abort_with(w, "reload"); }
 
 /* clank.timeout(ms): an abort signal that aborts after ms, reason "timeout"
-   (or "reload", when a reload retires the generation first).
-   clank.core.timeout(ms, true): one a reload leaves running (a durable job's). */
+   (or "reload", when a reload retires the generation first). */
 static int core_timeout(lua_State *L) {
   double ms = check_ms(L, 1);
-  int outlives_reload = lua_toboolean(L, 2);
   clank_abort_push(L);
   clank_wait_t *w = clank_sched_timer(L, ms, timeout_fired, lua_gettop(L));
-  if (!outlives_reload) w->retire = timeout_retired;
+  w->retire = timeout_retired;
   return 1;
 }
 
