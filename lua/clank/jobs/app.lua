@@ -4,8 +4,7 @@ local jobs = require "clank.jobs"
 local dbmod = require "clank.db"
 local core = require "clank.core"
 
-local type, pairs, ipairs, error, tostring, getmetatable, pcall = type, pairs, ipairs, error, tostring,
-  getmetatable, pcall
+local type, pairs, error, tostring, getmetatable, pcall = type, pairs, error, tostring, getmetatable, pcall
 local format, math_type = string.format, math.type
 
 local M = {}
@@ -71,7 +70,6 @@ function M.bind(out, def)
   -- waits for that transaction's own lock until busyTimeout and fails the enqueue. A database
   -- that cannot be reached yet is no load failure: the first use migrates (clank.jobs.ready).
   pcall(jobs.ready, b)
-  for _, job in ipairs(list) do job._bound = b end
   out.jobs = list
   -- the other instances hear of new jobs through the same PostgreSQL (LISTEN/NOTIFY), as topics
   -- do, unless the app carries its topics elsewhere

@@ -58,11 +58,6 @@ function M.check(list, byName)
   return out
 end
 
--- The next tick of s after `after` (ms), or nil when its line never matches again.
-local function next_tick(s, after)
-  return cron.next(s.cron, s.zone, after)
-end
-
 -- Moves s on from last (the tick recorded) and enqueues its job, when this worker is the one.
 local function fire(b, s, last, due, now)
   local sq = store.sql(b.db.kind)
@@ -88,12 +83,12 @@ function M.run(b)
       for _, s in ipairs(b.schedules) do
         local row = b.db:one(sq.scheduleGet, s.name)
         local last = row and row.last_tick or now
-        local due = next_tick(s, last)
+        local due = cron.next(s.cron, s.zone, last)
         if due and due <= now then
           if fire(b, s, last, due, now) then
             log("info", format("jobs: schedule '%s' ran its tick of %d", s.name, due))
           end
-          due = next_tick(s, now)
+          due = cron.next(s.cron, s.zone, now)
         end
         if due and (soonest == nil or due < soonest) then soonest = due end
       end
