@@ -156,8 +156,18 @@ local function check_sql(sql, what)
   if type(sql) ~= "string" then error("clank.db: " .. what .. " expects SQL text", 3) end
 end
 
--- One query on a connection of its own.
+-- One query on a connection of its own: the driver's queue when it has one (pool:run, which
+-- lends no connection to Lua), else a connection acquired and released around it.
 local function once(db, sql, params, mode)
+  if db.closed then error("clank.db: the database is closed", 3) end
+  local pool = pool_of(db)
+  local queued = pool.run
+  if queued then
+    local ok, res, err = pcall(queued, pool, sql, params, mode, wait_args(db))
+    if not ok then error(res, 3) end
+    if res == nil then raise(err, 3) end
+    return res
+  end
   local conn = acquire(db, 3)
   local ok, res, err = pcall(conn.run, conn, sql, params, mode, wait_args(db))
   conn:release()

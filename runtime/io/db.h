@@ -55,6 +55,13 @@
      A conn runs one query at a time: run while another run of the same conn
      waits raises "connection busy".
 
+   pool:run(sql, params, mode, signal?, timeoutMs?) -> result | nil, err
+     Optional (SQLite has it): one query as conn:run runs it, on whichever
+     connection comes free first, without lending a connection to Lua. Its
+     waits, errors and values are conn:run's; the time limit covers the wait
+     for a connection too. A query stopped before it started never runs.
+     clank.db uses it for db:query, db:one and db:exec when a driver has it.
+
    conn:release(broken?) -> nothing
      Back to the pool; broken = true closes it instead (a new one opens on a
      later acquire). A connection left inside a transaction is rolled back

@@ -1,9 +1,10 @@
 /* clank.db.sqlite: the SQLite driver of clank.db (SPEC §12; the contract is
    in db.h). Each pool slot is one connection with a thread of its own
-   (never libuv's shared pool): the loop posts a job to the slot, the thread
-   runs it and collects every value into C memory, and uv_async_send hands it
+   (never libuv's shared pool): the loop posts a job to the slot (a lent
+   conn's) or to the pool's queue (pool:run, a single query), a thread runs
+   it and collects every value into C memory, and uv_async_send hands it
    back; values become Lua on the loop thread only. A connection is lent to
-   one task at a time. Writes are serialized by SQLite's own lock (WAL mode),
+   one task at a time, and runs one job at a time. Writes are serialized by SQLite's own lock (WAL mode),
    waited for in the slot's thread by a busy handler that gives up after
    busyTimeout ms or when the query is interrupted; clank.db begins its
    transactions with BEGIN IMMEDIATE, so two transactions never deadlock
@@ -21,6 +22,7 @@
 #define POOL_MT "clank.db.SqlitePool"
 #define CONN_MT "clank.db.SqliteConn"
 #define WAITER_MT "clank.db.SqliteWaiter"
+#define RUN_MT "clank.db.SqliteRun"
 
 /* ---- conns and waiters ---- */
 
@@ -37,6 +39,13 @@ struct sq_waiter_s {
   slot_t *slot; /* handed over, not yet delivered */
   int queued;
   sq_waiter_t *prev, *next;
+};
+
+/* pool:run's wait: the job it queued, until the job's result is delivered. */
+struct sq_run_s {
+  clank_db_wait_t wait; /* first */
+  sq_pool_t *pool;      /* NULL once collected */
+  job_t *job;
 };
 
 typedef struct pool_ud_s {
@@ -56,6 +65,25 @@ static int post(sq_pool_t *p, slot_t *s, job_t *j) {
   uv_cond_signal(&s->cv);
   uv_mutex_unlock(&p->mu);
   return 0;
+}
+
+static void wake_soon(sq_pool_t *p);
+
+/* The slot goes to a conn (or an internal job): its thread leaves the queue to the others. */
+static void lend(sq_pool_t *p, slot_t *s) {
+  s->lent = 1;
+  uv_mutex_lock(&p->mu);
+  s->reserved = 1;
+  uv_mutex_unlock(&p->mu);
+}
+
+static void unlend(sq_pool_t *p, slot_t *s) {
+  s->lent = 0;
+  uv_mutex_lock(&p->mu);
+  s->reserved = 0;
+  int queued = p->queue != NULL;
+  uv_mutex_unlock(&p->mu);
+  if (queued) wake_soon(p);
 }
 
 static slot_t *free_slot(sq_pool_t *p) {
@@ -92,7 +120,7 @@ static void serve(sq_pool_t *p) {
     if (s == NULL) return;
     sq_waiter_t *w = p->head;
     unqueue(w);
-    s->lent = 1;
+    lend(p, s);
     w->slot = s;
     clank_db_wait_due(&w->wait);
   }
@@ -103,7 +131,7 @@ static void post_internal(sq_pool_t *p, slot_t *s, int kind) {
   if (j) j->kind = kind;
   if (j == NULL || post(p, s, j) != 0) {
     free(j);
-    s->lent = 0;
+    unlend(p, s);
     serve(p);
   }
 }
@@ -112,7 +140,7 @@ static void post_internal(sq_pool_t *p, slot_t *s, int kind) {
 static void slot_release(sq_pool_t *p, slot_t *s, int broken) {
   s->conn = NULL;
   if (p->base.closed) {
-    s->lent = 0;
+    unlend(p, s);
     return;
   }
   uv_mutex_lock(&p->mu);
@@ -123,7 +151,7 @@ static void slot_release(sq_pool_t *p, slot_t *s, int broken) {
   } else if (db && !sqlite3_get_autocommit(db)) {
     post_internal(p, s, JOB_ROLLBACK);
   } else {
-    s->lent = 0;
+    unlend(p, s);
     serve(p);
   }
 }
@@ -151,22 +179,37 @@ static void push_result(lua_State *L, job_t *j) {
   }
   size_t nrows = j->ncols ? j->ncells / (size_t)j->ncols : 0;
   lua_createtable(L, nrows > INT32_MAX ? 0 : (int)nrows, 0);
+  int list = lua_gettop(L);
+  /* the column names once, above the list: each row's keys are copies */
+  for (int i = 0; i < j->ncols; i++) lua_pushstring(L, j->text + j->cols[i]);
+  const cell_t *c = j->cells;
   for (size_t r = 0; r < nrows; r++) {
     lua_createtable(L, 0, j->ncols);
-    for (int i = 0; i < j->ncols; i++) {
-      const cell_t *c = &j->cells[r * (size_t)j->ncols + (size_t)i];
+    for (int i = 0; i < j->ncols; i++, c++) {
+      lua_pushvalue(L, list + 1 + i);
       switch (c->type) {
         case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)c->v.i); break;
         case SQLITE_FLOAT: lua_pushnumber(L, c->v.d); break;
         case SQLITE_TEXT:
-        case SQLITE_BLOB: lua_pushlstring(L, c->v.s.p, c->v.s.n); break;
+        case SQLITE_BLOB: lua_pushlstring(L, j->text + c->v.s.off, c->v.s.n); break;
         default: clank_push_null(L); break;
       }
-      lua_setfield(L, -2, j->cols[i]);
+      lua_rawset(L, -3);
     }
-    lua_rawseti(L, -2, (lua_Integer)r + 1);
+    lua_rawseti(L, list, (lua_Integer)r + 1);
   }
+  lua_settop(L, list);
   clank_mark_array(L, -1);
+}
+
+/* What a finished job's wait gets: stopped, the database's error, or the result. */
+static int push_outcome(lua_State *co, const clank_db_wait_t *w, job_t *j) {
+  if (w->stopped) return clank_db_push_stopped(co, w);
+  if (j->rc != SQLITE_OK)
+    return clank_db_push_error(co, clank_sqlite_code_name(j->rc), j->errmsg ? j->errmsg : "error",
+                               NULL);
+  push_result(co, j);
+  return 1;
 }
 
 static void run_finished(sq_pool_t *p, slot_t *s, job_t *j) {
@@ -185,23 +228,51 @@ static void run_finished(sq_pool_t *p, slot_t *s, job_t *j) {
     clank_db_pool_unref(&p->base); /* the conn's share, held with the slot */
     return;
   }
-  int n;
-  if (c->wait.stopped) {
-    n = clank_db_push_stopped(co, &c->wait);
-  } else if (j->rc != SQLITE_OK) {
-    n = clank_db_push_error(co, clank_sqlite_code_name(j->rc), j->errmsg ? j->errmsg : "error",
-                            NULL);
-  } else {
-    push_result(co, j);
-    n = 1;
-  }
+  int n = push_outcome(co, &c->wait, j);
   clank_sqlite_job_free(j);
   clank_db_wait_resume(&c->wait, n);
 }
 
-static void async_closed(uv_handle_t *h) {
+/* The run has no job any more, nor its share of the pool (held while it had one). */
+static void run_detach(sq_run_t *q) {
+  q->job = NULL;
+  if (q->pool) clank_db_pool_unref(&q->pool->base);
+  q->pool = NULL;
+}
+
+/* A queued job is back: its run gets the outcome (or it is dropped, nobody waiting). */
+static void queued_finished(job_t *j) {
+  sq_run_t *q = j->run;
+  lua_State *co = q ? clank_db_wait_target(&q->wait) : NULL;
+  if (q) run_detach(q);
+  if (co == NULL) {
+    clank_sqlite_job_free(j);
+    return;
+  }
+  int n = push_outcome(co, &q->wait, j);
+  clank_sqlite_job_free(j);
+  clank_db_wait_resume(&q->wait, n);
+}
+
+static void handle_closed(uv_handle_t *h) {
   sq_pool_t *p = h->data;
-  clank_db_pool_handles_closed(&p->base);
+  if (--p->open_handles == 0) clank_db_pool_handles_closed(&p->base);
+}
+
+/* Jobs of a list nobody will deliver: their runs forget them (and give up
+   their share of the pool, unless it is being freed). */
+static void jobs_drop(job_t *j, int unref) {
+  while (j) {
+    job_t *next = j->next;
+    if (j->run && unref) {
+      run_detach(j->run);
+    } else if (j->run) {
+      j->run->job = NULL;
+      j->run->pool = NULL;
+    }
+    clank_sqlite_job_free(j);
+    j = next;
+  }
 }
 
 static void join_and_close(sq_pool_t *p) {
@@ -216,15 +287,36 @@ static void join_and_close(sq_pool_t *p) {
     s->job = NULL;
     s->finished = 0;
   }
-  if (!p->async_closing) {
-    p->async_closing = 1;
-    uv_close((uv_handle_t *)&p->async, async_closed);
+  job_t *queued = p->queue, *finished = p->done;
+  p->queue = p->queue_tail = p->done = p->done_tail = NULL;
+  jobs_drop(queued, 1);
+  jobs_drop(finished, 1);
+  if (!p->closing) {
+    p->closing = 1;
+    uv_close((uv_handle_t *)&p->async, handle_closed);
+    uv_close((uv_handle_t *)&p->prepare, handle_closed);
+    uv_close((uv_handle_t *)&p->stall, handle_closed);
   }
 }
 
 static void on_async(uv_async_t *a) {
   sq_pool_t *p = a->data;
   if (p->joined) return;
+  uv_mutex_lock(&p->mu);
+  job_t *finished = p->done;
+  p->done = p->done_tail = NULL;
+  uv_mutex_unlock(&p->mu);
+  while (finished) {
+    job_t *j = finished;
+    finished = j->next;
+    j->next = NULL;
+    if (p->base.closed) {
+      if (j->run) run_detach(j->run);
+      clank_sqlite_job_free(j);
+    } else {
+      queued_finished(j);
+    }
+  }
   for (int i = 0; i < p->size; i++) {
     slot_t *s = &p->slots[i];
     uv_mutex_lock(&p->mu);
@@ -237,7 +329,7 @@ static void on_async(uv_async_t *a) {
     if (j == NULL) continue;
     if (j->kind != JOB_RUN) {
       clank_sqlite_job_free(j);
-      s->lent = 0;
+      unlend(p, s);
       serve(p);
     } else if (p->base.closed) {
       clank_sqlite_job_free(j);
@@ -275,6 +367,8 @@ static void pool_shutdown(clank_db_pool_t *base, int wait) {
 
 static void pool_free(clank_db_pool_t *base) {
   sq_pool_t *p = (sq_pool_t *)base;
+  jobs_drop(p->queue, 0);
+  jobs_drop(p->done, 0);
   for (int i = 0; i < p->size; i++) {
     clank_sqlite_job_free(p->slots[i].job);
     uv_cond_destroy(&p->slots[i].cv);
@@ -283,6 +377,93 @@ static void pool_free(clank_db_pool_t *base) {
   free(p->slots);
   free(p->path);
   free(p);
+}
+
+/* ---- the queue (pool:run) ---- */
+
+static void on_stall(uv_timer_t *t);
+
+/* Queued jobs nobody can run (no thread would start): they fail. */
+static void fail_queue(sq_pool_t *p) {
+  job_t *j;
+  while ((j = p->queue) != NULL) {
+    p->queue = j->next;
+    j->rc = SQLITE_ERROR;
+    free(j->errmsg);
+    j->errmsg = strdup("cannot start a database thread");
+    j->state = JOB_DONE;
+    j->next = NULL;
+    if (p->done_tail)
+      p->done_tail->next = j;
+    else
+      p->done = j;
+    p->done_tail = j;
+  }
+  p->queue_tail = NULL;
+  uv_async_send(&p->async);
+}
+
+/* A thread for the queue. None is needed while one not reserved is awake:
+   it looks at the queue before it sleeps. stalled: the queue has not moved
+   for STALL_MS (a slow query), so one more joins in. */
+static void wake_for_queue(sq_pool_t *p, int stalled) {
+  if (p->closing) return;
+  uv_mutex_lock(&p->mu);
+  if (p->queue == NULL || p->quitting) {
+    uv_mutex_unlock(&p->mu);
+    return;
+  }
+  slot_t *idle = NULL, *fresh = NULL;
+  int awake = 0;
+  for (int i = 0; i < p->size; i++) {
+    slot_t *s = &p->slots[i];
+    if (s->reserved) continue;
+    if (!s->started) {
+      if (fresh == NULL) fresh = s;
+    } else if (s->idle) {
+      if (idle == NULL) idle = s;
+    } else {
+      awake++;
+    }
+  }
+  if (awake == 0 || stalled) {
+    if (idle) {
+      idle->idle = 0; /* counted awake from now: one signal is enough */
+      uv_cond_signal(&idle->cv);
+    } else if (fresh) {
+      if (uv_thread_create(&fresh->thread, clank_sqlite_thread, fresh) == 0)
+        fresh->started = 1;
+      else if (awake == 0)
+        fail_queue(p);
+    }
+  }
+  unsigned long completed = p->completed;
+  int queued = p->queue != NULL;
+  uv_mutex_unlock(&p->mu);
+  if (queued && !uv_is_active((uv_handle_t *)&p->stall)) {
+    p->stall_mark = completed;
+    uv_timer_start(&p->stall, on_stall, STALL_MS, 0);
+  }
+}
+
+static void on_stall(uv_timer_t *t) {
+  sq_pool_t *p = t->data;
+  uv_mutex_lock(&p->mu);
+  unsigned long completed = p->completed;
+  uv_mutex_unlock(&p->mu);
+  int stalled = completed == p->stall_mark;
+  p->stall_mark = completed;
+  wake_for_queue(p, stalled);
+}
+
+/* Once the loop has queued all it will this turn, just before it polls. */
+static void on_prepare(uv_prepare_t *h) {
+  uv_prepare_stop(h);
+  wake_for_queue(h->data, 0);
+}
+
+static void wake_soon(sq_pool_t *p) {
+  if (!p->closing) uv_prepare_start(&p->prepare, on_prepare);
 }
 
 /* ---- Lua: the pool ---- */
@@ -350,7 +531,7 @@ static int l_acquire(lua_State *L) {
   if (clank_db_check_signal(L, signal)) return 2;
   slot_t *s = p->head ? NULL : free_slot(p);
   if (s) {
-    s->lent = 1;
+    lend(p, s);
     push_conn(L, p, s);
     return 1;
   }
@@ -369,6 +550,116 @@ static int l_acquire(lua_State *L) {
   else
     p->head = q;
   p->tail = q;
+  return clank_db_wait(L, &q->wait, -1, signal, timeout, NULL);
+}
+
+static void queue_remove(sq_pool_t *p, job_t *j) {
+  job_t *prev = NULL;
+  for (job_t *x = p->queue; x; prev = x, x = x->next) {
+    if (x != j) continue;
+    if (prev)
+      prev->next = j->next;
+    else
+      p->queue = j->next;
+    if (p->queue_tail == j) p->queue_tail = prev;
+    j->next = NULL;
+    return;
+  }
+}
+
+/* The run's job, given up: a queued one leaves the queue (1 is returned and
+   the caller frees it); a running one is interrupted. */
+static int job_give_up(sq_pool_t *p, job_t *j) {
+  int dequeued = 0;
+  uv_mutex_lock(&p->mu);
+  if (j->state == JOB_QUEUED) {
+    queue_remove(p, j);
+    dequeued = 1;
+  } else if (j->state == JOB_RUNNING) {
+    atomic_store(&j->stop, 1);
+    if (j->on && j->on->db) sqlite3_interrupt(j->on->db);
+  }
+  uv_mutex_unlock(&p->mu);
+  return dequeued;
+}
+
+static void run_stop(clank_db_wait_t *w) {
+  sq_run_t *q = (sq_run_t *)w;
+  job_t *j = q->job;
+  if (j == NULL || !job_give_up(q->pool, j)) return; /* the result will come, as stopped */
+  run_detach(q);
+  clank_sqlite_job_free(j);
+  clank_db_wait_due(w);
+}
+
+static void run_due(clank_db_wait_t *w) {
+  lua_State *co = clank_db_wait_target(w);
+  if (co) clank_db_wait_resume(w, clank_db_push_stopped(co, w));
+}
+
+static int run_gc(lua_State *L) {
+  sq_run_t *q = lua_touserdata(L, 1);
+  clank_db_wait_end(&q->wait);
+  job_t *j = q->job;
+  if (j) {
+    if (job_give_up(q->pool, j))
+      clank_sqlite_job_free(j);
+    else
+      j->run = NULL; /* it ends on its own; the loop frees it */
+  }
+  run_detach(q);
+  return 0;
+}
+
+static cell_t *read_params(lua_State *L, int idx, int *count);
+
+/* pool:run(sql, params, mode, signal?, timeoutMs?): one query on whichever
+   connection is free first, without lending one (the queue). */
+static int l_run_queued(lua_State *L) {
+  static const char *const modes[] = {"rows", "exec", NULL};
+  sq_pool_t *p = check_pool(L);
+  size_t sql_len;
+  const char *sql = luaL_checklstring(L, 2, &sql_len);
+  int rows = luaL_checkoption(L, 4, NULL, modes) == 0;
+  int signal = opt_signal(L, 5);
+  double timeout = opt_timeout(L, 6);
+  if (p->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
+  if (clank_db_check_signal(L, signal)) return 2;
+  sq_run_t *q = lua_newuserdatauv(L, sizeof *q, 0);
+  memset(q, 0, sizeof *q);
+  luaL_setmetatable(L, RUN_MT);
+  int nparams;
+  cell_t *params = read_params(L, 3, &nparams);
+  job_t *j = calloc(1, sizeof *j);
+  char *copy = j ? malloc(sql_len + 1) : NULL;
+  if (copy == NULL) {
+    free(j);
+    clank_sqlite_cells_free(params, (size_t)nparams);
+    return luaL_error(L, "clank.db.sqlite: out of memory");
+  }
+  memcpy(copy, sql, sql_len + 1);
+  j->kind = JOB_RUN;
+  j->rows = rows;
+  j->sql = copy;
+  j->sql_len = sql_len;
+  j->params = params;
+  j->nparams = nparams;
+  j->run = q;
+  q->job = j;
+  q->pool = p;
+  clank_db_pool_ref(&p->base);
+  uv_mutex_lock(&p->mu);
+  j->state = JOB_QUEUED;
+  if (p->queue_tail)
+    p->queue_tail->next = j;
+  else
+    p->queue = j;
+  p->queue_tail = j;
+  uv_mutex_unlock(&p->mu);
+  wake_soon(p);
+  q->wait.on_stop = run_stop;
+  q->wait.on_due = run_due;
   return clank_db_wait(L, &q->wait, -1, signal, timeout, NULL);
 }
 
@@ -626,6 +917,11 @@ static int l_pool(lua_State *L) {
     }
     uv_async_init(p->loop, &p->async, on_async);
     p->async.data = p;
+    uv_prepare_init(p->loop, &p->prepare);
+    p->prepare.data = p;
+    uv_timer_init(p->loop, &p->stall);
+    p->stall.data = p;
+    p->open_handles = 3;
     clank_db_pool_add(r, &p->base, key);
   }
   u->pool = p;
@@ -633,7 +929,7 @@ static int l_pool(lua_State *L) {
 }
 
 static const luaL_Reg pool_methods[] = {
-    {"acquire", l_acquire}, {"close", l_pool_close}, {NULL, NULL}};
+    {"acquire", l_acquire}, {"run", l_run_queued}, {"close", l_pool_close}, {NULL, NULL}};
 static const luaL_Reg conn_methods[] = {{"run", l_run}, {"release", l_release}, {NULL, NULL}};
 static const luaL_Reg funcs[] = {{"pool", l_pool}, {NULL, NULL}};
 
@@ -656,6 +952,11 @@ int luaopen_clank_db_sqlite(lua_State *L) {
   lua_pop(L, 1);
   if (luaL_newmetatable(L, WAITER_MT)) {
     lua_pushcfunction(L, waiter_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, RUN_MT)) {
+    lua_pushcfunction(L, run_gc);
     lua_setfield(L, -2, "__gc");
   }
   lua_pop(L, 1);

@@ -1,5 +1,6 @@
 /* clank.db.sqlite: a slot's thread. It owns the slot's connection (opened
-   on its first job, closed when the pool quits), runs each posted job and
+   on its first job, closed when the pool quits) and the statements it keeps
+   prepared, runs its conn's posted jobs and the pool's queued ones, and
    collects every value into C memory; the loop turns them into Lua. */
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -18,18 +19,19 @@ void clank_sqlite_cells_free(cell_t *c, size_t n) {
 }
 
 static void job_clear_rows(job_t *j) {
-  for (int i = 0; i < j->ncols; i++) free(j->cols[i]);
   free(j->cols);
   j->cols = NULL;
   j->ncols = 0;
-  clank_sqlite_cells_free(j->cells, j->ncells);
+  free(j->cells); /* a result's text is in j->text */
   j->cells = NULL;
   j->ncells = j->cap = 0;
+  j->text_len = 0;
 }
 
 void clank_sqlite_job_free(job_t *j) {
   if (j == NULL) return;
   job_clear_rows(j);
+  free(j->text);
   clank_sqlite_cells_free(j->params, (size_t)j->nparams);
   free(j->sql);
   free(j->errmsg);
@@ -53,7 +55,7 @@ const char *clank_sqlite_code_name(int rc) {
 
 static int busy_wait(void *arg, int count) {
   slot_t *s = arg;
-  if (atomic_load(&s->stop)) return 0;
+  if (s->stopping && atomic_load(s->stopping)) return 0;
   /* 1 ms steps for 10 ms, then 5 ms steps */
   long waited = count < 10 ? count : 10 + (long)(count - 10) * 5;
   if (waited >= s->pool->busy_ms) return 0;
@@ -90,15 +92,36 @@ static int slot_open(slot_t *s, job_t *j) {
   return 0;
 }
 
+/* Copies n bytes and a NUL into the job's text; *off is where they start. */
+static int text_put(job_t *j, const void *p, size_t n, size_t *off) {
+  if (j->text_cap - j->text_len < n + 1) {
+    size_t cap = j->text_cap ? j->text_cap : 1024;
+    while (cap - j->text_len < n + 1) {
+      if (cap > SIZE_MAX / 2) return -1;
+      cap *= 2;
+    }
+    char *t = realloc(j->text, cap);
+    if (t == NULL) return -1;
+    j->text = t;
+    j->text_cap = cap;
+  }
+  if (n) memcpy(j->text + j->text_len, p, n);
+  j->text[j->text_len + n] = '\0';
+  *off = j->text_len;
+  j->text_len += n + 1;
+  return 0;
+}
+
 static int collect(job_t *j, sqlite3_stmt *st) {
   int n = sqlite3_column_count(st);
   if (j->ncols == 0) {
-    j->cols = calloc((size_t)n, sizeof *j->cols);
-    for (int i = 0; j->cols && i < n; i++) {
-      const char *name = sqlite3_column_name(st, i);
-      j->cols[i] = strdup(name ? name : "?");
-    }
+    j->cols = malloc((size_t)(n ? n : 1) * sizeof *j->cols);
     if (j->cols == NULL) return -1;
+    for (int i = 0; i < n; i++) {
+      const char *name = sqlite3_column_name(st, i);
+      if (name == NULL) name = "?";
+      if (text_put(j, name, strlen(name), &j->cols[i]) != 0) return -1;
+    }
     j->ncols = n;
   }
   if (j->ncells + (size_t)n > j->cap) {
@@ -120,14 +143,12 @@ static int collect(job_t *j, sqlite3_stmt *st) {
         const void *p = c->type == SQLITE_TEXT ? (const void *)sqlite3_column_text(st, i)
                                                : sqlite3_column_blob(st, i);
         size_t len = (size_t)sqlite3_column_bytes(st, i);
-        c->v.s.p = malloc(len + 1);
-        if (c->v.s.p == NULL) {
+        c->v.s.p = NULL;
+        c->v.s.n = len;
+        if (text_put(j, p, len, &c->v.s.off) != 0) {
           c->type = SQLITE_NULL;
           return -1;
         }
-        if (len) memcpy(c->v.s.p, p, len);
-        c->v.s.p[len] = '\0';
-        c->v.s.n = len;
         break;
       }
       default: c->type = SQLITE_NULL; break;
@@ -178,68 +199,149 @@ static int starts_with_insert(const char *sql) {
   return strncasecmp(sql, "INSERT", 6) == 0 || strncasecmp(sql, "REPLACE", 7) == 0;
 }
 
+/* ---- prepared statements kept by SQL text ---- */
+
+static uint64_t sql_hash(const char *sql, size_t len) {
+  uint64_t h = 1469598103934665603u; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)sql[i]) * 1099511628211u;
+  return h;
+}
+
+static stmt_entry_t *cache_find(slot_t *s, uint64_t hash, const char *sql, size_t len) {
+  for (int i = 0; i < STMT_CACHE_SIZE; i++) {
+    stmt_entry_t *e = &s->cache[i];
+    if (e->st && e->hash == hash && e->len == len && memcmp(e->sql, sql, len) == 0) return e;
+  }
+  return NULL;
+}
+
+static void cache_drop(stmt_entry_t *e) {
+  sqlite3_finalize(e->st);
+  free(e->sql);
+  memset(e, 0, sizeof *e);
+}
+
+/* Keeps st for sql (the least recently used entry goes); 0 when it could not. */
+static int cache_keep(slot_t *s, uint64_t hash, const char *sql, size_t len, sqlite3_stmt *st) {
+  stmt_entry_t *slot = &s->cache[0];
+  for (int i = 0; i < STMT_CACHE_SIZE; i++) {
+    stmt_entry_t *e = &s->cache[i];
+    if (e->st == NULL) {
+      slot = e;
+      break;
+    }
+    if (e->used < slot->used) slot = e;
+  }
+  char *copy = malloc(len);
+  if (copy == NULL) return 0;
+  memcpy(copy, sql, len);
+  if (slot->st) cache_drop(slot);
+  slot->hash = hash;
+  slot->sql = copy;
+  slot->len = len;
+  slot->st = st;
+  slot->used = ++s->clock;
+  return 1;
+}
+
+/* Every kept statement goes (before the connection closes). */
+static void cache_clear(slot_t *s) {
+  for (int i = 0; i < STMT_CACHE_SIZE; i++)
+    if (s->cache[i].st) cache_drop(&s->cache[i]);
+}
+
+static int only_space(const char *p, const char *end) {
+  for (; p < end; p++)
+    if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' && *p != ';') return 0;
+  return 1;
+}
+
+/* Runs one prepared statement: binds, steps (collecting rows when asked),
+   records changes and the last id. 0, or -1 with the job failed. */
+static int run_statement(job_t *j, sqlite3 *db, sqlite3_stmt *st, const char *sql,
+                         sqlite3_int64 before) {
+  if (bind_params(j, db, st) != 0) return -1;
+  int first_row = 1, rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!j->rows) continue;
+    if (first_row) job_clear_rows(j);
+    first_row = 0;
+    if (collect(j, st) != 0) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    job_fail(j, rc, rc == SQLITE_NOMEM ? NULL : sqlite3_errmsg(db));
+    return -1;
+  }
+  if (!sqlite3_stmt_readonly(st)) {
+    j->changes = sqlite3_changes64(db);
+    sqlite3_int64 id = sqlite3_last_insert_rowid(db);
+    if (id != before || (j->changes > 0 && starts_with_insert(sql))) {
+      j->last_id = id;
+      j->has_last_id = 1;
+    }
+  }
+  return 0;
+}
+
 /* Every statement of the SQL in turn; "rows" keeps those of the last one
-   that returned columns. */
+   that returned columns. A text of one statement runs on the connection's
+   kept statement for it, prepared the first time. */
 static void run_statements(slot_t *s, job_t *j) {
   sqlite3 *db = s->db;
   const char *sql = j->sql, *end = j->sql + j->sql_len;
   sqlite3_int64 before = sqlite3_last_insert_rowid(db);
+  uint64_t hash = sql_hash(j->sql, j->sql_len);
+  stmt_entry_t *kept = cache_find(s, hash, j->sql, j->sql_len);
+  if (kept) {
+    kept->used = ++s->clock;
+    run_statement(j, db, kept->st, sql, before);
+    sqlite3_reset(kept->st);
+    sqlite3_clear_bindings(kept->st);
+    return;
+  }
   while (sql < end) {
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, (int)(end - sql), &st, &tail);
+    int whole = sql == j->sql;
+    int rc = sqlite3_prepare_v3(db, sql, (int)(end - sql), SQLITE_PREPARE_PERSISTENT, &st, &tail);
     if (rc != SQLITE_OK) {
       job_fail(j, rc, sqlite3_errmsg(db));
       return;
     }
     if (st == NULL) break; /* only whitespace or comments left */
-    if (bind_params(j, db, st) != 0) {
+    int failed = run_statement(j, db, st, sql, before) != 0;
+    if (whole && only_space(tail, end) && cache_keep(s, hash, j->sql, j->sql_len, st)) {
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+    } else {
       sqlite3_finalize(st);
-      return;
     }
-    int first_row = 1;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (!j->rows) continue;
-      if (first_row) job_clear_rows(j);
-      first_row = 0;
-      if (collect(j, st) != 0) {
-        rc = SQLITE_NOMEM;
-        break;
-      }
-    }
-    if (rc != SQLITE_DONE) {
-      job_fail(j, rc, sqlite3_errmsg(db));
-      sqlite3_finalize(st);
-      return;
-    }
-    if (!sqlite3_stmt_readonly(st)) {
-      j->changes = sqlite3_changes64(db);
-      sqlite3_int64 id = sqlite3_last_insert_rowid(db);
-      if (id != before || (j->changes > 0 && starts_with_insert(sql))) {
-        j->last_id = id;
-        j->has_last_id = 1;
-      }
-    }
-    sqlite3_finalize(st);
+    if (failed) return;
     sql = tail;
   }
 }
 
-static void run_job(slot_t *s, job_t *j) {
+static void slot_close(slot_t *s) {
+  cache_clear(s);
+  uv_mutex_lock(&s->pool->mu);
+  sqlite3 *db = s->db;
+  s->db = NULL;
+  uv_mutex_unlock(&s->pool->mu);
+  sqlite3_close_v2(db); /* an open transaction rolls back */
+}
+
+static void run_job(slot_t *s, job_t *j, atomic_int *stop) {
+  s->stopping = stop;
   if (s->db == NULL && j->kind != JOB_RUN) return;
   if (s->db == NULL && slot_open(s, j) != 0) return;
   switch (j->kind) {
     case JOB_ROLLBACK: sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); break;
-    case JOB_CLOSE: {
-      uv_mutex_lock(&s->pool->mu);
-      sqlite3 *db = s->db;
-      s->db = NULL;
-      uv_mutex_unlock(&s->pool->mu);
-      sqlite3_close_v2(db);
-      break;
-    }
+    case JOB_CLOSE: slot_close(s); break;
     default:
-      if (atomic_load(&s->stop)) {
+      if (atomic_load(stop)) {
         job_fail(j, SQLITE_INTERRUPT, "interrupted");
         break;
       }
@@ -250,28 +352,81 @@ static void run_job(slot_t *s, job_t *j) {
 
 static int has_work(slot_t *s) { return s->job && !s->running && !s->finished; }
 
+static job_t *queue_pop(sq_pool_t *p) {
+  job_t *j = p->queue;
+  if (j == NULL) return NULL;
+  p->queue = j->next;
+  if (p->queue == NULL) p->queue_tail = NULL;
+  j->next = NULL;
+  return j;
+}
+
+static void done_push(sq_pool_t *p, job_t *j) {
+  j->next = NULL;
+  if (p->done_tail)
+    p->done_tail->next = j;
+  else
+    p->done = j;
+  p->done_tail = j;
+}
+
+/* Runs the slot's posted job first, else (not reserved) the pool's queued
+   ones; tells the loop when it runs out of work, or every BATCH_MS while it
+   has some, so results are not held back. */
 void clank_sqlite_thread(void *arg) {
   slot_t *s = arg;
   sq_pool_t *p = s->pool;
+  int unsent = 0;
+  uint64_t batch_start = 0;
   uv_mutex_lock(&p->mu);
   for (;;) {
-    while (!has_work(s) && !p->quitting) uv_cond_wait(&s->cv, &p->mu);
-    if (!has_work(s)) break;
-    job_t *j = s->job;
-    s->running = 1;
+    job_t *j = NULL;
+    int queued = 0;
+    if (has_work(s)) {
+      j = s->job;
+      s->running = 1;
+    } else if (!s->reserved && !p->quitting && (j = queue_pop(p)) != NULL) {
+      queued = 1;
+      j->state = JOB_RUNNING;
+      j->on = s;
+    }
+    if (j == NULL) {
+      if (unsent) {
+        unsent = 0;
+        uv_mutex_unlock(&p->mu);
+        uv_async_send(&p->async);
+        uv_mutex_lock(&p->mu);
+        continue; /* work may have come meanwhile */
+      }
+      if (p->quitting) break;
+      s->idle = 1;
+      uv_cond_wait(&s->cv, &p->mu);
+      s->idle = 0;
+      continue;
+    }
     uv_mutex_unlock(&p->mu);
-    run_job(s, j);
+    if (!unsent) batch_start = uv_hrtime();
+    run_job(s, j, queued ? &j->stop : &s->stop);
     uv_mutex_lock(&p->mu);
-    s->running = 0;
-    s->finished = 1;
-    uv_mutex_unlock(&p->mu);
-    uv_async_send(&p->async);
-    uv_mutex_lock(&p->mu);
+    if (queued) {
+      j->on = NULL;
+      j->state = JOB_DONE;
+      done_push(p, j);
+      p->completed++;
+    } else {
+      s->running = 0;
+      s->finished = 1;
+    }
+    unsent = 1;
+    if (uv_hrtime() - batch_start >= (uint64_t)BATCH_MS * 1000000u) {
+      unsent = 0;
+      uv_mutex_unlock(&p->mu);
+      uv_async_send(&p->async);
+      uv_mutex_lock(&p->mu);
+    }
   }
-  sqlite3 *db = s->db;
-  s->db = NULL;
   uv_mutex_unlock(&p->mu);
-  sqlite3_close_v2(db); /* an open transaction rolls back */
+  slot_close(s);
   uv_mutex_lock(&p->mu);
   p->exited++;
   uv_mutex_unlock(&p->mu);

@@ -463,6 +463,160 @@ describe("clank.db", function()
     end)
   end)
 
+  describe("single queries (the pool's queue, pool:run)", function()
+    it("answers a hundred concurrent callers on 2 connections, each with its own rows", function()
+      local db = clank.db.open(new_path(), { pool = 2 })
+      local got = in_handler(function()
+        local fns = {}
+        for i = 1, 100 do
+          fns[i] = function() return db:one("SELECT $1 AS v, $2 AS w", i, "row " .. i) end
+        end
+        return spawn_all(fns)
+      end)
+      for i = 1, 100 do assert.are.same({ v = i, w = "row " .. i }, got[i]) end
+      db:close()
+    end)
+
+    it("does not hold quick queries up behind a slow one", function()
+      local db = clank.db.open(new_path(), { pool = 2 })
+      local order = in_handler(function()
+        local out = {}
+        local fns = { function()
+          db:one(COUNT:format(3e6))
+          out[#out + 1] = "slow"
+        end }
+        for i = 1, 5 do
+          fns[#fns + 1] = function()
+            clank.sleep(5) -- the slow one runs by then
+            db:one("SELECT 1 AS v")
+            out[#out + 1] = "quick " .. i
+          end
+        end
+        spawn_all(fns)
+        return out
+      end)
+      assert.are.equal(6, #order)
+      assert.are.equal("slow", order[6])
+      db:close()
+    end)
+
+    it("returns ABORTED for a queued query whose signal aborts, which never runs", function()
+      local path = new_path()
+      local pool = require("clank.db.sqlite").pool(path, { size = 1 })
+      local db = clank.db.open(path, { pool = 1 })
+      local got = in_handler(function()
+        local slow
+        clank.spawn(function()
+          local view = db:withSignal(clank.timeout(300))
+          slow = select(2, pcall(view.one, view, COUNT:format(1e9)))
+        end)
+        clank.sleep(5)
+        local t0 = socket.gettime()
+        local res, err = pool:run("CREATE TABLE never (x)", {}, "exec", clank.timeout(20))
+        local waited = socket.gettime() - t0
+        while slow == nil do clank.sleep(10) end
+        local tables = db:one("SELECT count(*) AS n FROM sqlite_master WHERE name = 'never'").n
+        return { res, err, waited, slow, tables }
+      end)
+      local res, err, waited, slow, tables = table.unpack(got, 1, 5)
+      assert.is_nil(res)
+      assert.are.same({ code = "ABORTED", reason = "timeout", message = "aborted: timeout" }, err)
+      assert.is_true(waited < 0.25, "waited " .. waited .. " s")
+      assert.are.equal("TIMEOUT", slow.code)
+      assert.are.equal(0, tables)
+      pool:close()
+      db:close()
+    end)
+
+    it("returns TIMEOUT after timeoutMs, and raises outside a task", function()
+      local pool = require("clank.db.sqlite").pool(new_path(), { size = 1 })
+      local err = in_handler(function()
+        return select(2, pool:run(COUNT:format(1e9), {}, "rows", nil, 30))
+      end)
+      assert.are.equal("TIMEOUT", err.code)
+      assert.are.equal(NOT_IN_COROUTINE, raised(pool.run, pool, "SELECT 1", {}, "rows"))
+      pool:close()
+    end)
+  end)
+
+  describe("prepared statements kept per connection", function()
+    it("see a column added after they were prepared", function()
+      local db = clank.db.open(new_path(), { pool = 1 })
+      local before, after = table.unpack(in_handler(function()
+        db:exec("CREATE TABLE t (a INTEGER)")
+        db:exec("INSERT INTO t (a) VALUES (1)")
+        local first = db:one("SELECT * FROM t")
+        db:exec("ALTER TABLE t ADD COLUMN b TEXT DEFAULT 'x'")
+        return { first, db:one("SELECT * FROM t") }
+      end))
+      assert.are.same({ a = 1 }, before)
+      assert.are.same({ a = 1, b = "x" }, after)
+      db:close()
+    end)
+
+    it("bind each call's values and types, text then blob, under the same SQL", function()
+      local db = clank.db.open(new_path(), { pool = 1 })
+      local got = in_handler(function()
+        local out = {}
+        for _, v in ipairs({ "text", "\0blob", 7, 2.5, clank.null, "text again" }) do
+          out[#out + 1] = db:one("SELECT typeof($1) AS t, $1 AS v", v)
+        end
+        return out
+      end)
+      assert.are.same({
+        { t = "text", v = "text" }, { t = "blob", v = "\0blob" }, { t = "integer", v = 7 },
+        { t = "real", v = 2.5 }, { t = "null", v = clank.null }, { t = "text", v = "text again" },
+      }, got)
+      db:close()
+    end)
+
+    it("still run every statement of a text of several, each time", function()
+      local db = clank.db.open(new_path(), { pool = 1 })
+      local counts = in_handler(function()
+        db:exec("CREATE TABLE t (a INTEGER)")
+        local out = {}
+        for i = 1, 3 do
+          db:exec("INSERT INTO t (a) VALUES (1); INSERT INTO t (a) VALUES (2);")
+          out[i] = db:one("SELECT count(*) AS n FROM t").n
+        end
+        return out
+      end)
+      assert.are.same({ 2, 4, 6 }, counts)
+      db:close()
+    end)
+
+    it("answer right past the number kept (40 distinct statements, three rounds)", function()
+      local db = clank.db.open(new_path(), { pool = 1 })
+      local wrong = in_handler(function()
+        local bad = {}
+        for round = 1, 3 do
+          for i = 1, 40 do
+            local v = db:one("SELECT " .. i .. " + $1 AS v", round).v
+            if v ~= i + round then bad[#bad + 1] = ("%d/%d: %s"):format(round, i, tostring(v)) end
+          end
+        end
+        return bad
+      end)
+      assert.are.same({}, wrong)
+      db:close()
+    end)
+
+    it("leave no read transaction open: a rollback and a checkpoint follow", function()
+      local path = new_path()
+      local db = clank.db.open(path, { pool = 1 })
+      local got = in_handler(function()
+        db:exec("CREATE TABLE t (a INTEGER)")
+        db:exec("INSERT INTO t (a) VALUES (1), (2), (3)")
+        db:query("SELECT a FROM t") -- stepped to its end, then reset
+        db:one("SELECT a FROM t")   -- only one row read of three: reset too
+        local ck = db:one("PRAGMA wal_checkpoint(TRUNCATE)")
+        return ck
+      end)
+      assert.are.same({ busy = 0, log = 0, checkpointed = 0 }, got)
+      db:close()
+    end)
+  end)
+
   describe("waits", function()
     it("interrupts a long query when its time limit passes", function()
       local db = clank.db.open(new_path(), { timeout = 100 })
