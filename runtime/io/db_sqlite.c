@@ -646,6 +646,7 @@ static int l_run_queued(lua_State *L) {
   j->params = params;
   j->nparams = nparams;
   j->run = q;
+  j->writes = clank_sqlite_single_write(sql, sql_len);
   q->job = j;
   q->pool = p;
   clank_db_pool_ref(&p->base);
@@ -931,7 +932,15 @@ static int l_pool(lua_State *L) {
 static const luaL_Reg pool_methods[] = {
     {"acquire", l_acquire}, {"run", l_run_queued}, {"close", l_pool_close}, {NULL, NULL}};
 static const luaL_Reg conn_methods[] = {{"run", l_run}, {"release", l_release}, {NULL, NULL}};
-static const luaL_Reg funcs[] = {{"pool", l_pool}, {NULL, NULL}};
+/* _singleWrite(sql): what groups (for the specs). */
+static int l_single_write(lua_State *L) {
+  size_t len;
+  const char *sql = luaL_checklstring(L, 1, &len);
+  lua_pushboolean(L, clank_sqlite_single_write(sql, len));
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {{"pool", l_pool}, {"_singleWrite", l_single_write}, {NULL, NULL}};
 
 int luaopen_clank_db_sqlite(lua_State *L) {
   if (luaL_newmetatable(L, POOL_MT)) {

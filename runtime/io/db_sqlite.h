@@ -8,7 +8,8 @@
    not reserved drains, back to back; finished ones collect on the done
    list and the loop is told once the thread runs out of work (or after
    BATCH_MS), so a busy pool costs a few thread switches per loop turn, not
-   two per query. The loop wakes a thread for the queue when it is about to
+   two per query. Writes queued one after another commit as a group: a
+   durable commit costs a sync of the log, and one sync serves them all. The loop wakes a thread for the queue when it is about to
    poll (a uv_prepare), after it has queued all it will this turn. */
 #ifndef CLANK_DB_SQLITE_H
 #define CLANK_DB_SQLITE_H
@@ -58,6 +59,7 @@ typedef struct job_s {
   slot_t *on;             /* the slot running it (under mu) */
   atomic_int stop;        /* interrupted: the busy handler gives up */
   sq_run_t *run;          /* who waits for it (loop only); NULL once gone */
+  int writes;             /* one INSERT, UPDATE, DELETE or REPLACE: it may commit with others */
   /* results, written by the slot's thread */
   int rc;
   char *errmsg;
@@ -131,8 +133,15 @@ struct sq_pool_s {
    rest); a thread draining the queue tells the loop at least this often. */
 #define STALL_MS 2
 #define BATCH_MS 1
+/* Queued writes next to each other commit together, up to this many: one
+   transaction (a savepoint each, so one failing undoes only itself) and
+   one sync of the log for all of them. */
+#define GROUP_MAX 64
 
 void clank_sqlite_cells_free(cell_t *c, size_t n);
+/* 1 for the text of a single INSERT, UPDATE, DELETE or REPLACE (no ';' but
+   trailing ones), which may run inside a group's transaction. */
+int clank_sqlite_single_write(const char *sql, size_t len);
 void clank_sqlite_job_free(job_t *j);
 /* "SQLITE_CONSTRAINT" for any SQLITE_CONSTRAINT_* result code. */
 const char *clank_sqlite_code_name(int rc);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <ctype.h>
 
 #include "io/db_sqlite.h"
 
@@ -350,6 +351,87 @@ static void run_job(slot_t *s, job_t *j, atomic_int *stop) {
   }
 }
 
+static int starts_with_word(const char *sql, size_t len, const char *word) {
+  size_t n = strlen(word);
+  return len >= n && strncasecmp(sql, word, n) == 0 &&
+         (len == n || !(isalnum((unsigned char)sql[n]) || sql[n] == '_'));
+}
+
+int clank_sqlite_single_write(const char *sql, size_t len) {
+  while (len && isspace((unsigned char)*sql)) sql++, len--;
+  if (!starts_with_word(sql, len, "INSERT") && !starts_with_word(sql, len, "UPDATE") &&
+      !starts_with_word(sql, len, "DELETE") && !starts_with_word(sql, len, "REPLACE"))
+    return 0;
+  const char *semi = memchr(sql, ';', len);
+  return semi == NULL || only_space(semi, sql + len);
+}
+
+/* Runs one of the connection's kept statements for fixed SQL (BEGIN, SAVEPOINT, ...). */
+static int exec_kept(slot_t *s, const char *sql) {
+  size_t len = strlen(sql);
+  uint64_t hash = sql_hash(sql, len);
+  stmt_entry_t *kept = cache_find(s, hash, sql, len);
+  sqlite3_stmt *st = kept ? kept->st : NULL;
+  if (st == NULL) {
+    if (sqlite3_prepare_v3(s->db, sql, (int)len, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
+      return sqlite3_errcode(s->db);
+    if (!cache_keep(s, hash, sql, len, st)) {
+      int rc = sqlite3_step(st);
+      sqlite3_finalize(st);
+      return rc == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+    }
+  } else {
+    kept->used = ++s->clock;
+  }
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+}
+
+/* Queued writes (a list through next) in one transaction, each under a
+   savepoint of its own: a failing one is undone alone and gets its error;
+   when the transaction itself is lost (COMMIT fails, or a job's error
+   rolled it back), every job it held gets that error, for none of their
+   changes were kept. A group that cannot begin runs its jobs one by one. */
+static void run_group(slot_t *s, job_t *group) {
+  s->stopping = NULL; /* a group waits for the write lock at most busyTimeout */
+  if (s->db == NULL && slot_open(s, group) != 0) {
+    for (job_t *j = group->next; j; j = j->next) job_fail(j, group->rc, group->errmsg);
+    return;
+  }
+  if (exec_kept(s, "BEGIN IMMEDIATE") != SQLITE_OK) {
+    for (job_t *j = group; j; j = j->next) run_job(s, j, &j->stop);
+    return;
+  }
+  job_t *j = group;
+  for (; j; j = j->next) {
+    if (exec_kept(s, "SAVEPOINT clank_group_job") != SQLITE_OK) break;
+    run_statements(s, j);
+    if (j->rc != SQLITE_OK && !sqlite3_get_autocommit(s->db))
+      exec_kept(s, "ROLLBACK TO clank_group_job");
+    if (sqlite3_get_autocommit(s->db) || exec_kept(s, "RELEASE clank_group_job") != SQLITE_OK)
+      break;
+  }
+  int rc = SQLITE_OK;
+  const char *msg = NULL;
+  if (j == NULL) {
+    rc = exec_kept(s, "COMMIT");
+  } else { /* the transaction is lost, or about to be */
+    rc = j->rc != SQLITE_OK ? j->rc : sqlite3_errcode(s->db);
+    if (rc == SQLITE_OK) rc = SQLITE_ERROR;
+    msg = j->errmsg;
+  }
+  if (rc != SQLITE_OK) {
+    char *text = strdup(msg ? msg : sqlite3_errmsg(s->db));
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    for (job_t *k = group; k && k != (j ? j->next : NULL); k = k->next)
+      if (k->rc == SQLITE_OK || k == j) job_fail(k, rc, text);
+    free(text);
+    /* those after the one that lost the transaction never ran: alone now */
+    for (job_t *k = j ? j->next : NULL; k; k = k->next) run_job(s, k, &k->stop);
+  }
+}
+
 static int has_work(slot_t *s) { return s->job && !s->running && !s->finished; }
 
 static job_t *queue_pop(sq_pool_t *p) {
@@ -389,6 +471,16 @@ void clank_sqlite_thread(void *arg) {
       queued = 1;
       j->state = JOB_RUNNING;
       j->on = s;
+      /* writes next to it join it; a group is never interrupted (one job's
+         abort must not undo the others), its jobs are short */
+      job_t *last = j;
+      for (int n = 1; j->writes && n < GROUP_MAX && p->queue && p->queue->writes; n++) {
+        job_t *g = queue_pop(p);
+        g->state = JOB_RUNNING;
+        last->next = g;
+        last = g;
+      }
+      if (j->next) j->on = NULL;
     }
     if (j == NULL) {
       if (unsent) {
@@ -406,13 +498,20 @@ void clank_sqlite_thread(void *arg) {
     }
     uv_mutex_unlock(&p->mu);
     if (!unsent) batch_start = uv_hrtime();
-    run_job(s, j, queued ? &j->stop : &s->stop);
+    if (queued && j->next)
+      run_group(s, j);
+    else
+      run_job(s, j, queued ? &j->stop : &s->stop);
     uv_mutex_lock(&p->mu);
     if (queued) {
-      j->on = NULL;
-      j->state = JOB_DONE;
-      done_push(p, j);
-      p->completed++;
+      while (j) {
+        job_t *next = j->next;
+        j->on = NULL;
+        j->state = JOB_DONE;
+        done_push(p, j);
+        p->completed++;
+        j = next;
+      }
     } else {
       s->running = 0;
       s->finished = 1;

@@ -528,6 +528,59 @@ describe("clank.db", function()
       db:close()
     end)
 
+    it("commits writes queued together, a failing one undone alone with its own error", function()
+      local db = clank.db.open(new_path(), { pool = 2 })
+      local got, rows = table.unpack(in_handler(function()
+        db:exec("CREATE TABLE t (k TEXT UNIQUE NOT NULL, v INTEGER)")
+        db:exec("INSERT INTO t (k, v) VALUES ('taken', 0)")
+        local fns = {}
+        for i = 1, 30 do
+          fns[i] = function()
+            local key = i == 17 and "taken" or ("k" .. i)
+            local ok, res = pcall(db.exec, db, "INSERT INTO t (k, v) VALUES ($1, $2)", key, i)
+            if ok then return res.changes end
+            return res.code .. ": " .. res.message
+          end
+        end
+        -- updates and deletes join the same groups
+        fns[31] = function() return db:exec("UPDATE t SET v = -1 WHERE k = 'taken'").changes end
+        fns[32] = function() return db:exec("DELETE FROM t WHERE k = 'nothing'").changes end
+        local out = spawn_all(fns)
+        return { out, db:query("SELECT k, v FROM t ORDER BY v") }
+      end))
+      for i = 1, 30 do
+        if i == 17 then
+          assert.are.equal("SQLITE_CONSTRAINT: UNIQUE constraint failed: t.k", got[i])
+        else
+          assert.are.equal(1, got[i], "insert " .. i)
+        end
+      end
+      assert.are.equal(1, got[31])
+      assert.are.equal(0, got[32])
+      assert.are.equal(30, #rows)
+      assert.are.same({ k = "taken", v = -1 }, rows[1])
+      for _, row in ipairs(rows) do assert.are_not.equal(17, row.v) end
+      db:close()
+    end)
+
+    it("does not group what is not one plain write", function()
+      for sql, want in pairs({
+        ["INSERT INTO t VALUES (1)"] = true,
+        ["  update t SET a = 1;  "] = true,
+        ["DELETE FROM t"] = true,
+        ["REPLACE INTO t VALUES (1)"] = true,
+        ["INSERT INTO t VALUES (1); DELETE FROM t"] = false,
+        ["SELECT 1"] = false,
+        ["BEGIN"] = false,
+        ["COMMIT"] = false,
+        ["PRAGMA user_version = 3"] = false,
+        ["INSERTED"] = false,
+        ["WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x"] = false,
+      }) do
+        assert.are.equal(want, require("clank.db.sqlite")._singleWrite(sql), sql)
+      end
+    end)
+
     it("returns TIMEOUT after timeoutMs, and raises outside a task", function()
       local pool = require("clank.db.sqlite").pool(new_path(), { size = 1 })
       local err = in_handler(function()
