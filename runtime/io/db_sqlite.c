@@ -4,11 +4,11 @@
    conn's) or to the pool's queue (pool:run, a single query), a thread runs
    it and collects every value into C memory, and uv_async_send hands it
    back; values become Lua on the loop thread only. A connection is lent to
-   one task at a time, and runs one job at a time. Writes are serialized by SQLite's own lock (WAL mode),
-   waited for in the slot's thread by a busy handler that gives up after
-   busyTimeout ms or when the query is interrupted; clank.db begins its
-   transactions with BEGIN IMMEDIATE, so two transactions never deadlock
-   upgrading a read lock. */
+   one task at a time, and runs one job at a time. Writes are serialized by
+   SQLite's own lock (WAL mode), waited for in the slot's thread by a busy
+   handler that gives up after busyTimeout ms or when the query is
+   interrupted; clank.db begins its transactions with BEGIN IMMEDIATE, so two
+   transactions never deadlock upgrading a read lock. */
 #include <lauxlib.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -9,8 +9,9 @@
    list and the loop is told once the thread runs out of work (or after
    BATCH_MS), so a busy pool costs a few thread switches per loop turn, not
    two per query. Writes queued one after another commit as a group: a
-   durable commit costs a sync of the log, and one sync serves them all. The loop wakes a thread for the queue when it is about to
-   poll (a uv_prepare), after it has queued all it will this turn. */
+   durable commit costs a sync of the log, and one sync serves them all.
+   The loop wakes a thread for the queue when it is about to poll (a
+   uv_prepare), after it has queued all it will this turn. */
 #ifndef CLANK_DB_SQLITE_H
 #define CLANK_DB_SQLITE_H
 
@@ -54,12 +55,12 @@ typedef struct job_s {
   cell_t *params;
   int nparams;
   /* a queued job (pool:run) */
-  int state;              /* under mu */
-  struct job_s *next;     /* in the queue or the done list (under mu) */
-  slot_t *on;             /* the slot running it (under mu) */
-  atomic_int stop;        /* interrupted: the busy handler gives up */
-  sq_run_t *run;          /* who waits for it (loop only); NULL once gone */
-  int writes;             /* one INSERT, UPDATE, DELETE or REPLACE: it may commit with others */
+  int state;          /* under mu */
+  struct job_s *next; /* in the queue or the done list (under mu) */
+  slot_t *on;         /* the slot running it (under mu) */
+  atomic_int stop;    /* interrupted: the busy handler gives up */
+  sq_run_t *run;      /* who waits for it (loop only); NULL once gone */
+  int writes;         /* one INSERT, UPDATE, DELETE or REPLACE: it may commit with others */
   /* results, written by the slot's thread */
   int rc;
   char *errmsg;
@@ -117,12 +118,12 @@ struct sq_pool_s {
   int quitting; /* under mu: threads exit once idle */
   int exited;   /* under mu */
   int joined, closing;
-  int open_handles; /* async, prepare, stall: the pool is freed once all are closed */
+  int open_handles;         /* async, prepare, stall: the pool is freed once all are closed */
   sq_waiter_t *head, *tail; /* acquire, FIFO (loop only) */
   /* pool:run's queue and its finished jobs (under mu) */
   job_t *queue, *queue_tail;
   job_t *done, *done_tail;
-  unsigned long completed; /* under mu: queued jobs finished so far */
+  unsigned long completed;  /* under mu: queued jobs finished so far */
   unsigned long stall_mark; /* loop only: completed when the stall timer last looked */
   uv_prepare_t prepare;     /* wakes a thread for the queue before the loop polls */
   uv_timer_t stall;         /* wakes another when the queue stops moving */
