@@ -17,10 +17,11 @@ for arg in "$@"; do
                       libclang-rt-14-dev
                       python3-prometheus-client groff-base man-db curl openssl
                       nginx) ;; # spec/functional/scale_out: deploy/nginx.conf in front of two instances
-    # bench/db.sh: its own PostgreSQL, and LuaSQL for the comparison with the tasks app as it
-    # was before clank.db (the only place LuaSQL is still used)
+    # bench/db.sh: its own PostgreSQL, sqlite3 (the mixed workload's trigger), and LuaSQL for
+    # the comparison with the tasks app as it was before clank.db (the only place LuaSQL is
+    # still used)
     --bench) node=1; packages+=(wrk nginx libnginx-mod-http-lua util-linux curl jq
-                        postgresql lua-sql-sqlite3 lua-sql-postgres) ;;
+                        postgresql sqlite3 lua-sql-sqlite3 lua-sql-postgres) ;;
     *) echo "deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
