@@ -87,6 +87,38 @@ void clank_abort_push(lua_State *L) {
   lua_setmetatable(L, -2);
 }
 
+/* The signal at idx, or NULL when it is something else: by the metatable's
+   registry key, not its name, for the waits that check on every query. */
+static abort_t *to_signal(lua_State *L, int idx) {
+  abort_t *a = lua_touserdata(L, idx);
+  if (a == NULL || !lua_getmetatable(L, idx)) return NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &meta_key);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same ? a : NULL;
+}
+
+int clank_abort_state(lua_State *L, int idx) {
+  abort_t *a = to_signal(L, idx);
+  return a ? a->aborted : -1;
+}
+
+void clank_abort_listen(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  abort_t *a = to_signal(L, idx);
+  if (a == NULL) luaL_checkudata(L, idx, CLANK_ABORT_MT); /* raises */
+  push_state(L, idx);
+  if (a->aborted) { /* too late to wait for it: tell the listener at once */
+    lua_getfield(L, -1, "reason");
+    lua_remove(L, -2);
+    lua_call(L, 1, 0);
+    return;
+  }
+  lua_insert(L, -2);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  lua_pop(L, 1);
+}
+
 /* Only its address matters: a holder's [&held_key] is its signal, or the
    reason it was fired with before its signal was made. */
 static const char held_key = 0;

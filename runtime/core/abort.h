@@ -14,6 +14,14 @@ void clank_abort_push(lua_State *L);
    aborted with the first reason when it is. */
 void clank_abort_fire(lua_State *L, int idx, const char *reason);
 
+/* 1 when the value at idx is an aborted signal, 0 when it is one not
+   aborted, -1 when it is no signal. */
+int clank_abort_state(lua_State *L, int idx);
+/* signal:onAbort(fn) for the signal at idx and the function on top (popped):
+   called at once when the signal is aborted already. Raises when idx holds
+   no signal. */
+void clank_abort_listen(lua_State *L, int idx);
+
 /* A lazy signal: any table may hold one (a request's ctx does), made when
    first asked for, under a key of this module's. The value on top, when it
    is a holder, is replaced with its signal (made now); any other value is

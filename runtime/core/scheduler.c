@@ -39,6 +39,9 @@ static void push_tasks(lua_State *L) {
 }
 
 clank_task_t *clank_task_of(lua_State *co) {
+  /* most often asked by the task that runs: no lookup by thread then */
+  clank_sched_t *s = clank_sched_held(co);
+  if (s && s->running && s->running->co == co) return s->running;
   push_tasks(co);
   lua_pushthread(co);
   lua_rawget(co, -2);

@@ -238,12 +238,10 @@ int clank_db_wait(lua_State *L, clank_db_wait_t *w, int owner, int signal, doubl
   }
   if (signal) {
     /* signal:onAbort(listener); the listener names this wait by its serial */
-    lua_getfield(L, signal, "onAbort");
-    lua_pushvalue(L, signal);
     lua_pushvalue(L, owner);
     lua_pushinteger(L, (lua_Integer)w->serial);
     lua_pushcclosure(L, on_abort, 2);
-    lua_call(L, 2, 0);
+    clank_abort_listen(L, signal);
   }
   int base = lua_gettop(L);
   lua_pushlightuserdata(L, task->sched);
@@ -307,11 +305,9 @@ int clank_db_push_stopped(lua_State *L, const clank_db_wait_t *w) {
 
 int clank_db_check_signal(lua_State *L, int idx) {
   if (idx == 0 || lua_isnoneornil(L, idx)) return 0;
-  luaL_checkudata(L, idx, CLANK_ABORT_MT);
-  lua_getfield(L, idx, "aborted");
-  int aborted = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  if (!aborted) return 0;
+  int state = clank_abort_state(L, idx);
+  if (state < 0) luaL_checkudata(L, idx, CLANK_ABORT_MT); /* raises */
+  if (state == 0) return 0;
   lua_getfield(L, idx, "reason");
   const char *reason = lua_isstring(L, -1) ? lua_tostring(L, -1) : "aborted";
   char msg[96];

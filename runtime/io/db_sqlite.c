@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/abort.h"
 #include "io/db.h"
 #include "io/db_sqlite.h"
 #include "core/values.h"
@@ -468,8 +469,16 @@ static void wake_soon(sq_pool_t *p) {
 
 /* ---- Lua: the pool ---- */
 
+/* The pool's methods hold its metatable as upvalue 1 and the run's as 2:
+   no lookup by name on a query's way. */
 static sq_pool_t *check_pool(lua_State *L) {
-  pool_ud_t *u = luaL_checkudata(L, 1, POOL_MT);
+  pool_ud_t *u = lua_touserdata(L, 1);
+  int ours = u && lua_getmetatable(L, 1);
+  if (ours) {
+    ours = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+  }
+  if (!ours) u = luaL_checkudata(L, 1, POOL_MT);
   if (u->pool == NULL) luaL_error(L, "clank.db.sqlite: the pool is closed");
   return u->pool;
 }
@@ -481,7 +490,7 @@ static double opt_timeout(lua_State *L, int idx) {
 
 static int opt_signal(lua_State *L, int idx) {
   if (lua_isnoneornil(L, idx)) return 0;
-  luaL_checkudata(L, idx, "clank.AbortSignal");
+  if (clank_abort_state(L, idx) < 0) luaL_checkudata(L, idx, CLANK_ABORT_MT); /* raises */
   return idx;
 }
 
@@ -628,7 +637,8 @@ static int l_run_queued(lua_State *L) {
   if (clank_db_check_signal(L, signal)) return 2;
   sq_run_t *q = lua_newuserdatauv(L, sizeof *q, 0);
   memset(q, 0, sizeof *q);
-  luaL_setmetatable(L, RUN_MT);
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_setmetatable(L, -2);
   int nparams;
   cell_t *params = read_params(L, 3, &nparams);
   job_t *j = calloc(1, sizeof *j);
@@ -943,15 +953,6 @@ static int l_single_write(lua_State *L) {
 static const luaL_Reg funcs[] = {{"pool", l_pool}, {"_singleWrite", l_single_write}, {NULL, NULL}};
 
 int luaopen_clank_db_sqlite(lua_State *L) {
-  if (luaL_newmetatable(L, POOL_MT)) {
-    luaL_newlib(L, pool_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_pool_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_pool_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_pop(L, 1);
   if (luaL_newmetatable(L, CONN_MT)) {
     luaL_newlib(L, conn_methods);
     lua_setfield(L, -2, "__index");
@@ -968,7 +969,19 @@ int luaopen_clank_db_sqlite(lua_State *L) {
     lua_pushcfunction(L, run_gc);
     lua_setfield(L, -2, "__gc");
   }
-  lua_pop(L, 1);
+  int run_mt = lua_gettop(L);
+  if (luaL_newmetatable(L, POOL_MT)) {
+    lua_newtable(L);
+    lua_pushvalue(L, -2);
+    lua_pushvalue(L, run_mt);
+    luaL_setfuncs(L, pool_methods, 2);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_pool_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_pool_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 2);
   luaL_newlib(L, funcs);
   return 1;
 }
