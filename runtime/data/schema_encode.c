@@ -63,18 +63,22 @@ static inline __attribute__((always_inline)) int put_quoted(walk_t *w, const cha
 
 static int put_string(walk_t *w, const char *s, size_t len) { return put_quoted(w, s, len, 0, 0); }
 
-/* A number as clank.json writes it: integers exact, floats finite. */
-static int put_number(walk_t *w, int idx) {
-  lua_State *L = w->L;
+/* Numbers as clank.json writes them: integers exact, floats finite. */
+static int put_integer(walk_t *w, lua_Integer i) {
+  if (i < 0 && clank_buf_appendc(w->out, '-') != 0) return 0;
+  return clank_buf_append_uint(w->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) == 0;
+}
+
+static int put_float(walk_t *w, lua_Number d) {
   char s[64];
-  if (lua_isinteger(L, idx)) {
-    lua_Integer i = lua_tointeger(L, idx);
-    if (i < 0 && clank_buf_appendc(w->out, '-') != 0) return 0;
-    return clank_buf_append_uint(w->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) == 0;
-  }
-  lua_Number d = lua_tonumber(L, idx);
   if (!isfinite(d)) return 0;
   return clank_buf_append(w->out, s, clank_json_format_number(d, s)) == 0;
+}
+
+static int put_number(walk_t *w, int idx) {
+  lua_State *L = w->L;
+  if (lua_isinteger(L, idx)) return put_integer(w, lua_tointeger(L, idx));
+  return put_float(w, lua_tonumber(L, idx));
 }
 
 /* Inlined where n is a constant: the copy is a store or two. */
@@ -115,12 +119,15 @@ static int walk_string(walk_t *w, const clank_schema_node_t *n, int idx) {
   return put_string(w, s, len); /* UTF-8 checked on the way */
 }
 
+/* Validation takes 2.0 as the integer 2: a float compares with the bounds
+   exactly (clank_schema_numcmp), so reading it as a float decides the same. */
 static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   lua_State *L = w->L;
   clank_schema_num_t v;
   if (lua_type(L, idx) != LUA_TNUMBER) return 0;
-  v.i = lua_tointegerx(L, idx, &v.isint); /* 2.0 too, as validation takes it */
+  v.isint = lua_isinteger(L, idx);
   if (v.isint) {
+    v.i = lua_tointeger(L, idx);
     v.n = 0;
   } else {
     v.i = 0;
@@ -129,7 +136,7 @@ static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   }
   if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
   if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
-  return put_number(w, idx);
+  return v.isint ? put_integer(w, v.i) : put_float(w, v.n);
 }
 
 /* Equal bytes; short strings are interned, so equal ones share an address. */
