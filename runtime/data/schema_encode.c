@@ -214,16 +214,6 @@ static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int dept
   return PUT_LIT(w, "]");
 }
 
-/* Index of a Lua string key among n's properties, or -1 (as validation finds it). */
-static ptrdiff_t find_key(const clank_schema_node_t *n, const char *key, size_t len) {
-  if (n->n <= 16) {
-    for (size_t i = 0; i < n->n; i++)
-      if (n->props[i].key.s == key) return (ptrdiff_t)i;
-    if (len <= CLANK_SCHEMA_SHORTLEN) return -1;
-  }
-  return clank_schema_find_prop(n, key, len);
-}
-
 /* A table without metatable whose keys are all properties of n, none
    required missing. One pass over the table leaves each value on the stack;
    they are then written in the schema's order. */
@@ -240,7 +230,7 @@ static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int dep
     size_t klen;
     if (lua_type(L, -2) != LUA_TSTRING) return 0;
     const char *k = lua_tolstring(L, -2, &klen);
-    ptrdiff_t p = find_key(n, k, klen);
+    ptrdiff_t p = clank_schema_find_lua_key(n, k, klen); /* as validation finds it */
     if (p < 0) return 0; /* unknown: refused when strict, kept otherwise (the general way) */
     seen |= UINT64_C(1) << p;
     slot[p] = top += 2; /* key and value stay */
@@ -251,7 +241,9 @@ static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int dep
   for (size_t i = 0, first = 1; i < n->n; i++) {
     if (!(seen >> i & 1)) continue;
     const clank_schema_prop_t *p = &n->props[i];
-    if (!put_quoted(w, p->key.s, p->key.len, !first, 1)) return 0;
+    if (p->json.s ? !put_lit(w, p->json.s + first, p->json.len - first)
+                  : !put_quoted(w, p->key.s, p->key.len, !first, 1))
+      return 0;
     first = 0;
     if (!walk_node(w, p->node, slot[i], depth + 1)) return 0;
   }
