@@ -180,6 +180,29 @@ static int walk_enum(walk_t *w, const clank_schema_node_t *n, int idx) {
   return 0;
 }
 
+/* The items of a table whose keys lua_next did not give as 1, 2, ...: when
+   they are exactly 1..len, written by index. */
+static int walk_items_by_index(walk_t *w, const clank_schema_node_t *n, int idx, int depth,
+                               lua_Integer len) {
+  lua_State *L = w->L;
+  lua_Integer count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { /* exactly the keys 1..len */
+    lua_Integer k;
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || (k = lua_tointeger(L, -1)) < 1 || k > len) return 0;
+    count++;
+  }
+  if (count != len || !PUT_LIT(w, "[")) return 0;
+  for (lua_Integer i = 1; i <= len; i++) {
+    if (i > 1 && !PUT_LIT(w, ",")) return 0;
+    lua_rawgeti(L, idx, i);
+    if (!walk_node(w, n->inner, lua_gettop(L), depth + 1)) return 0;
+    lua_pop(L, 1);
+  }
+  return PUT_LIT(w, "]");
+}
+
 /* The items 1..rawlen of a table with no other key, unmarked or marked as a
    JSON array (no other metatable). */
 static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
@@ -197,17 +220,20 @@ static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int dept
   }
   lua_Integer len = (lua_Integer)lua_rawlen(L, idx), count = 0;
   if ((n->has_min && len < n->min.i) || (n->has_max && len > n->max.i)) return 0;
+  /* One pass in the usual case: lua_next gives the keys 1, 2, ... (a list's
+     array part, in order) and each item is written as it comes; when no
+     other key followed, the keys were exactly 1..count, and count is len
+     (the only border). */
+  size_t start = w->out->len;
+  if (!PUT_LIT(w, "[")) return 0;
   lua_pushnil(L);
-  while (lua_next(L, idx)) { /* exactly the keys 1..len */
-    lua_Integer k;
-    lua_pop(L, 1);
-    if (!lua_isinteger(L, -1) || (k = lua_tointeger(L, -1)) < 1 || k > len) return 0;
-    count++;
-  }
-  if (count != len || !PUT_LIT(w, "[")) return 0;
-  for (lua_Integer i = 1; i <= len; i++) {
-    if (i > 1 && !PUT_LIT(w, ",")) return 0;
-    lua_rawgeti(L, idx, i);
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != count + 1) {
+      lua_pop(L, 2); /* out of order, or not an index */
+      w->out->len = start;
+      return walk_items_by_index(w, n, idx, depth, len);
+    }
+    if (count++ > 0 && !PUT_LIT(w, ",")) return 0;
     if (!walk_node(w, n->inner, lua_gettop(L), depth + 1)) return 0;
     lua_pop(L, 1);
   }
