@@ -15,6 +15,11 @@
 #   bench/instructions.sh                               # N=2000, about a minute
 #   BENCH_REQUESTS=500 CLANK_RUN=build-bench/clank-run bench/instructions.sh
 #   BENCH_ROWS=hello bench/instructions.sh              # only some rows
+#
+# Rows list0 and list20 (not run unless named in BENCH_ROWS) serve apps/tasks/app.lua instead
+# (SQLite in a temporary folder, one user: CLANK_TASKS_USER), its database seeded beforehand,
+# outside valgrind, with 0 or 20 tasks by tasks.create; each request is POST /actions/tasks.list
+# with {}. (list20 - list0) / 20 is what one row of the answer costs.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,12 +39,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# measure STATUS COUNT METHOD PATH [BODY]: prints "instructions allocs frees" of a whole run.
-measure() {
-  local status=$1 count=$2 method=$3 path=$4 body=${5:-} out=$tmp/callgrind.out port line
+# The app served, and the environment it is served with (set per row below).
+app=$here/app.lua
+app_env=()
+
+# start [COMMAND...]: runs COMMAND clank-run --port 0 $app in the background (pid) and sets
+# port to the port it serves on.
+start() {
+  local line
   : >"$tmp/out"
-  valgrind --tool=callgrind --callgrind-out-file="$out" --compress-strings=no --compress-pos=no \
-    "$clank_run" --port 0 "$here/app.lua" >"$tmp/out" 2>"$tmp/err" &
+  env "${app_env[@]}" "$@" "$clank_run" --port 0 "$app" >"$tmp/out" 2>"$tmp/err" &
   pid=$!
   port=
   for _ in $(seq 600); do
@@ -49,15 +58,35 @@ measure() {
     sleep 0.1
   done
   if [ -z "$port" ]; then
-    echo "instructions.sh: clank-run did not start under valgrind" >&2
+    echo "instructions.sh: clank-run did not start${1:+ under $1}" >&2
     tail -n 20 "$tmp/err" >&2
     exit 1
   fi
-  lua5.4 "$here/instructions/client.lua" "$port" "$count" "$status" "$method" "$path" \
-    ${body:+"$here/fixtures/$body"}
+}
+
+stop() {
   kill -TERM "$pid"
   wait "$pid" || true
   pid=
+}
+
+# seed ROWS: a fresh tasks database for apps/tasks/app.lua holding ROWS tasks of the bench user.
+seed() {
+  rm -rf "$tmp/db"
+  mkdir "$tmp/db"
+  start
+  lua5.4 "$here/instructions/client.lua" "$port" "$1" 200 POST /actions/tasks.create \
+    "$here/fixtures/list.create.json" "X-Clank-Confirmation: confirmed"
+  stop
+}
+
+# measure STATUS COUNT METHOD PATH [BODY]: prints "instructions allocs frees" of a whole run.
+measure() {
+  local status=$1 count=$2 method=$3 path=$4 body=${5:-} out=$tmp/callgrind.out
+  start valgrind --tool=callgrind --callgrind-out-file="$out" --compress-strings=no --compress-pos=no
+  lua5.4 "$here/instructions/client.lua" "$port" "$count" "$status" "$method" "$path" \
+    ${body:+"$here/fixtures/$body"}
+  stop
   # totals: every event of the run; calls=: how often a call site called the cfn above it.
   awk '
     /^totals:/ { total = $2 }
@@ -74,14 +103,20 @@ measure() {
 
 printf '%-8s %14s %10s %10s   (N = %d, %s)\n' request instructions allocs frees "$n" "$clank_run"
 rows=${BENCH_ROWS:-valid invalid hello}
-for kind in valid:200 invalid:422 hello:200; do
+for kind in valid:200 invalid:422 hello:200 list0:200 list20:200; do
   name=${kind%%:*} status=${kind##*:}
   case " $rows " in *" $name "*) ;; *) continue ;; esac
-  if [ "$name" = hello ]; then
-    set -- GET /hello
-  else
-    set -- POST /actions/tasks.create "$name.request.json"
-  fi
+  app=$here/app.lua app_env=()
+  case $name in
+    hello) set -- GET /hello ;;
+    list*)
+      app=$root/apps/tasks/app.lua
+      app_env=(CLANK_TASKS_DB="$tmp/db/tasks.db" CLANK_TASKS_USER=bench)
+      seed "${name#list}"
+      set -- POST /actions/tasks.list list.request.json
+      ;;
+    *) set -- POST /actions/tasks.create "$name.request.json" ;;
+  esac
   read -r i1 a1 f1 < <(measure "$status" "$n" "$@")
   read -r i2 a2 f2 < <(measure "$status" $((2 * n)) "$@")
   awk -v name="$name" -v n="$n" -v i1="$i1" -v i2="$i2" -v a1="$a1" -v a2="$a2" -v f1="$f1" -v f2="$f2" \

@@ -142,21 +142,6 @@ local function check_text(input)
   end
 end
 
-local function task_output(t)
-  return {
-    id = t.id,
-    title = t.title,
-    priority = t.priority,
-    estimate = t.estimate == nil and null or t.estimate,
-    tags = array(t.tags),
-    completed = t.completed,
-    archived = t.archived,
-    createdAt = t.created,
-    remindAt = t.remindAt,
-    remindedAt = t.remindedAt,
-  }
-end
-
 local function invalid(message)
   error(clank.ActionError("INVALID_INPUT", message, 422), 0)
 end
@@ -241,11 +226,7 @@ local listTasks = clank.defineAction {
   sideEffects = "read",
   authorize = authorized,
   handler = function(input, ctx)
-    local tasks = array()
-    for i, t in ipairs(call("list", owner(ctx), input.includeArchived == true)) do
-      tasks[i] = task_output(t)
-    end
-    return { tasks = tasks }
+    return { tasks = call("list_output", owner(ctx), input.includeArchived == true) }
   end,
 }
 

@@ -1,12 +1,18 @@
--- bench/instructions/client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE]
--- Sends COUNT requests `METHOD PATH` (with BODY_FILE's bytes as a JSON body when given), one at a
--- time on one keep-alive connection, reads each answer whole (Content-Length) and checks its
--- status: the same fixed client for every measurement, so what differs between runs is the server.
+-- bench/instructions/client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE [HEADER...]]
+-- Sends COUNT requests `METHOD PATH` (with BODY_FILE's bytes as a JSON body when given, and each
+-- HEADER, "Name: value", as a header line), one at a time on one keep-alive connection, reads
+-- each answer whole (Content-Length) and checks its status: the same fixed client for every
+-- measurement, so what differs between runs is the server.
 local socket = require "socket"
 
 local port, count, want, method, path, body_file =
   tonumber(arg[1]), tonumber(arg[2]), arg[3], arg[4], arg[5], arg[6]
-assert(port and count and want and method and path, "usage: client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE]")
+assert(port and count and want and method and path,
+  "usage: client.lua PORT COUNT STATUS METHOD PATH [BODY_FILE [HEADER...]]")
+local headers = {}
+for i = 7, #arg do
+  headers[#headers + 1] = arg[i] .. "\r\n"
+end
 
 local request
 if body_file then
@@ -18,6 +24,7 @@ if body_file then
     "Host: 127.0.0.1\r\n",
     "Content-Type: application/json\r\n",
     "Content-Length: ", #body, "\r\n",
+    table.concat(headers),
     "\r\n",
     body,
   }

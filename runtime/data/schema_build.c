@@ -454,6 +454,45 @@ static int b_array(lua_State *L) {
   return 1;
 }
 
+/* Whether the encoder writes key as it is between its quotes: printable
+   ASCII and DEL, but '"' and '\\' (clank_json_escape's plain bytes). */
+static int plain_key(const char *key, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)key[i];
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return 0;
+  }
+  return 1;
+}
+
+/* Bits of the keyslot table of n keys: at least twice as many slots. */
+static unsigned key_bits(size_t n) {
+  unsigned bits = 3;
+  while (((size_t)1 << bits) < 2 * n) bits++;
+  return bits;
+}
+
+/* The encoder's help for each prop of n (sorted): the key as JSON, and the
+   table of short keys by address. */
+static void index_keys(lua_State *L, clank_schema_node_t *n, int uv) {
+  for (size_t i = 0; i < n->n; i++) {
+    clank_schema_prop_t *p = &n->props[i];
+    if (!plain_key(p->key.s, p->key.len)) continue;
+    lua_pushfstring(L, ",\"%s\":", p->key.s); /* no NUL in a plain key */
+    keep_string(L, uv, &p->json);
+  }
+  if (n->n > 64) return; /* never walked by the encoder; validation reads bytes */
+  unsigned char *slot = (unsigned char *)(n->props + n->n);
+  size_t mask = ((size_t)1 << n->keybits) - 1;
+  memset(slot, 0, mask + 1);
+  for (size_t i = 0; i < n->n; i++) {
+    if (n->props[i].key.len > CLANK_SCHEMA_SHORTLEN) continue; /* found by its bytes */
+    size_t h = clank_schema_keyhash(n->props[i].key.s, n->keybits);
+    while (slot[h]) h = (h + 1) & mask;
+    slot[h] = (unsigned char)(i + 1);
+  }
+  n->keyslot = slot;
+}
+
 static int prop_cmp(const void *a, const void *b) {
   const clank_schema_prop_t *x = a, *y = b;
   return clank_schema_keycmp(x->key.s, x->key.len, y->key.s, y->key.len);
@@ -483,11 +522,15 @@ static int b_object(lua_State *L) {
   t.slots += 3; /* a key and a value; a value looked up again */
   t.strict = (unsigned char)opt_boolean(L, b, 2, "strict", 1);
   opt_string(L, b, 2, "description", uv, &t.description);
-  clank_schema_node_t *n = new_node(L, &t, uv, t.n * sizeof(clank_schema_prop_t));
+  if (t.n <= 64) t.keybits = key_bits(t.n);
+  size_t slots = t.n <= 64 ? (size_t)1 << t.keybits : 0;
+  clank_schema_node_t *n = new_node(L, &t, uv, t.n * sizeof(clank_schema_prop_t) + slots);
   n->props = node_extra(n);
   for (size_t i = 0; i < t.n; i++) {
     lua_rawgeti(L, uv, (lua_Integer)(2 * i + 1));
     n->props[i].key.s = lua_tolstring(L, -1, &n->props[i].key.len);
+    n->props[i].json.s = NULL;
+    n->props[i].json.len = 0;
     lua_rawgeti(L, uv, (lua_Integer)(2 * i + 2));
     n->props[i].node = lua_touserdata(L, -1);
     lua_pop(L, 2);
@@ -495,6 +538,7 @@ static int b_object(lua_State *L) {
   if (t.n > 1) qsort(n->props, t.n, sizeof *n->props, prop_cmp);
   for (size_t i = 0; i < t.n && i < 64; i++)
     if (!n->props[i].node->nil_ok) n->required_mask |= UINT64_C(1) << i;
+  index_keys(L, n, uv);
   hold_strings(L, n, &n->props[0].key, n->n, sizeof *n->props);
   return 1;
 }

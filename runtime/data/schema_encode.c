@@ -63,18 +63,22 @@ static inline __attribute__((always_inline)) int put_quoted(walk_t *w, const cha
 
 static int put_string(walk_t *w, const char *s, size_t len) { return put_quoted(w, s, len, 0, 0); }
 
-/* A number as clank.json writes it: integers exact, floats finite. */
-static int put_number(walk_t *w, int idx) {
-  lua_State *L = w->L;
+/* Numbers as clank.json writes them: integers exact, floats finite. */
+static int put_integer(walk_t *w, lua_Integer i) {
+  if (i < 0 && clank_buf_appendc(w->out, '-') != 0) return 0;
+  return clank_buf_append_uint(w->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) == 0;
+}
+
+static int put_float(walk_t *w, lua_Number d) {
   char s[64];
-  if (lua_isinteger(L, idx)) {
-    lua_Integer i = lua_tointeger(L, idx);
-    if (i < 0 && clank_buf_appendc(w->out, '-') != 0) return 0;
-    return clank_buf_append_uint(w->out, i < 0 ? 0 - (uint64_t)i : (uint64_t)i) == 0;
-  }
-  lua_Number d = lua_tonumber(L, idx);
   if (!isfinite(d)) return 0;
   return clank_buf_append(w->out, s, clank_json_format_number(d, s)) == 0;
+}
+
+static int put_number(walk_t *w, int idx) {
+  lua_State *L = w->L;
+  if (lua_isinteger(L, idx)) return put_integer(w, lua_tointeger(L, idx));
+  return put_float(w, lua_tonumber(L, idx));
 }
 
 /* Inlined where n is a constant: the copy is a store or two. */
@@ -115,12 +119,15 @@ static int walk_string(walk_t *w, const clank_schema_node_t *n, int idx) {
   return put_string(w, s, len); /* UTF-8 checked on the way */
 }
 
+/* Validation takes 2.0 as the integer 2: a float compares with the bounds
+   exactly (clank_schema_numcmp), so reading it as a float decides the same. */
 static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   lua_State *L = w->L;
   clank_schema_num_t v;
   if (lua_type(L, idx) != LUA_TNUMBER) return 0;
-  v.i = lua_tointegerx(L, idx, &v.isint); /* 2.0 too, as validation takes it */
+  v.isint = lua_isinteger(L, idx);
   if (v.isint) {
+    v.i = lua_tointeger(L, idx);
     v.n = 0;
   } else {
     v.i = 0;
@@ -129,7 +136,7 @@ static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   }
   if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
   if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
-  return put_number(w, idx);
+  return v.isint ? put_integer(w, v.i) : put_float(w, v.n);
 }
 
 /* Equal bytes; short strings are interned, so equal ones share an address. */
@@ -173,23 +180,12 @@ static int walk_enum(walk_t *w, const clank_schema_node_t *n, int idx) {
   return 0;
 }
 
-/* The items 1..rawlen of a table with no other key, unmarked or marked as a
-   JSON array (no other metatable). */
-static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
+/* The items of a table whose keys lua_next did not give as 1, 2, ...: when
+   they are exactly 1..len, written by index. */
+static int walk_items_by_index(walk_t *w, const clank_schema_node_t *n, int idx, int depth,
+                               lua_Integer len) {
   lua_State *L = w->L;
-  if (lua_type(L, idx) != LUA_TTABLE || depth >= WALK_MAX_DEPTH || !lua_checkstack(L, 4)) return 0;
-  if (lua_getmetatable(L, idx)) {
-    const void *mt = lua_topointer(L, -1);
-    lua_pop(L, 1);
-    if (w->amt == NULL) { /* the registry keeps it alive while we hold its address */
-      clank_push_array_mt(L);
-      w->amt = lua_topointer(L, -1);
-      lua_pop(L, 1);
-    }
-    if (mt != w->amt) return 0;
-  }
-  lua_Integer len = (lua_Integer)lua_rawlen(L, idx), count = 0;
-  if ((n->has_min && len < n->min.i) || (n->has_max && len > n->max.i)) return 0;
+  lua_Integer count = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) { /* exactly the keys 1..len */
     lua_Integer k;
@@ -207,14 +203,41 @@ static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int dept
   return PUT_LIT(w, "]");
 }
 
-/* Index of a Lua string key among n's properties, or -1 (as validation finds it). */
-static ptrdiff_t find_key(const clank_schema_node_t *n, const char *key, size_t len) {
-  if (n->n <= 16) {
-    for (size_t i = 0; i < n->n; i++)
-      if (n->props[i].key.s == key) return (ptrdiff_t)i;
-    if (len <= CLANK_SCHEMA_SHORTLEN) return -1;
+/* The items 1..rawlen of a table with no other key, unmarked or marked as a
+   JSON array (no other metatable). */
+static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
+  lua_State *L = w->L;
+  if (lua_type(L, idx) != LUA_TTABLE || depth >= WALK_MAX_DEPTH || !lua_checkstack(L, 4)) return 0;
+  if (lua_getmetatable(L, idx)) {
+    const void *mt = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    if (w->amt == NULL) { /* the registry keeps it alive while we hold its address */
+      clank_push_array_mt(L);
+      w->amt = lua_topointer(L, -1);
+      lua_pop(L, 1);
+    }
+    if (mt != w->amt) return 0;
   }
-  return clank_schema_find_prop(n, key, len);
+  lua_Integer len = (lua_Integer)lua_rawlen(L, idx), count = 0;
+  if ((n->has_min && len < n->min.i) || (n->has_max && len > n->max.i)) return 0;
+  /* One pass in the usual case: lua_next gives the keys 1, 2, ... (a list's
+     array part, in order) and each item is written as it comes; when no
+     other key followed, the keys were exactly 1..count, and count is len
+     (the only border). */
+  size_t start = w->out->len;
+  if (!PUT_LIT(w, "[")) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) != count + 1) {
+      lua_pop(L, 2); /* out of order, or not an index */
+      w->out->len = start;
+      return walk_items_by_index(w, n, idx, depth, len);
+    }
+    if (count++ > 0 && !PUT_LIT(w, ",")) return 0;
+    if (!walk_node(w, n->inner, lua_gettop(L), depth + 1)) return 0;
+    lua_pop(L, 1);
+  }
+  return PUT_LIT(w, "]");
 }
 
 /* A table without metatable whose keys are all properties of n, none
@@ -233,7 +256,7 @@ static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int dep
     size_t klen;
     if (lua_type(L, -2) != LUA_TSTRING) return 0;
     const char *k = lua_tolstring(L, -2, &klen);
-    ptrdiff_t p = find_key(n, k, klen);
+    ptrdiff_t p = clank_schema_find_lua_key(n, k, klen); /* as validation finds it */
     if (p < 0) return 0; /* unknown: refused when strict, kept otherwise (the general way) */
     seen |= UINT64_C(1) << p;
     slot[p] = top += 2; /* key and value stay */
@@ -244,7 +267,9 @@ static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int dep
   for (size_t i = 0, first = 1; i < n->n; i++) {
     if (!(seen >> i & 1)) continue;
     const clank_schema_prop_t *p = &n->props[i];
-    if (!put_quoted(w, p->key.s, p->key.len, !first, 1)) return 0;
+    if (p->json.s ? !put_lit(w, p->json.s + first, p->json.len - first)
+                  : !put_quoted(w, p->key.s, p->key.len, !first, 1))
+      return 0;
     first = 0;
     if (!walk_node(w, p->node, slot[i], depth + 1)) return 0;
   }

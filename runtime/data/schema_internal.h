@@ -97,6 +97,10 @@ typedef struct clank_schema_msg_s {
 
 typedef struct clank_schema_prop_s {
   clank_schema_str_t key;
+  /* `,"key":` as the encoder writes the key (without the comma when first),
+     made at build; s is NULL when the key needs escaping (then written the
+     slow way, which also refuses a key that is not valid UTF-8) */
+  clank_schema_str_t json;
   const clank_schema_node_t *node;
 } clank_schema_prop_t;
 
@@ -133,6 +137,11 @@ struct clank_schema_node_s {
      ref to the list of those strings, so schema_decode.c can put them in a
      table without hashing their bytes again. */
   int strs_ref;
+  /* object of at most 64 props: an open-addressed table of 1 << keybits
+     slots, by the address of each key of at most CLANK_SCHEMA_SHORTLEN bytes
+     (clank_schema_keyhash), holding its index in props + 1, or 0 */
+  const unsigned char *keyslot;
+  unsigned keybits;
 };
 
 /* The constants validation pushes (keys, fixed messages and expected
@@ -156,6 +165,30 @@ static inline int clank_schema_numcmp(const clank_schema_num_t *a, const clank_s
   long double x = a->isint ? (long double)a->i : (long double)a->n;
   long double y = b->isint ? (long double)b->i : (long double)b->n;
   return (x > y) - (x < y);
+}
+
+/* Index of property key in an object node, or -1 (by its bytes: props are
+   sorted). */
+ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
+
+/* The slot of a short key's address in an object's keyslot table: a
+   Fibonacci hash of the address (Lua allocates strings 8-byte aligned). */
+static inline size_t clank_schema_keyhash(const char *key, unsigned bits) {
+  return (size_t)((((uint64_t)(uintptr_t)key >> 3) * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
+}
+
+/* Index of property key, a Lua string, in an object node, or -1. Short
+   strings are interned, so an equal one has the key's very address: found in
+   the keyslot table without reading a byte; longer ones by their bytes. */
+static inline ptrdiff_t clank_schema_find_lua_key(const clank_schema_node_t *n, const char *key,
+                                                  size_t len) {
+  if (len > CLANK_SCHEMA_SHORTLEN || n->keyslot == NULL) return clank_schema_find_prop(n, key, len);
+  size_t mask = ((size_t)1 << n->keybits) - 1;
+  for (size_t h = clank_schema_keyhash(key, n->keybits);; h = (h + 1) & mask) {
+    unsigned i = n->keyslot[h];
+    if (i == 0) return -1;
+    if (n->props[i - 1].key.s == key) return (ptrdiff_t)i - 1;
+  }
 }
 
 /* schema.c */
@@ -183,8 +216,6 @@ int clank_schema_collect_json(lua_State *L, const clank_schema_node_t *n, int id
                               clank_buf_t *out);
 /* Pushes the list of constants. */
 void clank_schema_push_constants(lua_State *L);
-/* Index of property key in an object node, or -1. */
-ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
 
 /* schema_jsonschema.c: pushes a fresh JSON Schema table for n. */
 void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);

@@ -514,17 +514,6 @@ NOINLINE static int check_array(vctx_t *c, const clank_schema_node_t *n, int idx
   return ok;
 }
 
-/* Property lookup for a key that is a Lua string: short strings are interned,
-   so equal ones share an address. */
-static ptrdiff_t find_lua_key(const clank_schema_node_t *n, const char *key, size_t len) {
-  if (n->n <= 16) {
-    for (size_t i = 0; i < n->n; i++)
-      if (n->props[i].key.s == key) return (ptrdiff_t)i;
-    if (len <= CLANK_SCHEMA_SHORTLEN) return -1;
-  }
-  return clank_schema_find_prop(n, key, len);
-}
-
 ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len) {
   size_t lo = 0, hi = n->n;
   while (lo < hi) { /* props are sorted by bytes */
@@ -561,7 +550,7 @@ static int object_pass(vctx_t *c, const clank_schema_node_t *n, int idx, int t, 
       return 0;
     }
     const char *k = lua_tolstring(L, -2, &klen);
-    ptrdiff_t p = find_lua_key(n, k, klen);
+    ptrdiff_t p = clank_schema_find_lua_key(n, k, klen);
     if (p < 0) {
       nunknown++;
     } else if (quick && p < 64) {
@@ -594,7 +583,7 @@ NOINLINE static int check_object_fast(vctx_t *c, const clank_schema_node_t *n, i
       return 0;
     }
     const char *key = lua_tolstring(L, -2, &klen);
-    ptrdiff_t p = find_lua_key(n, key, klen);
+    ptrdiff_t p = clank_schema_find_lua_key(n, key, klen);
     if (p < 0) {
       if (n->strict) {
         lua_pop(L, 2);
@@ -626,7 +615,7 @@ static size_t sort_unknown(vctx_t *c, const clank_schema_node_t *n, int idx) {
     size_t klen;
     lua_pop(L, 1);
     const char *k = lua_tolstring(L, -1, &klen);
-    if (find_lua_key(n, k, klen) >= 0) continue;
+    if (clank_schema_find_lua_key(n, k, klen) >= 0) continue;
     if (nu == cap && clank_schema_keycmp(k, klen, u[nu - 1].s, u[nu - 1].len) > 0) continue;
     size_t i = nu < cap ? nu++ : nu - 1; /* full: the largest leaves */
     while (i > 0 && clank_schema_keycmp(k, klen, u[i - 1].s, u[i - 1].len) < 0) {

@@ -9,6 +9,13 @@ local http = require "helpers.http"
 local FAILED = '{"error":{"code":"ACTION_FAILED","message":"The action failed."},"ok":false}'
 local LONG = string.rep("k", 48)
 
+-- {"w01":1,...} up to n
+local function wide_all(n)
+  local parts = {}
+  for i = 1, n do parts[i] = ('"w%02d":%d'):format(i, i) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
 local function post(conn, name, body)
   local req = http.build("POST", "/actions/" .. name, { { "Content-Type", "application/json" } }, body)
   assert(conn:send(req))
@@ -48,6 +55,21 @@ local valid = {
   { "pattern", "ok", '{"code":"ABC"}' },
   { "loose", "kept", '{"A":true,"a":"x","b":2}' },
   { "wide", "some", '{"f01":1,"f10":10,"f20":20}' },
+  { "rows", "mixed", '{"tasks":[{"completed":false,"createdAt":1700000000,"estimate":2,"id":"1",'
+    .. '"tags":["x","y"],"title":"A"},{"c\\u0001":true,"completed":true,"createdAt":1700000001,'
+    .. '"estimate":null,"id":"2","' .. LONG .. '":"l","priority":"high","q\\"k":"v",'
+    .. '"remindAt":1900000000000,"tags":[],"title":"B","é":1000000000000000},{"completed":false,'
+    .. '"createdAt":0,"estimate":0,"id":"3","tags":[],"title":"C"},{"completed":false,"createdAt":5,'
+    .. '"estimate":0.5,"id":"4","priority":"low","tags":["z"],"title":"D"}]}' },
+  { "rows", "shuffled", '{"tasks":[{"completed":true,"createdAt":1,"estimate":1,"id":"1",'
+    .. '"tags":["a","b","c"],"title":"S"},{"completed":true,"createdAt":2,"estimate":2,"id":"2",'
+    .. '"tags":["a","b","c"],"title":"S"},{"completed":true,"createdAt":3,"estimate":3,"id":"3",'
+    .. '"tags":["a","b","c"],"title":"S"}]}' },
+  { "rows", "empty", '{"tasks":[]}' },
+  { "wide64", "all", wide_all(64) },
+  { "wide64", "some", '{"w01":1,"w64":64}' },
+  { "wide65", "all", wide_all(65) },
+  { "wide65", "some", '{"w01":1,"w64":64}' },
 }
 
 -- { action, case, the issues' message in the log line } answered 500 ACTION_FAILED
@@ -86,6 +108,12 @@ local invalid = {
   { "loose", "bad", "a: Expected a string." },
   { "loose", "numkey", "value: Expected an object." },
   { "wide", "unknown", "g: Unknown property." },
+  { "rows", "extra", "tasks.2.x: Unknown property." },
+  { "rows", "missing", "tasks.1.estimate: Expected a finite number." },
+  { "rows", "gap", "tasks.1.tags: Expected an array." },
+  { "rows", "shuffledbad", "tasks.2.createdAt: Expected an integer." },
+  { "wide64", "unknown", "w: Unknown property." },
+  { "wide65", "unknown", "w: Unknown property." },
 }
 
 -- The lines of stderr after byte `from` that report a failed action, once `want` of them came.
@@ -186,6 +214,22 @@ describe("an action's output through the bridge", function()
     end
     conn:close()
     -- both kinds are well represented
+    assert.is_true(ok > 60, "valid outputs: " .. ok)
+    assert.is_true(failed > 60, "invalid outputs: " .. failed)
+  end)
+
+  it("answers many generated lists of objects as the general path does", function()
+    local conn = assert(http.connect(s.port))
+    local ok, failed = 0, 0
+    for seed = 1, 400 do
+      assert(conn:send(http.build("GET", "/expect?of=rows&seed=" .. seed, {}, nil)))
+      local want = assert(conn:read_response())
+      local got = post(conn, "randomrows", '{"seed":' .. seed .. "}")
+      assert.are.equal(want.status, got.status, "seed " .. seed)
+      assert.are.equal(want.body, got.body, "seed " .. seed)
+      if got.status == 200 then ok = ok + 1 else failed = failed + 1 end
+    end
+    conn:close()
     assert.is_true(ok > 60, "valid outputs: " .. ok)
     assert.is_true(failed > 60, "invalid outputs: " .. failed)
   end)

@@ -11,6 +11,36 @@ local storage = require "helpers.storage"
 
 local pg_url = storage.postgres_url
 local unique_user, remove_db, backends = storage.unique_user, storage.remove_db, storage.backends
+local null, array, isArray = clank.null, clank.json.array, clank.json.isArray
+local oracle = require("cjson").new() -- a fresh instance: the store's is one too
+
+-- tasks.list's task as apps/tasks/app.lua made it from list's before list_output existed: the
+-- oracle list_output must agree with.
+local function task_output(t)
+  return {
+    id = t.id, title = t.title, priority = t.priority,
+    estimate = t.estimate == nil and null or t.estimate,
+    tags = array(t.tags), completed = t.completed, archived = t.archived,
+    createdAt = t.created, remindAt = t.remindAt, remindedAt = t.remindedAt,
+  }
+end
+
+-- What cjson makes of stored tags text: the table it decodes, {} for anything else.
+local function cjson_tags(text)
+  local ok, v = pcall(oracle.decode, text)
+  if not ok or type(v) ~= "table" then return {} end
+  return v
+end
+
+-- Tags texts as the store writes them and as another program (or a hand) may have: valid
+-- arrays, escapes, Unicode, whitespace, malformed text, other JSON values, objects, nesting.
+local TAGS = {
+  "[]", '["docs","release"]', '[""]', '["a"]', '["a\\"b","c\\\\d","e\\/f"]',
+  '["\\u00e9t\\u00e9","\\ud83d\\ude00","\\u0001"]', '["été","日本","𝄞"]', '[ "spaced" , "out" ]',
+  '["x",]', '["x"', "not json", "", "[", "]", '"docs"', "5", "true", "null", "{}",
+  '{"a":"b"}', '[["nested"]]', "[1,2.5]", "[null]", '["a"] trailing', '["\\ud800"]',
+  '["tab\there"]', '["\t"]', "[] ", " []",
+}
 
 -- Runs fn() in an action's handler and returns what it returns; what it raises (a failed
 -- assertion too) is raised again here, as it is.
@@ -332,6 +362,56 @@ describe("apps/tasks/store", function()
         assert.has_error(function() db:transaction("no") end, "store:transaction: expected a function")
       end)
 
+      -- tasks.list answers list_output (apps/tasks/app.lua): the database's rows reshaped in
+      -- place, where tasks.list used to make a task_output of each of list's tasks.
+      it_runs("lists for tasks.list what list's tasks made, field for field, for any stored row", function()
+        local texts, want_tags = {}, {}
+        for i, tags in ipairs(TAGS) do
+          local t = assert(db:create(alice, {
+            title = "t" .. i,
+            priority = ({ nil, "low", "high" })[i % 3 + 1],
+            estimate = ({ nil, 0, 1.5, 3 })[i % 4 + 1],
+            tags = {},
+            remindAt = i % 2 == 0 and 1900000000000 + i or nil,
+          }))
+          db.db:exec("UPDATE tasks SET tags = $1 WHERE id = $2", tags, tonumber(t.id))
+          if i % 4 == 0 then assert.is_true(db:remind(alice, t.id, 1900000000500 + i)) end
+          if i % 5 == 0 then assert.is_true(db:complete(alice, t.id)) end
+          if i % 7 == 0 then assert.is_true(db:archive(alice, t.id)) end
+          texts["t" .. i], want_tags["t" .. i] = tags, cjson_tags(tags)
+        end
+        if backend.name == "SQLite" then -- text where a number belongs, NUL in the tags
+          local odd = assert(db:create(alice, { title = "odd", tags = {} }))
+          db.db:exec("UPDATE tasks SET estimate = 'about two', tags = $1 WHERE id = $2", '["a\0b"]',
+            tonumber(odd.id))
+          local half = assert(db:create(alice, { title = "half", tags = {} }))
+          db.db:exec("UPDATE tasks SET estimate = '2.5' WHERE id = $1", tonumber(half.id))
+          texts.odd, want_tags.odd, want_tags.half = '["a\0b"]', {}, {}
+        end
+        for _, all in ipairs({ false, true }) do
+          local want = {}
+          for i, t in ipairs(assert(db:list(alice, all))) do want[i] = task_output(t) end
+          local got = assert(db:list_output(alice, all))
+          assert.is_true(isArray(got))
+          assert.are.equal(#want, #got)
+          assert.are.equal(all and #TAGS + (backend.name == "SQLite" and 2 or 0) or #want, #got)
+          for i, w in ipairs(want) do
+            local g = got[i]
+            assert.are.same(w, g) -- the same keys and values, tags item for item
+            for k in pairs(g) do assert.is_not_nil(w[k], k) end
+            assert.is_true(isArray(g.tags), g.title)
+            assert.are.same(want_tags[g.title], g.tags, texts[g.title])
+          end
+        end
+        local odd = assert(db:list_output(alice))
+        for _, t in ipairs(odd) do
+          if t.title == "odd" then assert.are.equal(null, t.estimate) end
+          if t.title == "half" then assert.are.equal(2.5, t.estimate) end
+        end
+        assert.are.same({}, assert(db:list_output(bob)))
+        assert.is_true(isArray(db:list_output(bob)))
+      end)
+
       it_runs("raises on bad arguments (programmer errors)", function()
         assert.has_error(function() db:create(nil, { title = "x" }) end,
           "store: owner must be a non-empty string")
@@ -350,6 +430,7 @@ describe("apps/tasks/store", function()
         assert.has_error(function() db:archive_done(nil) end,
           "store:archive_done: before must be an integer (seconds since the epoch)")
         assert.are.same({}, assert(db:list(alice)))
+        assert.has_error(function() db:list_output(nil) end, "store: owner must be a non-empty string")
       end)
     end)
   end

@@ -19,6 +19,13 @@ describe("clank.json.formatNumber", function()
     { 100.0, "100" },
     { 0.0, "0" },
     { -0.0, "0" },
+    { 1.0, "1" },
+    { 10.0, "10" },
+    { 99.0, "99" },
+    { 1234567890.0, "1234567890" },
+    { 1e15, "1000000000000000" },
+    { 2.0 ^ 53 - 1, "9007199254740991" },
+    { -(2.0 ^ 53 - 1), "-9007199254740991" },
     { 2.0 ^ 53, "9007199254740992" },
     { -(2.0 ^ 53), "-9007199254740992" },
     { 2.0 ^ 53 + 2, "9007199254740994" },
@@ -78,6 +85,20 @@ describe("clank.json.formatNumber", function()
       local x = (rnd() / 2147483648 - 0.5) * 10.0 ^ (rnd() % 600 - 300)
       local s = json.formatNumber(x)
       assert.is_true(x == tonumber(s) + 0.0, s) -- integral text reads as an integer
+    end
+  end)
+
+  it("prints integral floats below 2^53 with the digits of the integer", function()
+    local seed = 54321
+    local function rnd()
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed
+    end
+    for _ = 1, 2000 do
+      local x = math.floor((rnd() / 2147483648) * 2.0 ^ (rnd() % 54)) + 0.0
+      if rnd() % 2 == 1 then x = -x end
+      if x == 0 then x = 0.0 end
+      assert.equal(("%d"):format(x), json.formatNumber(x))
     end
   end)
 

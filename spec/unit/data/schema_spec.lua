@@ -258,6 +258,34 @@ describe("clank.schema object", function()
     assert.same({ I({ "p17" }, "Expected a finite number.", "number", "x") }, issues_of(o, value))
   end)
 
+  it("finds each of 64 properties by name, and no other name", function()
+    local shape, value = {}, {}
+    for i = 1, 64 do
+      shape["k" .. i] = s.optional(s.number())
+      value["k" .. i] = i
+    end
+    local o = s.object(shape)
+    assert.is_nil(issues_of(o, value))
+    -- names made at run time are the same strings; near misses are unknown, each reported
+    local near = {}
+    for i = 1, 64 do near[("k%d"):format(i)] = i end
+    assert.is_nil(issues_of(o, near))
+    local unknown, want = {}, {}
+    for _, k in ipairs({ "K1", "k0", "k65", "k1 ", "k", "p1" }) do
+      unknown[k] = 1
+      want[#want + 1] = k
+    end
+    table.sort(want)
+    local issues = issues_of(o, unknown)
+    local got = {}
+    for i, issue in ipairs(issues) do
+      got[i] = issue.path[1]
+      assert.equal("Unknown property.", issue.message)
+    end
+    table.sort(got)
+    assert.same(want, got)
+  end)
+
   it("checks every property of an object wider than 64", function()
     local shape, value = { opt = s.optional(s.number()) }, {}
     for i = 1, 70 do
