@@ -393,12 +393,7 @@ static void fail_queue(sq_pool_t *p) {
     free(j->errmsg);
     j->errmsg = strdup("cannot start a database thread");
     j->state = JOB_DONE;
-    j->next = NULL;
-    if (p->done_tail)
-      p->done_tail->next = j;
-    else
-      p->done = j;
-    p->done_tail = j;
+    clank_sqlite_done_push(p, j);
   }
   p->queue_tail = NULL;
   uv_async_send(&p->async);
@@ -622,6 +617,29 @@ static int run_gc(lua_State *L) {
 
 static cell_t *read_params(lua_State *L, int idx, int *count);
 
+/* A JOB_RUN of sql with the params at index 3; raises on a value it cannot
+   bind or out of memory. */
+static job_t *new_run_job(lua_State *L, const char *sql, size_t sql_len, int rows) {
+  int nparams;
+  cell_t *params = read_params(L, 3, &nparams);
+  job_t *j = calloc(1, sizeof *j);
+  char *copy = j ? malloc(sql_len + 1) : NULL;
+  if (copy == NULL) {
+    free(j);
+    clank_sqlite_cells_free(params, (size_t)nparams);
+    luaL_error(L, "clank.db.sqlite: out of memory");
+    return NULL;
+  }
+  memcpy(copy, sql, sql_len + 1);
+  j->kind = JOB_RUN;
+  j->rows = rows;
+  j->sql = copy;
+  j->sql_len = sql_len;
+  j->params = params;
+  j->nparams = nparams;
+  return j;
+}
+
 /* pool:run(sql, params, mode, signal?, timeoutMs?): one query on whichever
    connection is free first, without lending one (the queue). */
 static int l_run_queued(lua_State *L) {
@@ -639,22 +657,7 @@ static int l_run_queued(lua_State *L) {
   memset(q, 0, sizeof *q);
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_setmetatable(L, -2);
-  int nparams;
-  cell_t *params = read_params(L, 3, &nparams);
-  job_t *j = calloc(1, sizeof *j);
-  char *copy = j ? malloc(sql_len + 1) : NULL;
-  if (copy == NULL) {
-    free(j);
-    clank_sqlite_cells_free(params, (size_t)nparams);
-    return luaL_error(L, "clank.db.sqlite: out of memory");
-  }
-  memcpy(copy, sql, sql_len + 1);
-  j->kind = JOB_RUN;
-  j->rows = rows;
-  j->sql = copy;
-  j->sql_len = sql_len;
-  j->params = params;
-  j->nparams = nparams;
+  job_t *j = new_run_job(L, sql, sql_len, rows);
   j->run = q;
   j->writes = clank_sqlite_single_write(sql, sql_len);
   q->job = j;
@@ -826,22 +829,7 @@ static int l_run(lua_State *L) {
   if (c->pool->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
   if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   if (clank_db_check_signal(L, signal)) return 2;
-  int nparams;
-  cell_t *params = read_params(L, 3, &nparams);
-  job_t *j = calloc(1, sizeof *j);
-  char *copy = j ? malloc(sql_len + 1) : NULL;
-  if (copy == NULL) {
-    free(j);
-    clank_sqlite_cells_free(params, (size_t)nparams);
-    return luaL_error(L, "clank.db.sqlite: out of memory");
-  }
-  memcpy(copy, sql, sql_len + 1);
-  j->kind = JOB_RUN;
-  j->rows = rows;
-  j->sql = copy;
-  j->sql_len = sql_len;
-  j->params = params;
-  j->nparams = nparams;
+  job_t *j = new_run_job(L, sql, sql_len, rows);
   if (post(c->pool, c->slot, j) != 0) {
     clank_sqlite_job_free(j);
     return clank_db_push_error(L, "SQLITE_ERROR", "cannot start a database thread", NULL);

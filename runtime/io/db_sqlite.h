@@ -146,6 +146,8 @@ int clank_sqlite_single_write(const char *sql, size_t len);
 void clank_sqlite_job_free(job_t *j);
 /* "SQLITE_CONSTRAINT" for any SQLITE_CONSTRAINT_* result code. */
 const char *clank_sqlite_code_name(int rc);
+/* Appends a finished queued job to the pool's done list (under mu). */
+void clank_sqlite_done_push(sq_pool_t *p, job_t *j);
 /* A slot's thread (arg: the slot_t): runs posted jobs until the pool quits. */
 void clank_sqlite_thread(void *arg);
 

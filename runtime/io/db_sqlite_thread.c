@@ -448,7 +448,7 @@ static job_t *queue_pop(sq_pool_t *p) {
   return j;
 }
 
-static void done_push(sq_pool_t *p, job_t *j) {
+void clank_sqlite_done_push(sq_pool_t *p, job_t *j) {
   j->next = NULL;
   if (p->done_tail)
     p->done_tail->next = j;
@@ -513,7 +513,7 @@ void clank_sqlite_thread(void *arg) {
         job_t *next = j->next;
         j->on = NULL;
         j->state = JOB_DONE;
-        done_push(p, j);
+        clank_sqlite_done_push(p, j);
         p->completed++;
         j = next;
       }
