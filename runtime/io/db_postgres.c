@@ -84,6 +84,7 @@ struct conn_s {
   int handles;
   cancel_t *cancel;
   conn_t *prev, *next;
+  clank_pg_query_t q; /* the query in flight, in memory of its own */
 };
 
 /* The conn userdata. acquire waits on it before it has a connection. */
@@ -198,6 +199,7 @@ static void conn_shut(conn_t *c) {
   c->pg = NULL;
   if (c->cancel) c->cancel->conn = NULL;
   c->cancel = NULL;
+  clank_pg_query_free(&c->q);
 }
 
 /* Out of the pool for good. The caller dispatches afterwards. */
@@ -475,6 +477,7 @@ static void query_done(conn_t *c) {
     conn_lost(c, PQerrorMessage(c->pg));
     return;
   }
+  if (was != C_ROLLBACK) clank_pg_query_trim(&c->q);
   uv_timer_stop(&c->timer);
   c->state = C_IDLE;
   int r = poll_watch(c, UV_READABLE);
@@ -811,9 +814,9 @@ static int conn_run(lua_State *L) {
   conn_t *c = b->conn;
   if (c->state != C_IDLE || b->pool->base.closed)
     return clank_db_push_error(L, "CONNECTION", "the connection was lost", NULL);
-  clank_pg_params_t pp;
-  clank_pg_bind_params(L, params, &pp);
-  int sent = PQsendQueryParams(c->pg, sql, pp.n, pp.types, pp.values, pp.lengths, pp.formats, 0);
+  clank_pg_query_t *q = &c->q;
+  clank_pg_bind_query(L, q, sql, sqllen, params);
+  int sent = PQsendQueryParams(c->pg, q->sql, q->n, q->types, q->values, q->lengths, q->formats, 0);
   if (!sent || send_flush(c) < 0) {
     char *msg = clank_pg_scrub(&b->pool->target, PQerrorMessage(c->pg));
     lua_pushstring(L, msg ? msg : "out of memory");
@@ -821,7 +824,6 @@ static int conn_run(lua_State *L) {
     if (sent || PQstatus(c->pg) != CONNECTION_OK) conn_shut(c); /* a query half sent */
     return clank_db_push_error(L, "CONNECTION", lua_tostring(L, -1), NULL);
   }
-  lua_settop(L, 6);
   box_clear(b);
   b->kind = W_RUN;
   b->exec = exec;
