@@ -11,10 +11,11 @@
 
    Cancelling (abort, timeout): PQcancel blocks, so it runs on a thread of its
    own that reports back through a uv_async. The waiting call returns once the
-   query has ended (the server's "canceling statement" error) and the
-   connection is idle again; when it has not ended CANCEL_GRACE_MS after the
-   cancel's answer (or CANCEL_LIMIT_MS after the abort), the connection is
-   dropped, never reset on the loop.
+   query has ended (the server's "canceling statement" error), the connection
+   is idle again and the cancel's answer is in (a query that ended just before
+   its cancel arrived must not leave the cancel to stop the next one); when it
+   has not ended CANCEL_GRACE_MS after the cancel's answer (or CANCEL_LIMIT_MS
+   after the abort), the connection is dropped, never reset on the loop.
 
    Prepared statements (db_postgres_stmts.c): a connection prepares a
    statement the second time it runs the same text with the same parameter
@@ -109,6 +110,7 @@ struct conn_s {
   int autocommit; /* the query began outside a transaction */
   int retried;    /* run again once after a stale plan */
   int step_failed, cleared;
+  int ended;        /* its results are in (a cancel's answer may still be awaited) */
   char sqlstate[6]; /* of the step's first error */
   int param_error;  /* it was a parameter's conversion (Bind: nothing ran) */
 };
@@ -523,7 +525,7 @@ static void query_done(conn_t *c) {
     conn_lost(c, PQerrorMessage(c->pg));
     return;
   }
-  if (was == C_BUSY || was == C_CANCELLING) {
+  if ((was == C_BUSY || was == C_CANCELLING) && !c->ended) {
     int r = step_done(c, was == C_CANCELLING);
     if (r > 0) return; /* its next step is on its way */
     if (r < 0) {
@@ -531,6 +533,15 @@ static void query_done(conn_t *c) {
       return;
     }
     clank_pg_query_trim(&c->q);
+    c->ended = 1;
+  }
+  /* The query may have ended before its cancel reached the server, which
+     would then stop whatever query runs next: the connection waits for the
+     cancel's answer (a cancel arriving while the server awaits a command is
+     ignored). */
+  if (was == C_CANCELLING && c->cancel) {
+    if (poll_watch(c, UV_READABLE) < 0) conn_lost(c, "cannot watch the socket");
+    return;
   }
   c->box = NULL;
   uv_timer_stop(&c->timer);
@@ -815,7 +826,10 @@ static void on_cancel_answer(uv_async_t *a) {
   conn_t *c = k->conn;
   if (c) {
     c->cancel = NULL;
-    if (c->state == C_CANCELLING) uv_timer_start(&c->timer, on_conn_timer, CANCEL_GRACE_MS, 0);
+    if (c->state == C_CANCELLING && c->ended)
+      query_done(c); /* it was waiting for this answer */
+    else if (c->state == C_CANCELLING)
+      uv_timer_start(&c->timer, on_conn_timer, CANCEL_GRACE_MS, 0);
   }
   uv_close((uv_handle_t *)a, cancel_closed);
 }
@@ -1008,6 +1022,7 @@ static int conn_run(lua_State *L) {
   clank_pg_bind_query(L, &c->q, sql, sqllen, params);
   c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
   c->retried = 0;
+  c->ended = 0;
   int sent = start_query(c);
   if (sent < 0) {
     char *msg = clank_pg_scrub(&b->pool->target, PQerrorMessage(c->pg));

@@ -275,6 +275,27 @@ describe("clank.db.postgres", function()
     pool:close()
   end)
 
+  it("keeps a cancel that comes after its query ended from stopping the next query", function()
+    -- timeouts around the query's 20 ms: some fire while it runs, some as it ends
+    local pool = new_pool({ size = 1, connectTimeout = 9004 })
+    local out = in_handler(function()
+      local conn = assert(pool:acquire())
+      local got = {}
+      for i = 1, 30 do
+        local r, e = conn:run("SELECT pg_sleep(0.02) AS s, 1 AS one", {}, "rows", nil, 15 + i % 10)
+        local r2, e2 = conn:run("SELECT pg_sleep(0.05) AS s, 2 AS two", {}, "rows")
+        got[i] = { first = r and r[1].one or e.code, next = r2 and r2[1].two or e2.code }
+      end
+      conn:release()
+      return got
+    end)
+    pool:close()
+    for i = 1, 30 do
+      assert.is_true(out[i].first == 1 or out[i].first == "TIMEOUT", "run " .. i .. ": " .. tostring(out[i].first))
+      assert.are.equal(2, out[i].next, "run " .. i .. ": the next query answered " .. tostring(out[i].next))
+    end
+  end)
+
   it("returns ABORTED at once for a signal aborted before the call", function()
     local pool = new_pool()
     local out = in_handler(function()
