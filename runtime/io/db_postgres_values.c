@@ -203,6 +203,31 @@ static void push_bytea(lua_State *L, const char *v, size_t len) {
   PQfreemem(raw);
 }
 
+/* int2, int4, int8, oid as PostgreSQL writes them: an optional '-', then
+   digits that fit (strtoll's checks are not needed, and cost as much as
+   the rest of a value). */
+static lua_Integer parse_integer(const char *v) {
+  int neg = *v == '-';
+  uint64_t u = 0;
+  for (const char *p = v + neg; *p >= '0' && *p <= '9'; p++) u = u * 10 + (uint64_t)(*p - '0');
+  return (lua_Integer)(neg ? 0 - u : u);
+}
+
+/* float4, float8: a whole number of up to 15 digits is exact in a double
+   (no strtod for the estimate 3); anything else (1.5, 1e+300, NaN) is not. */
+static lua_Number parse_float(const char *v, size_t len) {
+  int neg = *v == '-';
+  size_t n = len - (size_t)neg;
+  if (n > 0 && n <= 15) {
+    uint64_t u = 0;
+    size_t i = 0;
+    for (const char *p = v + neg; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+      u = u * 10 + (uint64_t)(p[i] - '0');
+    if (i == n) return neg ? -(lua_Number)u : (lua_Number)u; /* "-0" too */
+  }
+  return (lua_Number)strtod(v, NULL);
+}
+
 static void push_value(lua_State *L, const PGresult *r, int row, int col) {
   if (PQgetisnull(r, row, col)) {
     clank_push_null(L);
@@ -215,25 +240,33 @@ static void push_value(lua_State *L, const PGresult *r, int row, int col) {
     case INT2OID:
     case INT4OID:
     case INT8OID:
-    case OIDOID: lua_pushinteger(L, (lua_Integer)strtoll(v, NULL, 10)); break;
+    case OIDOID: lua_pushinteger(L, parse_integer(v)); break;
     case FLOAT4OID:
-    case FLOAT8OID: lua_pushnumber(L, (lua_Number)strtod(v, NULL)); break;
+    case FLOAT8OID: lua_pushnumber(L, parse_float(v, len)); break;
     case BYTEAOID: push_bytea(L, v, len); break;
     default: lua_pushlstring(L, v, len); /* text, varchar, numeric (SPEC §12), ... */
   }
 }
 
+/* The column names are made Lua strings once per result and kept on the
+   stack: each row's keys are those strings (lua_rawset), not a lookup of
+   the name's text per value (lua_setfield). */
 void clank_pg_push_rows(lua_State *L, const PGresult *r) {
   int rows = PQntuples(r), cols = PQnfields(r);
+  luaL_checkstack(L, cols + 4, "too many columns");
   lua_createtable(L, rows, 0);
+  int list = lua_gettop(L), names = list + 1;
+  for (int j = 0; j < cols; j++) lua_pushstring(L, PQfname(r, j));
   for (int i = 0; i < rows; i++) {
     lua_createtable(L, 0, cols);
     for (int j = 0; j < cols; j++) {
+      lua_pushvalue(L, names + j);
       push_value(L, r, i, j);
-      lua_setfield(L, -2, PQfname(r, j));
+      lua_rawset(L, -3);
     }
-    lua_rawseti(L, -2, i + 1);
+    lua_rawseti(L, list, i + 1);
   }
+  lua_settop(L, list);
   clank_mark_array(L, -1);
 }
 

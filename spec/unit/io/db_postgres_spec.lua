@@ -123,6 +123,59 @@ describe("clank.db.postgres", function()
     pool:close()
   end)
 
+  it("reads integers and floats exactly as PostgreSQL writes them", function()
+    local pool = new_pool()
+    local row = in_handler(function()
+      return query(pool, [[SELECT '-32768'::int2 AS i2, '-2147483648'::int4 AS i4min, 2147483647::int4 AS i4,
+        9223372036854775807::int8 AS i8, 4294967295::oid AS o, 0::int8 AS zero,
+        3::float8 AS whole, -42::float8 AS negwhole, '-0'::float8 AS negzero,
+        123456789012345::float8 AS f15, 1234567890123456::float8 AS f16,
+        9007199254740993::float8 AS rounded, 1e-7::float8 AS small, 2.5::float4 AS f4,
+        'NaN'::float8 AS nan, 'Infinity'::float8 AS inf, '-Infinity'::float8 AS ninf]])[1]
+    end)
+    assert.are.equal(-32768, row.i2)
+    assert.are.equal(-2147483648, row.i4min)
+    assert.are.equal(2147483647, row.i4)
+    assert.are.equal(math.maxinteger, row.i8)
+    assert.are.equal(4294967295, row.o)
+    assert.are.equal("integer", math.type(row.o))
+    assert.are.equal(0, row.zero)
+    for _, k in ipairs { "whole", "negwhole", "negzero", "f15", "f16", "rounded", "small", "f4" } do
+      assert.are.equal("float", math.type(row[k]), k)
+    end
+    assert.are.equal(3.0, row.whole)
+    assert.are.equal(-42.0, row.negwhole)
+    assert.are.equal(-math.huge, 1 / row.negzero) -- -0, not 0
+    assert.are.equal(123456789012345.0, row.f15)
+    assert.are.equal(1234567890123456.0, row.f16)
+    assert.are.equal(9007199254740992.0, row.rounded)
+    assert.are.equal(1e-7, row.small)
+    assert.are.equal(2.5, row.f4)
+    assert.is_true(row.nan ~= row.nan)
+    assert.are.equal(math.huge, row.inf)
+    assert.are.equal(-math.huge, row.ninf)
+    pool:close()
+  end)
+
+  it("keys rows by column name: the last of two same names wins, no columns give empty rows", function()
+    local pool = new_pool()
+    local columns = {}
+    for i = 1, 40 do columns[i] = "1 AS c" .. i end
+    local out = in_handler(function()
+      return {
+        twice = query(pool, "SELECT 1 AS a, 'x' AS b, 2 AS a"),
+        none = query(pool, "SELECT FROM generate_series(1, 2)"),
+        wide = query(pool, "SELECT " .. table.concat(columns, ", ") .. ", 2 AS last")[1],
+      }
+    end)
+    assert.are.same({ { a = 2, b = "x" } }, out.twice)
+    assert.are.same({ {}, {} }, out.none)
+    local want = { last = 2 }
+    for i = 1, 40 do want["c" .. i] = 1 end
+    assert.are.same(want, out.wide)
+    pool:close()
+  end)
+
   it("returns rows as a list marked as a JSON array, [] when empty", function()
     local pool = new_pool()
     local got = in_handler(function()
