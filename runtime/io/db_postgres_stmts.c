@@ -70,7 +70,7 @@ int clank_pg_preparable(const char *sql) {
 static int same_key(const clank_pg_stmt_t *st, const clank_pg_query_t *q, uint64_t h) {
   return st->hash == h && st->sqllen == q->sqllen && st->n == q->n &&
          memcmp(st->key, q->sql, q->sqllen) == 0 &&
-         memcmp(st->key + q->sqllen + 1, q->types, (size_t)q->n * sizeof(Oid)) == 0;
+         (q->n == 0 || memcmp(st->key + q->sqllen + 1, q->types, (size_t)q->n * sizeof(Oid)) == 0);
 }
 
 clank_pg_stmt_t *clank_pg_stmts_find(clank_pg_stmts_t *s, const clank_pg_query_t *q, uint64_t h) {
