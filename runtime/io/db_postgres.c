@@ -69,6 +69,10 @@ enum { O_NONE, O_CONN, O_RESULT, O_ERROR, O_STOPPED };
 /* A query's steps on the wire: execute; before it, prepare; before that,
    deallocate the doomed statements. */
 enum { S_EXEC, S_PREPARE, S_DEALLOCATE };
+/* Where an error arose, by its CONTEXT field: none (the statement itself:
+   parse, analysis, plan), converting a parameter (Bind), or inside what it
+   ran (a function, a trigger). */
+enum { E_STATEMENT, E_PARAMETER, E_RUNNING };
 
 struct pool_s {
   clank_db_pool_t base; /* first: the registry's part */
@@ -111,8 +115,8 @@ struct conn_s {
   int retried;    /* run again once after a stale plan */
   int step_failed, cleared;
   int ended;        /* its results are in (a cancel's answer may still be awaited) */
-  char sqlstate[6]; /* of the step's first error */
-  int param_error;  /* it was a parameter's conversion (Bind: nothing ran) */
+  char sqlstate[6]; /* of the step's first error, */
+  int err_context;  /* and where it arose: E_STATEMENT, E_PARAMETER, E_RUNNING */
 };
 
 /* The conn userdata. acquire waits on it before it has a connection. */
@@ -495,7 +499,9 @@ static void keep_result(conn_t *c, PGresult *r) {
     c->step_failed = 1;
     snprintf(c->sqlstate, sizeof c->sqlstate, "%s", code ? code : "");
     /* "unnamed portal parameter $1 = '...'" (lc_messages English) */
-    c->param_error = context && strstr(context, "portal parameter $") != NULL;
+    c->err_context = context == NULL                                 ? E_STATEMENT
+                     : strstr(context, "portal parameter $") != NULL ? E_PARAMETER
+                                                                     : E_RUNNING;
   }
   if (st == PGRES_COMMAND_OK && c->step == S_EXEC) {
     /* the app dropped every prepared statement of the session */
@@ -583,7 +589,7 @@ static int step_sent(conn_t *c, int ok, int step) {
   if (!ok) return -1;
   c->step = step;
   c->step_failed = 0;
-  c->param_error = 0;
+  c->err_context = E_STATEMENT;
   c->sqlstate[0] = '\0';
   return send_flush(c) < 0 ? -2 : 0;
 }
@@ -652,17 +658,19 @@ static int start_query(conn_t *c) {
 }
 
 /* After these errors a statement prepared earlier may merely be stale, where
-   running its text unprepared would have answered: 0A000 (cached plan must
-   not change result type), 26000 (no such statement: the app deallocated
-   it), class 42 (analysis: a parameter type the server inferred when it was
-   prepared no longer fits an altered table), or class 22 in converting a
-   parameter whose type the server inferred (an int column that became text
-   refusing 'abc'). All of these come before the statement runs. */
+   running its text unprepared would have answered: 26000 (no such statement:
+   the app deallocated it); from the statement itself, 0A000 (cached plan must
+   not change result type) or class 42 (a parameter type the server inferred
+   when it was prepared no longer fits an altered table); class 22 converting
+   a parameter whose type the server inferred (an int column that became text
+   refusing 'abc'). All of these come before the statement runs; the same
+   codes raised by a function it ran do not. */
 static int stale_plan(const conn_t *c) {
   const char *code = c->sqlstate;
-  if (strcmp(code, "0A000") == 0 || strcmp(code, "26000") == 0 || strncmp(code, "42", 2) == 0)
-    return 1;
-  if (strncmp(code, "22", 2) != 0 || !c->param_error) return 0;
+  if (strcmp(code, "26000") == 0) return 1;
+  if (c->err_context == E_STATEMENT)
+    return strcmp(code, "0A000") == 0 || strncmp(code, "42", 2) == 0;
+  if (c->err_context != E_PARAMETER || strncmp(code, "22", 2) != 0) return 0;
   for (int i = 0; i < c->q.n; i++)
     if (c->q.types[i] == 0) return 1;
   return 0;

@@ -661,6 +661,24 @@ describe("clank.db.postgres", function()
         assert.are.same(out.retyped, out.again)
       end)
 
+    it("never runs a statement again for an error a function it called raised", function()
+      local call = "SELECT pg_temp.pg_spec_boom() AS v"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP SEQUENCE pg_spec_calls", {}, "exec"))
+        must(conn:run([[CREATE FUNCTION pg_temp.pg_spec_boom() RETURNS int LANGUAGE plpgsql AS $$
+          BEGIN PERFORM nextval('pg_spec_calls'); RAISE EXCEPTION 'refused' USING ERRCODE = '42501'; END $$]],
+          {}, "exec"))
+        local errs = {}
+        for i = 1, 4 do errs[i] = select(2, conn:run(call, {}, "rows")) end
+        return { errs = errs, next = must(conn:run("SELECT nextval('pg_spec_calls')::int AS n", {}, "rows"))[1].n }
+      end)
+      for i = 1, 4 do
+        assert.are.equal("42501", out.errs[i].code)
+        assert.are.equal("refused", out.errs[i].message)
+      end
+      assert.are.equal(5, out.next) -- four calls, each run once
+    end)
+
     it("lets a stale statement's error stand inside a transaction, and prepares it afresh after", function()
       local star = "SELECT * FROM pg_spec_stale"
       local out = on_one_conn(function(conn)
