@@ -11,10 +11,23 @@
 
    Cancelling (abort, timeout): PQcancel blocks, so it runs on a thread of its
    own that reports back through a uv_async. The waiting call returns once the
-   query has ended (the server's "canceling statement" error) and the
-   connection is idle again; when it has not ended CANCEL_GRACE_MS after the
-   cancel's answer (or CANCEL_LIMIT_MS after the abort), the connection is
-   dropped, never reset on the loop.
+   query has ended (the server's "canceling statement" error), the connection
+   is idle again and the cancel's answer is in (a query that ended just before
+   its cancel arrived must not leave the cancel to stop the next one); when it
+   has not ended CANCEL_GRACE_MS after the cancel's answer (or CANCEL_LIMIT_MS
+   after the abort), the connection is dropped, never reset on the loop.
+
+   Prepared statements (db_postgres_stmts.c): a connection prepares a
+   statement the second time it runs the same text with the same parameter
+   types (PQsendPrepare, then PQsendQueryPrepared: one more round trip, once)
+   and from then on only executes it, so the server parses and plans it no
+   more. Texts of several commands or other than SELECT, INSERT, UPDATE,
+   DELETE, MERGE, WITH, VALUES, TABLE, and queries in a failed transaction run
+   unnamed (PQsendQueryParams) as before. A cached statement failing as a
+   stale one would (its table altered, or deallocated by the app) is dropped
+   and, outside a transaction, prepared afresh and run once more; inside one
+   its error stands. The app's DEALLOCATE ALL or DISCARD ALL empties the
+   cache; it dies with its connection.
 
    Ownership: a pool_t is a clank_db_pool_t of the shared registry (db.h),
    refcounted by the pool and conn userdata of every Lua state. A conn_t
@@ -53,6 +66,13 @@ typedef struct cancel_s cancel_t;
 enum { C_RESOLVING, C_CONNECTING, C_IDLE, C_BUSY, C_CANCELLING, C_ROLLBACK, C_DEAD };
 enum { W_ACQUIRE, W_RUN };
 enum { O_NONE, O_CONN, O_RESULT, O_ERROR, O_STOPPED };
+/* A query's steps on the wire: execute; before it, prepare; before that,
+   deallocate the doomed statements. */
+enum { S_EXEC, S_PREPARE, S_DEALLOCATE };
+/* Where an error arose, by its CONTEXT field: none (the statement itself:
+   parse, analysis, plan), converting a parameter (Bind), or inside what it
+   ran (a function, a trigger). */
+enum { E_STATEMENT, E_PARAMETER, E_RUNNING };
 
 struct pool_s {
   clank_db_pool_t base; /* first: the registry's part */
@@ -84,6 +104,19 @@ struct conn_s {
   int handles;
   cancel_t *cancel;
   conn_t *prev, *next;
+  /* the query in flight, in memory of its own, and the statements prepared */
+  clank_pg_query_t q;
+  clank_pg_stmts_t stmts;
+  uint64_t hash;         /* of q, when preparable */
+  clank_pg_stmt_t *stmt; /* executed (S_EXEC) or being prepared (S_PREPARE); NULL: unnamed */
+  int step;
+  int cached;     /* stmt was prepared before this query */
+  int autocommit; /* the query began outside a transaction */
+  int retried;    /* run again once after a stale plan */
+  int step_failed, cleared;
+  int ended;        /* its results are in (a cancel's answer may still be awaited) */
+  char sqlstate[6]; /* of the step's first error, */
+  int err_context;  /* and where it arose: E_STATEMENT, E_PARAMETER, E_RUNNING */
 };
 
 /* The conn userdata. acquire waits on it before it has a connection. */
@@ -198,6 +231,10 @@ static void conn_shut(conn_t *c) {
   c->pg = NULL;
   if (c->cancel) c->cancel->conn = NULL;
   c->cancel = NULL;
+  /* its prepared statements went with the server's session */
+  clank_pg_stmts_free(&c->stmts);
+  c->stmt = NULL;
+  clank_pg_query_free(&c->q);
 }
 
 /* Out of the pool for good. The caller dispatches afterwards. */
@@ -450,12 +487,31 @@ static void conn_lost(conn_t *c, const char *why) {
 static void keep_result(conn_t *c, PGresult *r) {
   box_t *b = c->box;
   ExecStatusType st = PQresultStatus(r);
-  if (c->state == C_ROLLBACK || b == NULL) {
+  if (c->state == C_ROLLBACK) {
     c->rollback_ok = st == PGRES_COMMAND_OK;
     PQclear(r);
     return;
   }
   int is_error = st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE;
+  if (is_error && !c->step_failed) {
+    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *context = PQresultErrorField(r, PG_DIAG_CONTEXT);
+    c->step_failed = 1;
+    snprintf(c->sqlstate, sizeof c->sqlstate, "%s", code ? code : "");
+    /* "unnamed portal parameter $1 = '...'" (lc_messages English) */
+    c->err_context = context == NULL                                 ? E_STATEMENT
+                     : strstr(context, "portal parameter $") != NULL ? E_PARAMETER
+                                                                     : E_RUNNING;
+  }
+  if (st == PGRES_COMMAND_OK && c->step == S_EXEC) {
+    /* the app dropped every prepared statement of the session */
+    const char *tag = PQcmdStatus(r);
+    if (strcmp(tag, "DEALLOCATE ALL") == 0 || strcmp(tag, "DISCARD ALL") == 0) c->cleared = 1;
+  }
+  if (b == NULL || c->step == S_DEALLOCATE) {
+    PQclear(r);
+    return;
+  }
   if (b->res && PQresultStatus(b->res) == PGRES_FATAL_ERROR && !is_error) {
     PQclear(r); /* the first error stays */
     return;
@@ -464,17 +520,36 @@ static void keep_result(conn_t *c, PGresult *r) {
   b->res = r;
 }
 
+static int step_done(conn_t *c, int cancelled);
+
 static void query_done(conn_t *c) {
   pool_t *p = c->pool;
   box_t *b = c->box;
   int was = c->state;
-  c->box = NULL;
   c->flushing = 0;
   if (PQstatus(c->pg) != CONNECTION_OK) {
-    if (b) c->box = b;
     conn_lost(c, PQerrorMessage(c->pg));
     return;
   }
+  if ((was == C_BUSY || was == C_CANCELLING) && !c->ended) {
+    int r = step_done(c, was == C_CANCELLING);
+    if (r > 0) return; /* its next step is on its way */
+    if (r < 0) {
+      conn_lost(c, PQerrorMessage(c->pg));
+      return;
+    }
+    clank_pg_query_trim(&c->q);
+    c->ended = 1;
+  }
+  /* The query may have ended before its cancel reached the server, which
+     would then stop whatever query runs next: the connection waits for the
+     cancel's answer (a cancel arriving while the server awaits a command is
+     ignored). */
+  if (was == C_CANCELLING && c->cancel) {
+    if (poll_watch(c, UV_READABLE) < 0) conn_lost(c, "cannot watch the socket");
+    return;
+  }
+  c->box = NULL;
   uv_timer_stop(&c->timer);
   c->state = C_IDLE;
   int r = poll_watch(c, UV_READABLE);
@@ -504,6 +579,144 @@ static int send_flush(conn_t *c) {
   if (r < 0) return -1;
   c->flushing = r == 1;
   return poll_watch(c, UV_READABLE | (c->flushing ? UV_WRITABLE : 0)) < 0 ? -1 : 0;
+}
+
+/* ---- a query's steps: prepared statements ---- */
+
+/* A step handed to libpq (ok) as step. 0; -1: nothing was sent (the
+   connection is as it was); -2: some may have been (it is not to be trusted). */
+static int step_sent(conn_t *c, int ok, int step) {
+  if (!ok) return -1;
+  c->step = step;
+  c->step_failed = 0;
+  c->err_context = E_STATEMENT;
+  c->sqlstate[0] = '\0';
+  return send_flush(c) < 0 ? -2 : 0;
+}
+
+static int send_unnamed(conn_t *c) {
+  clank_pg_query_t *q = &c->q;
+  c->stmt = NULL;
+  return step_sent(
+      c, PQsendQueryParams(c->pg, q->sql, q->n, q->types, q->values, q->lengths, q->formats, 0),
+      S_EXEC);
+}
+
+static int send_execute(conn_t *c, clank_pg_stmt_t *st) {
+  clank_pg_query_t *q = &c->q;
+  char name[CLANK_PG_NAME_SIZE];
+  clank_pg_stmt_name(st->id, name);
+  c->stmt = st;
+  return step_sent(c, PQsendQueryPrepared(c->pg, name, q->n, q->values, q->lengths, q->formats, 0),
+                   S_EXEC);
+}
+
+/* Prepares the query under a new name (executed once the server made it),
+   or runs it unnamed when no statement may be added now. */
+static int send_prepare(conn_t *c) {
+  clank_pg_query_t *q = &c->q;
+  clank_pg_stmt_t *st = clank_pg_stmts_begin(&c->stmts, q, c->hash);
+  if (st == NULL) return send_unnamed(c);
+  char name[CLANK_PG_NAME_SIZE];
+  clank_pg_stmt_name(st->id, name);
+  c->stmt = st;
+  int r = step_sent(c, PQsendPrepare(c->pg, name, q->sql, q->n, q->types), S_PREPARE);
+  if (r == -1) {
+    clank_pg_stmts_abandon(&c->stmts);
+    c->stmt = NULL;
+  }
+  return r;
+}
+
+/* The doomed statements go in one simple query, outside a transaction only:
+   were one of them gone already, its error would abort the app's transaction. */
+static int send_deallocate(conn_t *c) {
+  char sql[CLANK_PG_DEALLOCATE_SIZE];
+  clank_pg_stmts_deallocate_sql(&c->stmts, sql);
+  c->stmt = NULL;
+  return step_sent(c, PQsendQuery(c->pg, sql), S_DEALLOCATE);
+}
+
+/* Sends c->q: a statement prepared before is executed; a preparable text run
+   once before is prepared first; anything else runs unnamed, as every query
+   did before the cache (a failed transaction answers 25P02 either way). */
+static int start_query(conn_t *c) {
+  clank_pg_query_t *q = &c->q;
+  PGTransactionStatusType ts = PQtransactionStatus(c->pg);
+  c->cached = 0;
+  c->cleared = 0;
+  if (ts == PQTRANS_INERROR || !clank_pg_preparable(q->sql)) return send_unnamed(c);
+  c->hash = clank_pg_stmt_hash(q);
+  clank_pg_stmt_t *st = clank_pg_stmts_find(&c->stmts, q, c->hash);
+  if (st) {
+    c->cached = 1;
+    return send_execute(c, st);
+  }
+  if (!clank_pg_stmts_seen(&c->stmts, c->hash)) return send_unnamed(c);
+  if (c->stmts.ndoomed >= CLANK_PG_DOOMED_BATCH && ts == PQTRANS_IDLE) return send_deallocate(c);
+  return send_prepare(c);
+}
+
+/* After these errors a statement prepared earlier may merely be stale, where
+   running its text unprepared would have answered: 26000 (no such statement:
+   the app deallocated it); from the statement itself, 0A000 (cached plan must
+   not change result type) or class 42 (a parameter type the server inferred
+   when it was prepared no longer fits an altered table); class 22 converting
+   a parameter whose type the server inferred (an int column that became text
+   refusing 'abc'). All of these come before the statement runs; the same
+   codes raised by a function it ran do not. */
+static int stale_plan(const conn_t *c) {
+  const char *code = c->sqlstate;
+  if (strcmp(code, "26000") == 0) return 1;
+  if (c->err_context == E_STATEMENT)
+    return strcmp(code, "0A000") == 0 || strncmp(code, "42", 2) == 0;
+  if (c->err_context != E_PARAMETER || strncmp(code, "22", 2) != 0) return 0;
+  for (int i = 0; i < c->q.n; i++)
+    if (c->q.types[i] == 0) return 1;
+  return 0;
+}
+
+static int next_step(int sent) { return sent < 0 ? -1 : 1; }
+
+/* A step's results are in (cancelled: the query was being cancelled). 1: the
+   next step is sent; 0: the query is over; -1: its next step could not be sent. */
+static int step_done(conn_t *c, int cancelled) {
+  clank_pg_stmts_t *s = &c->stmts;
+  box_t *b = c->box;
+  switch (c->step) {
+    case S_DEALLOCATE: /* gone or not, they are forgotten */
+      return cancelled ? 0 : next_step(send_prepare(c));
+    case S_PREPARE:
+      if (c->step_failed) { /* not made: its error is the answer */
+        clank_pg_stmts_abandon(s);
+        c->stmt = NULL;
+        return 0;
+      }
+      c->stmt = clank_pg_stmts_commit(s);
+      if (cancelled) return 0;
+      if (b) {
+        PQclear(b->res);
+        b->res = NULL;
+      }
+      return next_step(send_execute(c, c->stmt));
+    default: break;
+  }
+  clank_pg_stmt_t *st = c->stmt;
+  c->stmt = NULL;
+  if (c->cleared) {
+    clank_pg_stmts_clear(s);
+    return 0;
+  }
+  if (st == NULL || !c->cached || !c->step_failed || !stale_plan(c)) return 0;
+  clank_pg_stmts_drop(s, st, strcmp(c->sqlstate, "26000") != 0);
+  /* outside a transaction the failed statement changed nothing: prepare it afresh, once */
+  if (cancelled || c->retried || !c->autocommit || b == NULL ||
+      PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+    return 0;
+  c->retried = 1;
+  PQclear(b->res);
+  b->res = NULL;
+  return next_step(start_query(c));
 }
 
 static void io_step(conn_t *c, int events) {
@@ -621,7 +834,10 @@ static void on_cancel_answer(uv_async_t *a) {
   conn_t *c = k->conn;
   if (c) {
     c->cancel = NULL;
-    if (c->state == C_CANCELLING) uv_timer_start(&c->timer, on_conn_timer, CANCEL_GRACE_MS, 0);
+    if (c->state == C_CANCELLING && c->ended)
+      query_done(c); /* it was waiting for this answer */
+    else if (c->state == C_CANCELLING)
+      uv_timer_start(&c->timer, on_conn_timer, CANCEL_GRACE_MS, 0);
   }
   uv_close((uv_handle_t *)a, cancel_closed);
 }
@@ -811,17 +1027,18 @@ static int conn_run(lua_State *L) {
   conn_t *c = b->conn;
   if (c->state != C_IDLE || b->pool->base.closed)
     return clank_db_push_error(L, "CONNECTION", "the connection was lost", NULL);
-  clank_pg_params_t pp;
-  clank_pg_bind_params(L, params, &pp);
-  int sent = PQsendQueryParams(c->pg, sql, pp.n, pp.types, pp.values, pp.lengths, pp.formats, 0);
-  if (!sent || send_flush(c) < 0) {
+  clank_pg_bind_query(L, &c->q, sql, sqllen, params);
+  c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
+  c->retried = 0;
+  c->ended = 0;
+  int sent = start_query(c);
+  if (sent < 0) {
     char *msg = clank_pg_scrub(&b->pool->target, PQerrorMessage(c->pg));
     lua_pushstring(L, msg ? msg : "out of memory");
     free(msg);
-    if (sent || PQstatus(c->pg) != CONNECTION_OK) conn_shut(c); /* a query half sent */
+    if (sent == -2 || PQstatus(c->pg) != CONNECTION_OK) conn_shut(c); /* a query half sent */
     return clank_db_push_error(L, "CONNECTION", lua_tostring(L, -1), NULL);
   }
-  lua_settop(L, 6);
   box_clear(b);
   b->kind = W_RUN;
   b->exec = exec;

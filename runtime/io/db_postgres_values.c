@@ -3,6 +3,7 @@
 #include "io/db_postgres.h"
 
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,80 +42,132 @@ static int bind_error(lua_State *L, int pos, int t) {
   return luaL_error(L, "parameter $%d: cannot bind a %s", pos, lua_typename(L, t));
 }
 
-/* Reads the list at idx into pp. The strings stay on the stack (so do the
-   arrays, in a userdata): an error leaks nothing. Raises on a value that
-   cannot be bound, naming its position. */
-void clank_pg_bind_params(lua_State *L, int idx, clank_pg_params_t *pp) {
-  memset(pp, 0, sizeof *pp);
-  if (idx == 0) return;
+/* The parameter count of the list at idx: params.n, else its length. */
+static lua_Integer param_count(lua_State *L, int idx) {
   lua_Integer n;
   if (lua_getfield(L, idx, "n") == LUA_TNUMBER)
     n = lua_tointeger(L, -1);
   else
     n = (lua_Integer)lua_rawlen(L, idx);
   lua_pop(L, 1);
+  return n;
+}
+
+/* Decimal text of v at out (room for 21 bytes and the NUL); returns its length. */
+static size_t format_integer(lua_Integer v, char *out) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t len = 0;
+  if (v < 0) out[len++] = '-';
+  while (n) out[len++] = tmp[--n];
+  out[len] = '\0';
+  return len;
+}
+
+#define NUMBER_ROOM 32 /* a number's text: clank_json_format_number needs 32 */
+
+/* Copies sql and the parameters of the list at idx (0: none) into q. Two
+   walks of the list: the bytes needed, then the copy. */
+void clank_pg_bind_query(lua_State *L, clank_pg_query_t *q, const char *sql, size_t sqllen,
+                         int idx) {
+  lua_Integer n = idx ? param_count(L, idx) : 0;
   if (n < 0 || n > 65535) luaL_error(L, "%d parameters: PostgreSQL takes at most 65535", (int)n);
-  if (n == 0) return;
-  luaL_checkstack(L, (int)n * 2 + 8, "too many parameters");
-  size_t each = sizeof(char *) + 2 * sizeof(int) + sizeof(Oid);
-  char *mem = lua_newuserdatauv(L, (size_t)n * each, 0);
-  pp->n = (int)n;
-  pp->values = (const char **)mem;
-  pp->lengths = (int *)(mem + (size_t)n * sizeof(char *));
-  pp->formats = pp->lengths + n;
-  pp->types = (Oid *)(pp->formats + n);
+  size_t arrays = (size_t)n * (sizeof(char *) + 2 * sizeof(int) + sizeof(Oid));
+  size_t bytes = sqllen + 1;
+  for (int i = 1; i <= (int)n; i++) {
+    size_t len = NUMBER_ROOM;
+    if (lua_rawgeti(L, idx, i) == LUA_TSTRING) {
+      lua_tolstring(L, -1, &len);
+      len++;
+    }
+    lua_pop(L, 1);
+    bytes += len;
+  }
+  if (arrays + bytes > q->cap) {
+    size_t cap = q->cap * 2 > arrays + bytes ? q->cap * 2 : arrays + bytes;
+    if (cap < 256) cap = 256;
+    char *mem = realloc(q->mem, cap);
+    if (mem == NULL) luaL_error(L, "clank.db.postgres: out of memory");
+    q->mem = mem;
+    q->cap = cap;
+  }
+  char *mem = q->mem;
+  q->n = (int)n;
+  q->values = (const char **)mem;
+  q->lengths = (int *)(mem + (size_t)n * sizeof(char *));
+  q->formats = q->lengths + n;
+  q->types = (Oid *)(q->formats + n);
+  char *at = mem + arrays;
+  memcpy(at, sql, sqllen);
+  at[sqllen] = '\0';
+  q->sql = at;
+  q->sqllen = sqllen;
+  at += sqllen + 1;
   for (int i = 0; i < (int)n; i++) {
     int t = lua_rawgeti(L, idx, i + 1);
-    pp->lengths[i] = 0;
-    pp->formats[i] = 0;
-    pp->types[i] = 0;
+    q->values[i] = at;
+    q->lengths[i] = 0;
+    q->formats[i] = 0;
+    q->types[i] = 0;
     switch (t) {
       case LUA_TNUMBER:
         if (lua_isinteger(L, -1)) {
-          pp->values[i] = lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
-          pp->types[i] = INT8OID;
+          at += format_integer(lua_tointeger(L, -1), at) + 1;
+          q->types[i] = INT8OID;
         } else {
-          char buf[32];
-          clank_json_format_number(lua_tonumber(L, -1), buf);
-          pp->values[i] = lua_pushstring(L, buf);
-          pp->types[i] = FLOAT8OID;
+          at += clank_json_format_number(lua_tonumber(L, -1), at) + 1;
+          q->types[i] = FLOAT8OID;
         }
         break;
       case LUA_TBOOLEAN:
-        pp->values[i] = lua_toboolean(L, -1) ? "true" : "false";
-        pp->types[i] = BOOLOID;
+        q->values[i] = lua_toboolean(L, -1) ? "true" : "false";
+        q->types[i] = BOOLOID;
         break;
       case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(L, -1, &len);
-        pp->values[i] = s;
+        memcpy(at, s, len);
+        at[len] = '\0';
+        at += len + 1;
         if (!is_text(s, len)) { /* raw bytes: bytea, sent as they are */
-          pp->lengths[i] = (int)len;
-          pp->formats[i] = 1;
-          pp->types[i] = BYTEAOID;
+          q->lengths[i] = (int)len;
+          q->formats[i] = 1;
+          q->types[i] = BYTEAOID;
         }
         break;
       }
       case LUA_TLIGHTUSERDATA:
         if (clank_is_null(L, -1)) {
-          pp->values[i] = NULL;
+          q->values[i] = NULL;
           break;
         }
         /* fall through */
       default: bind_error(L, i + 1, t);
     }
+    lua_pop(L, 1);
   }
+}
+
+/* Large values: their memory goes (a query of small ones reuses it). */
+void clank_pg_query_trim(clank_pg_query_t *q) {
+  if (q->cap <= 64 * 1024) return;
+  clank_pg_query_free(q);
+}
+
+void clank_pg_query_free(clank_pg_query_t *q) {
+  free(q->mem);
+  memset(q, 0, sizeof *q);
 }
 
 /* Checks every parameter's type before bind_params pushes anything. */
 void clank_pg_check_params(lua_State *L, int idx) {
   if (idx == 0) return;
-  lua_Integer n;
-  if (lua_getfield(L, idx, "n") == LUA_TNUMBER)
-    n = lua_tointeger(L, -1);
-  else
-    n = (lua_Integer)lua_rawlen(L, idx);
-  lua_pop(L, 1);
+  lua_Integer n = param_count(L, idx);
   for (lua_Integer i = 1; i <= n && i <= 65535; i++) {
     int t = lua_rawgeti(L, idx, i);
     int ok = t == LUA_TNUMBER || t == LUA_TBOOLEAN || t == LUA_TSTRING ||
@@ -150,6 +203,31 @@ static void push_bytea(lua_State *L, const char *v, size_t len) {
   PQfreemem(raw);
 }
 
+/* int2, int4, int8, oid as PostgreSQL writes them: an optional '-', then
+   digits that fit (strtoll's checks are not needed, and cost as much as
+   the rest of a value). */
+static lua_Integer parse_integer(const char *v) {
+  int neg = *v == '-';
+  uint64_t u = 0;
+  for (const char *p = v + neg; *p >= '0' && *p <= '9'; p++) u = u * 10 + (uint64_t)(*p - '0');
+  return (lua_Integer)(neg ? 0 - u : u);
+}
+
+/* float4, float8: a whole number of up to 15 digits is exact in a double
+   (no strtod for the estimate 3); anything else (1.5, 1e+300, NaN) is not. */
+static lua_Number parse_float(const char *v, size_t len) {
+  int neg = *v == '-';
+  size_t n = len - (size_t)neg;
+  if (n > 0 && n <= 15) {
+    uint64_t u = 0;
+    size_t i = 0;
+    for (const char *p = v + neg; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+      u = u * 10 + (uint64_t)(p[i] - '0');
+    if (i == n) return neg ? -(lua_Number)u : (lua_Number)u; /* "-0" too */
+  }
+  return (lua_Number)strtod(v, NULL);
+}
+
 static void push_value(lua_State *L, const PGresult *r, int row, int col) {
   if (PQgetisnull(r, row, col)) {
     clank_push_null(L);
@@ -162,25 +240,33 @@ static void push_value(lua_State *L, const PGresult *r, int row, int col) {
     case INT2OID:
     case INT4OID:
     case INT8OID:
-    case OIDOID: lua_pushinteger(L, (lua_Integer)strtoll(v, NULL, 10)); break;
+    case OIDOID: lua_pushinteger(L, parse_integer(v)); break;
     case FLOAT4OID:
-    case FLOAT8OID: lua_pushnumber(L, (lua_Number)strtod(v, NULL)); break;
+    case FLOAT8OID: lua_pushnumber(L, parse_float(v, len)); break;
     case BYTEAOID: push_bytea(L, v, len); break;
     default: lua_pushlstring(L, v, len); /* text, varchar, numeric (SPEC §12), ... */
   }
 }
 
+/* The column names are made Lua strings once per result and kept on the
+   stack: each row's keys are those strings (lua_rawset), not a lookup of
+   the name's text per value (lua_setfield). */
 void clank_pg_push_rows(lua_State *L, const PGresult *r) {
   int rows = PQntuples(r), cols = PQnfields(r);
+  luaL_checkstack(L, cols + 4, "too many columns");
   lua_createtable(L, rows, 0);
+  int list = lua_gettop(L), names = list + 1;
+  for (int j = 0; j < cols; j++) lua_pushstring(L, PQfname(r, j));
   for (int i = 0; i < rows; i++) {
     lua_createtable(L, 0, cols);
     for (int j = 0; j < cols; j++) {
+      lua_pushvalue(L, names + j);
       push_value(L, r, i, j);
-      lua_setfield(L, -2, PQfname(r, j));
+      lua_rawset(L, -3);
     }
-    lua_rawseti(L, -2, i + 1);
+    lua_rawseti(L, list, i + 1);
   }
+  lua_settop(L, list);
   clank_mark_array(L, -1);
 }
 

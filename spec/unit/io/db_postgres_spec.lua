@@ -123,6 +123,59 @@ describe("clank.db.postgres", function()
     pool:close()
   end)
 
+  it("reads integers and floats exactly as PostgreSQL writes them", function()
+    local pool = new_pool()
+    local row = in_handler(function()
+      return query(pool, [[SELECT '-32768'::int2 AS i2, '-2147483648'::int4 AS i4min, 2147483647::int4 AS i4,
+        9223372036854775807::int8 AS i8, 4294967295::oid AS o, 0::int8 AS zero,
+        3::float8 AS whole, -42::float8 AS negwhole, '-0'::float8 AS negzero,
+        123456789012345::float8 AS f15, 1234567890123456::float8 AS f16,
+        9007199254740993::float8 AS rounded, 1e-7::float8 AS small, 2.5::float4 AS f4,
+        'NaN'::float8 AS nan, 'Infinity'::float8 AS inf, '-Infinity'::float8 AS ninf]])[1]
+    end)
+    assert.are.equal(-32768, row.i2)
+    assert.are.equal(-2147483648, row.i4min)
+    assert.are.equal(2147483647, row.i4)
+    assert.are.equal(math.maxinteger, row.i8)
+    assert.are.equal(4294967295, row.o)
+    assert.are.equal("integer", math.type(row.o))
+    assert.are.equal(0, row.zero)
+    for _, k in ipairs { "whole", "negwhole", "negzero", "f15", "f16", "rounded", "small", "f4" } do
+      assert.are.equal("float", math.type(row[k]), k)
+    end
+    assert.are.equal(3.0, row.whole)
+    assert.are.equal(-42.0, row.negwhole)
+    assert.are.equal(-math.huge, 1 / row.negzero) -- -0, not 0
+    assert.are.equal(123456789012345.0, row.f15)
+    assert.are.equal(1234567890123456.0, row.f16)
+    assert.are.equal(9007199254740992.0, row.rounded)
+    assert.are.equal(1e-7, row.small)
+    assert.are.equal(2.5, row.f4)
+    assert.is_true(row.nan ~= row.nan)
+    assert.are.equal(math.huge, row.inf)
+    assert.are.equal(-math.huge, row.ninf)
+    pool:close()
+  end)
+
+  it("keys rows by column name: the last of two same names wins, no columns give empty rows", function()
+    local pool = new_pool()
+    local columns = {}
+    for i = 1, 40 do columns[i] = "1 AS c" .. i end
+    local out = in_handler(function()
+      return {
+        twice = query(pool, "SELECT 1 AS a, 'x' AS b, 2 AS a"),
+        none = query(pool, "SELECT FROM generate_series(1, 2)"),
+        wide = query(pool, "SELECT " .. table.concat(columns, ", ") .. ", 2 AS last")[1],
+      }
+    end)
+    assert.are.same({ { a = 2, b = "x" } }, out.twice)
+    assert.are.same({ {}, {} }, out.none)
+    local want = { last = 2 }
+    for i = 1, 40 do want["c" .. i] = 1 end
+    assert.are.same(want, out.wide)
+    pool:close()
+  end)
+
   it("returns rows as a list marked as a JSON array, [] when empty", function()
     local pool = new_pool()
     local got = in_handler(function()
@@ -273,6 +326,27 @@ describe("clank.db.postgres", function()
     assert.is_true(out.elapsed < 0.4, "returned after " .. out.elapsed .. " s")
     assert.are.equal(1, out.ok[1].one)
     pool:close()
+  end)
+
+  it("keeps a cancel that comes after its query ended from stopping the next query", function()
+    -- timeouts around the query's 20 ms: some fire while it runs, some as it ends
+    local pool = new_pool({ size = 1, connectTimeout = 9004 })
+    local out = in_handler(function()
+      local conn = assert(pool:acquire())
+      local got = {}
+      for i = 1, 30 do
+        local r, e = conn:run("SELECT pg_sleep(0.02) AS s, 1 AS one", {}, "rows", nil, 15 + i % 10)
+        local r2, e2 = conn:run("SELECT pg_sleep(0.05) AS s, 2 AS two", {}, "rows")
+        got[i] = { first = r and r[1].one or e.code, next = r2 and r2[1].two or e2.code }
+      end
+      conn:release()
+      return got
+    end)
+    pool:close()
+    for i = 1, 30 do
+      assert.is_true(out[i].first == 1 or out[i].first == "TIMEOUT", "run " .. i .. ": " .. tostring(out[i].first))
+      assert.are.equal(2, out[i].next, "run " .. i .. ": the next query answered " .. tostring(out[i].next))
+    end
   end)
 
   it("returns ABORTED at once for a signal aborted before the call", function()
@@ -502,6 +576,326 @@ describe("clank.db.postgres", function()
         tables = 2 }, out)
       db:close()
     end)
+
+  describe("prepared statements (a cache per connection)", function()
+    -- How many statements of this text the connection's session holds prepared.
+    local function prepared(conn, sql)
+      return conn:run("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1",
+        { sql }, "rows")[1].n
+    end
+
+    -- Runs fn(conn) on the one connection of a pool of its own, in a handler.
+    local function on_one_conn(fn)
+      local pool = new_pool({ size = 1, connectTimeout = 9001 })
+      local out = in_handler(function()
+        local conn = assert(pool:acquire())
+        local ok, res = pcall(fn, conn)
+        conn:release()
+        assert(ok, res)
+        return res
+      end)
+      pool:close()
+      return out
+    end
+
+    local function must(r, err)
+      assert(r ~= nil, err and (tostring(err.code) .. ": " .. tostring(err.message)))
+      return r
+    end
+
+    it("answers the same rows every time the same SQL runs, prepared from its second run", function()
+      local sql = "SELECT id, name FROM pg_spec_same WHERE id >= $1 ORDER BY id"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP TABLE pg_spec_same (id int, name text)", {}, "exec"))
+        must(conn:run("INSERT INTO pg_spec_same VALUES (1, 'a'), (2, 'b'), (3, 'c')", {}, "exec"))
+        local runs = {}
+        for i = 1, 12 do runs[i] = must(conn:run(sql, { 2 }, "rows")) end
+        local other = must(conn:run(sql, { 3 }, "rows"))
+        return { runs = runs, other = other, prepared = prepared(conn, sql) }
+      end)
+      for i = 1, 12 do
+        assert.are.same({ { id = 2, name = "b" }, { id = 3, name = "c" } }, out.runs[i])
+      end
+      assert.are.same({ { id = 3, name = "c" } }, out.other)
+      assert.are.equal(1, out.prepared)
+    end)
+
+    it("reports changes and lastId from a prepared INSERT ... RETURNING", function()
+      local insert = "INSERT INTO pg_spec_ids (name) VALUES ($1) RETURNING id"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP TABLE pg_spec_ids (id bigserial PRIMARY KEY, name text)", {}, "exec"))
+        local got = {}
+        for i = 1, 4 do got[i] = must(conn:run(insert, { "n" .. i }, "exec")) end
+        local update = "UPDATE pg_spec_ids SET name = name || '!' WHERE id <= $1"
+        got[5] = must(conn:run(update, { 2 }, "exec"))
+        got[6] = must(conn:run(update, { 3 }, "exec"))
+        return got
+      end)
+      assert.are.same({ { changes = 1, lastId = 1 }, { changes = 1, lastId = 2 },
+        { changes = 1, lastId = 3 }, { changes = 1, lastId = 4 }, { changes = 2 }, { changes = 3 } }, out)
+    end)
+
+    it("answers right after ALTER TABLE changes a statement's result or parameter types (outside a transaction)",
+      function()
+        local star = "SELECT * FROM pg_spec_alter ORDER BY a"
+        local by_a = "SELECT b FROM pg_spec_alter WHERE a = $1"
+        local out = on_one_conn(function(conn)
+          must(conn:run("CREATE TEMP TABLE pg_spec_alter (a int)", {}, "exec"))
+          must(conn:run("INSERT INTO pg_spec_alter VALUES (1)", {}, "exec"))
+          local before = {}
+          for i = 1, 3 do before[i] = must(conn:run(star, {}, "rows")) end
+          must(conn:run("ALTER TABLE pg_spec_alter ADD COLUMN b text DEFAULT 'x'", {}, "exec"))
+          local added = must(conn:run(star, {}, "rows"))
+          for _ = 1, 3 do must(conn:run(by_a, { "1" }, "rows")) end -- $1 taken as int
+          must(conn:run("ALTER TABLE pg_spec_alter ALTER COLUMN a TYPE text", {}, "exec"))
+          must(conn:run("INSERT INTO pg_spec_alter VALUES ('one', 'y')", {}, "exec"))
+          local retyped = must(conn:run(star, {}, "rows"))
+          local by_text = must(conn:run(by_a, { "one" }, "rows")) -- $1 now text
+          local again = must(conn:run(star, {}, "rows"))
+          return { before = before, added = added, retyped = retyped, by_text = by_text, again = again }
+        end)
+        for i = 1, 3 do assert.are.same({ { a = 1 } }, out.before[i]) end
+        assert.are.same({ { a = 1, b = "x" } }, out.added)
+        assert.are.same({ { a = "1", b = "x" }, { a = "one", b = "y" } }, out.retyped)
+        assert.are.same({ { b = "y" } }, out.by_text)
+        assert.are.same(out.retyped, out.again)
+      end)
+
+    it("never runs a statement again for an error a function it called raised", function()
+      local call = "SELECT pg_temp.pg_spec_boom() AS v"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP SEQUENCE pg_spec_calls", {}, "exec"))
+        must(conn:run([[CREATE FUNCTION pg_temp.pg_spec_boom() RETURNS int LANGUAGE plpgsql AS $$
+          BEGIN PERFORM nextval('pg_spec_calls'); RAISE EXCEPTION 'refused' USING ERRCODE = '42501'; END $$]],
+          {}, "exec"))
+        local errs = {}
+        for i = 1, 4 do errs[i] = select(2, conn:run(call, {}, "rows")) end
+        return { errs = errs, next = must(conn:run("SELECT nextval('pg_spec_calls')::int AS n", {}, "rows"))[1].n }
+      end)
+      for i = 1, 4 do
+        assert.are.equal("42501", out.errs[i].code)
+        assert.are.equal("refused", out.errs[i].message)
+      end
+      assert.are.equal(5, out.next) -- four calls, each run once
+    end)
+
+    it("lets a stale statement's error stand inside a transaction, and prepares it afresh after", function()
+      local star = "SELECT * FROM pg_spec_stale"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP TABLE pg_spec_stale (a int)", {}, "exec"))
+        must(conn:run("INSERT INTO pg_spec_stale VALUES (7)", {}, "exec"))
+        for _ = 1, 3 do must(conn:run(star, {}, "rows")) end
+        must(conn:run("BEGIN", {}, "exec"))
+        must(conn:run("ALTER TABLE pg_spec_stale ADD COLUMN b int DEFAULT 8", {}, "exec"))
+        local r, err = conn:run(star, {}, "rows")
+        must(conn:run("ROLLBACK", {}, "exec"))
+        local after = must(conn:run(star, {}, "rows"))
+        must(conn:run("BEGIN", {}, "exec"))
+        local inside = must(conn:run(star, {}, "rows"))
+        must(conn:run("COMMIT", {}, "exec"))
+        return { r = r, err = err, after = after, inside = inside }
+      end)
+      assert.is_nil(out.r)
+      assert.are.equal("0A000", out.err.code)
+      assert.are.equal("cached plan must not change result type", out.err.message)
+      assert.are.same({ { a = 7 } }, out.after)
+      assert.are.same({ { a = 7 } }, out.inside)
+    end)
+
+    it("forgets a statement whose PREPARE failed inside a transaction", function()
+      local sql = "SELECT v FROM pg_spec_gone ORDER BY v"
+      local out = on_one_conn(function(conn)
+        must(conn:run("CREATE TEMP TABLE pg_spec_gone (v int)", {}, "exec"))
+        must(conn:run("INSERT INTO pg_spec_gone VALUES (5)", {}, "exec"))
+        local first = must(conn:run(sql, {}, "rows")) -- run once: the next run prepares it
+        must(conn:run("BEGIN", {}, "exec"))
+        must(conn:run("DROP TABLE pg_spec_gone", {}, "exec"))
+        local r, err = conn:run(sql, {}, "rows") -- its PREPARE fails
+        must(conn:run("ROLLBACK", {}, "exec")) -- the table is back
+        local after = {}
+        for i = 1, 3 do after[i] = must(conn:run(sql, {}, "rows")) end
+        return { first = first, r = r, err = err, after = after }
+      end)
+      assert.are.same({ { v = 5 } }, out.first)
+      assert.is_nil(out.r)
+      assert.are.equal("42P01", out.err.code)
+      for i = 1, 3 do assert.are.same({ { v = 5 } }, out.after[i]) end
+    end)
+
+    it("keeps a statement prepared inside a transaction that rolled back", function()
+      local sql = "SELECT $1::int * 2 AS v"
+      local out = on_one_conn(function(conn)
+        must(conn:run("BEGIN", {}, "exec"))
+        local a = must(conn:run(sql, { 1 }, "rows"))
+        local b = must(conn:run(sql, { 2 }, "rows"))
+        must(conn:run("ROLLBACK", {}, "exec"))
+        local inside = prepared(conn, sql)
+        local c = must(conn:run(sql, { 3 }, "rows"))
+        must(conn:run("BEGIN", {}, "exec"))
+        local d = must(conn:run(sql, { 4 }, "rows"))
+        must(conn:run("COMMIT", {}, "exec"))
+        return { a = a, b = b, c = c, d = d, inside = inside, prepared = prepared(conn, sql) }
+      end)
+      assert.are.same({ { v = 2 } }, out.a)
+      assert.are.same({ { v = 4 } }, out.b)
+      assert.are.same({ { v = 6 } }, out.c)
+      assert.are.same({ { v = 8 } }, out.d)
+      assert.are.equal(1, out.inside)
+      assert.are.equal(1, out.prepared)
+    end)
+
+    it("answers a text of several commands as before (42601), and prepares nothing of it", function()
+      local multi = "SELECT 1 AS a; SELECT 2 AS b"
+      local out = on_one_conn(function(conn)
+        local errs = {}
+        for i = 1, 3 do errs[i] = select(2, conn:run(multi, {}, "rows")) end
+        local one = must(conn:run("SELECT 1 AS one", {}, "rows"))
+        return { errs = errs, one = one, prepared = prepared(conn, multi) }
+      end)
+      for i = 1, 3 do
+        assert.are.equal("42601", out.errs[i].code)
+        assert.are.equal("cannot insert multiple commands into a prepared statement", out.errs[i].message)
+      end
+      assert.are.same({ { one = 1 } }, out.one)
+      assert.are.equal(0, out.prepared)
+    end)
+
+    it("keeps a statement per parameter type signature of the same SQL text", function()
+      -- a statement prepared for one type would coerce another: "x" into bigint fails, 6 through
+      -- double precision comes back a float, bytes through text are refused
+      local sql = "SELECT $1 AS v"
+      local isnull = "SELECT $1::int8 IS NULL AS isnull"
+      local out = on_one_conn(function(conn)
+        local got = {}
+        local values = { 5, "x", 1.5, true, "\0\1", 6, "y", clank.null }
+        for round = 1, 3 do
+          for i, v in ipairs(values) do
+            local row = must(conn:run(sql, { v }, "rows"))[1]
+            got[#got + 1] = { round, i, { v = row.v, t = math.type(row.v) or type(row.v) } }
+          end
+          got[#got + 1] = { round, "null", must(conn:run(isnull, { clank.null }, "rows"))[1] }
+          got[#got + 1] = { round, "int", must(conn:run(isnull, { 3 }, "rows"))[1] }
+        end
+        return got
+      end)
+      local want = {
+        { v = 5, t = "integer" }, { v = "x", t = "string" }, { v = 1.5, t = "float" },
+        { v = true, t = "boolean" }, { v = "\0\1", t = "string" }, { v = 6, t = "integer" },
+        { v = "y", t = "string" }, { v = clank.null, t = "userdata" },
+      }
+      local k = 0
+      for round = 1, 3 do
+        for i = 1, #want do
+          k = k + 1
+          assert.are.same({ round, i, want[i] }, out[k])
+        end
+        k = k + 1
+        assert.are.same({ round, "null", { isnull = true } }, out[k])
+        k = k + 1
+        assert.are.same({ round, "int", { isnull = false } }, out[k])
+      end
+    end)
+
+    it("runs a prepared statement right after a cancelled one, on the same connection", function()
+      local sleep = "SELECT pg_sleep($1::float8) AS slept, $2::int AS n"
+      local out = on_one_conn(function(conn)
+        local pid = conn:backendPid()
+        local first = must(conn:run(sleep, { 0, 1 }, "rows")) -- seen: the next run prepares it
+        local r1, e1 = conn:run(sleep, { 10, 2 }, "rows", nil, 150) -- prepared, then cancelled
+        local second = must(conn:run(sleep, { 0, 3 }, "rows"))
+        local r2, e2 = conn:run(sleep, { 10, 4 }, "rows", clank.timeout(150)) -- cancelled again
+        local third = must(conn:run(sleep, { 0, 5 }, "rows"))
+        return { first = first, r1 = r1, e1 = e1, second = second, r2 = r2, e2 = e2, third = third,
+          prepared = prepared(conn, sleep), same = conn:backendPid() == pid }
+      end)
+      assert.are.same({ { slept = "", n = 1 } }, out.first)
+      assert.is_nil(out.r1)
+      assert.are.same({ code = "TIMEOUT", message = "timeout", reason = "timeout" }, out.e1)
+      assert.are.same({ { slept = "", n = 3 } }, out.second)
+      assert.is_nil(out.r2)
+      assert.are.equal("ABORTED", out.e2.code)
+      assert.are.same({ { slept = "", n = 5 } }, out.third)
+      assert.are.equal(1, out.prepared)
+      assert.is_true(out.same)
+    end)
+
+    it("prepares again after DEALLOCATE ALL or DISCARD ALL from the app, seen or not", function()
+      local sql = "SELECT $1::int + 1 AS v"
+      local out = on_one_conn(function(conn)
+        local got = {}
+        local function run(v) got[#got + 1] = must(conn:run(sql, { v }, "rows"))[1].v end
+        for v = 1, 3 do run(v) end
+        must(conn:run("DEALLOCATE ALL", {}, "exec"))
+        for v = 10, 12 do run(v) end
+        must(conn:run("DISCARD ALL", {}, "exec"))
+        for v = 20, 22 do run(v) end
+        must(conn:run("BEGIN", {}, "exec"))
+        must(conn:run("DEALLOCATE ALL", {}, "exec"))
+        run(30)
+        must(conn:run("COMMIT", {}, "exec"))
+        -- a deallocation the driver cannot see: the statement is prepared afresh
+        must(conn:run("DO $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$", {}, "exec"))
+        for v = 40, 42 do run(v) end
+        return { got = got, prepared = prepared(conn, sql) }
+      end)
+      assert.are.same({ 2, 3, 4, 11, 12, 13, 21, 22, 23, 31, 41, 42, 43 }, out.got)
+      assert.are.equal(1, out.prepared)
+    end)
+
+    it("starts afresh on a new connection when the server closed the old one", function()
+      local sql = "SELECT $1::text || '!' AS v"
+      local pool = new_pool({ size = 1, connectTimeout = 9002 })
+      local admin = new_pool({ size = 1, connectTimeout = 9003 })
+      local out = in_handler(function()
+        local conn = assert(pool:acquire())
+        local a = {}
+        for i = 1, 3 do a[i] = must(conn:run(sql, { "a" .. i }, "rows"))[1].v end
+        local pid = conn:backendPid()
+        conn:release()
+        query(admin, "SELECT pg_terminate_backend($1::int)", { pid })
+        clank.sleep(100)
+        local fresh = assert(pool:acquire())
+        local b = {}
+        for i = 1, 3 do b[i] = must(fresh:run(sql, { "b" .. i }, "rows"))[1].v end
+        local newpid = fresh:backendPid()
+        fresh:release()
+        return { a = a, b = b, changed = newpid ~= pid }
+      end)
+      pool:close()
+      admin:close()
+      assert.are.same({ "a1!", "a2!", "a3!" }, out.a)
+      assert.are.same({ "b1!", "b2!", "b3!" }, out.b)
+      assert.is_true(out.changed)
+    end)
+
+    it("stays within its bound when more distinct statements run than it keeps, all answering right",
+      function()
+        local n = 150
+        local out = on_one_conn(function(conn)
+          local got = {}
+          for round = 1, 3 do
+            for i = 1, n do
+              local sql = ("SELECT $1::int + %d AS v"):format(i)
+              got[#got + 1] = must(conn:run(sql, { round * 1000 }, "rows"))[1].v
+            end
+          end
+          local held = conn:run([[SELECT count(*)::int AS n FROM pg_prepared_statements
+            WHERE name LIKE 'clank_s%']], {}, "rows")[1].n
+          -- the first statements were evicted long ago: they answer all the same
+          local again = must(conn:run("SELECT $1::int + 1 AS v", { 7 }, "rows"))[1].v
+          return { got = got, held = held, again = again }
+        end)
+        local k = 0
+        for round = 1, 3 do
+          for i = 1, n do
+            k = k + 1
+            assert.are.equal(round * 1000 + i, out.got[k])
+          end
+        end
+        assert.is_true(out.held > 0 and out.held <= 64 + 16, "the server holds " .. out.held .. " statements")
+        assert.are.equal(8, out.again)
+      end)
+  end)
 
   it("returns CLOSED from a closed pool", function()
     local pool = new_pool()
