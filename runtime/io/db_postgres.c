@@ -131,6 +131,10 @@ struct box_s {
   PGresult *res;
   char *message;
   const char *code;
+  /* pool:run: one query on the first free connection, given back as soon as
+     its result is in, with no Lua in between (q: the query until then) */
+  int once;
+  clank_pg_query_t q;
 };
 
 typedef struct pool_ud_s {
@@ -432,6 +436,9 @@ static int queue_len(pool_t *p) {
   return n;
 }
 
+static void once_start(conn_t *c, box_t *b);
+static void conn_return(conn_t *c, int broken);
+
 static void dispatch(pool_t *p) {
   if (p->dispatching) {
     p->redispatch = 1;
@@ -446,6 +453,10 @@ static void dispatch(pool_t *p) {
         box_t *b = queue_pop(p);
         c->lent = 1;
         b->conn = c;
+        if (b->once) {
+          once_start(c, b);
+          continue;
+        }
         b->outcome = O_CONN;
         box_ready(b);
         continue;
@@ -475,6 +486,10 @@ static void conn_lost(conn_t *c, const char *why) {
     else
       box_set_error(b, "CONNECTION", why);
     box_ready(b);
+  }
+  if (b && b->once && b->conn == c) { /* nobody else will give it back */
+    b->conn = NULL;
+    c->lent = 0;
   }
   if (c->lent) {
     conn_shut(c); /* the box releases it */
@@ -570,6 +585,10 @@ static void query_done(conn_t *c) {
     }
     box_ready(b);
   }
+  if (b && b->once && b->conn == c) { /* its result is in the box: the next one may go */
+    b->conn = NULL;
+    c->lent = 0;
+  }
   if (!c->lent) settle(c);
 }
 
@@ -655,6 +674,28 @@ static int start_query(conn_t *c) {
   if (!clank_pg_stmts_seen(&c->stmts, c->hash)) return send_unnamed(c);
   if (c->stmts.ndoomed >= CLANK_PG_DOOMED_BATCH && ts == PQTRANS_IDLE) return send_deallocate(c);
   return send_prepare(c);
+}
+
+/* A pool:run's box got connection c: its query goes now. A query that
+   cannot be sent is the box's error, and the connection goes back. */
+static void once_start(conn_t *c, box_t *b) {
+  clank_pg_query_t held = c->q; /* the box's query becomes the connection's */
+  c->q = b->q;
+  b->q = held;
+  c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
+  c->retried = 0;
+  c->ended = 0;
+  int sent = start_query(c);
+  if (sent < 0) {
+    box_set_error(b, "CONNECTION", PQerrorMessage(c->pg));
+    b->conn = NULL;
+    conn_return(c, sent == -2 || PQstatus(c->pg) != CONNECTION_OK); /* a query half sent */
+    box_ready(b);
+    return;
+  }
+  b->kind = W_RUN;
+  c->state = C_BUSY;
+  c->box = b;
 }
 
 /* After these errors a statement prepared earlier may merely be stale, where
@@ -959,7 +1000,7 @@ static void box_due(clank_db_wait_t *w) {
     if (b->released) box_unref_pool(b);
     return;
   }
-  if (b->kind == W_ACQUIRE && b->outcome != O_CONN) b->released = 1;
+  if ((b->kind == W_ACQUIRE && b->outcome != O_CONN) || b->once) b->released = 1;
   int ok = lua_checkstack(L, 4);
   if (ok) {
     lua_pushcfunction(L, push_outcome);
@@ -984,7 +1025,7 @@ static void box_due(clank_db_wait_t *w) {
 static void box_stop(clank_db_wait_t *w) {
   box_t *b = (box_t *)w;
   if (b->outcome != O_NONE) return; /* its outcome is in already */
-  if (b->kind == W_ACQUIRE) {
+  if (b->kind == W_ACQUIRE || b->queued) {
     if (b->queued) queue_remove(b->pool, b);
     b->outcome = O_STOPPED;
     clank_db_wait_due(w);
@@ -1071,6 +1112,7 @@ static int conn_backend_pid(lua_State *L) {
 /* Unreleased and unreachable: its coroutine died, or its state is closing. */
 static int conn_gc(lua_State *L) {
   box_t *b = lua_touserdata(L, 1);
+  clank_pg_query_free(&b->q);
   if (b->pool == NULL) return 0;
   clank_db_wait_end(&b->wait);
   if (b->queued) queue_remove(b->pool, b);
@@ -1125,6 +1167,44 @@ static int pool_acquire(lua_State *L) {
     return luaL_error(L, CLANK_WAIT_MESSAGE);
   }
   return clank_db_wait(L, &b->wait, 4, signal, timeout, NULL);
+}
+
+/* pool:run(sql, params, mode, signal?, timeoutMs?): conn:run on the first
+   free connection, given back when the result is in (db.h). */
+static int pool_run(lua_State *L) {
+  pool_ud_t *u = check_pool_ud(L, 1);
+  size_t sqllen;
+  const char *sql = luaL_checklstring(L, 2, &sqllen);
+  int params = lua_isnoneornil(L, 3) ? 0 : 3;
+  if (params) luaL_checktype(L, 3, LUA_TTABLE);
+  static const char *const modes[] = {"rows", "exec", NULL};
+  int exec = luaL_checkoption(L, 4, "rows", modes);
+  int signal = lua_isnoneornil(L, 5) ? 0 : 5;
+  if (signal && clank_abort_state(L, 5) < 0) luaL_checkudata(L, 5, CLANK_ABORT_MT);
+  double timeout = luaL_optnumber(L, 6, 0);
+  if (strlen(sql) != sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
+  clank_pg_check_params(L, params);
+  lua_settop(L, 6);
+  pool_t *p = u->pool;
+  if (p == NULL || p->base.closed)
+    return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
+  if (clank_db_check_signal(L, signal)) return 2;
+  if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
+  box_t *b = new_box(L, p); /* at 7 */
+  clank_pg_bind_query(L, &b->q, sql, sqllen, params);
+  b->kind = W_ACQUIRE;
+  b->once = 1;
+  b->exec = exec;
+  queue_push(p, b);
+  dispatch(p);
+  if (b->outcome == O_ERROR) { /* no connection, or the query could not go */
+    b->released = 1;
+    clank_db_push_error(L, b->code, b->message ? b->message : "", NULL);
+    box_clear(b);
+    box_unref_pool(b);
+    return 2;
+  }
+  return clank_db_wait(L, &b->wait, 7, signal, timeout, NULL);
 }
 
 /* pool:stats() -> { size, open, idle, waiting } */
@@ -1239,8 +1319,11 @@ static int pool_tostring(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg pool_methods[] = {
-    {"acquire", pool_acquire}, {"close", pool_close}, {"stats", pool_stats}, {NULL, NULL}};
+static const luaL_Reg pool_methods[] = {{"acquire", pool_acquire},
+                                        {"run", pool_run},
+                                        {"close", pool_close},
+                                        {"stats", pool_stats},
+                                        {NULL, NULL}};
 
 static const luaL_Reg conn_methods[] = {
     {"run", conn_run}, {"release", conn_release}, {"backendPid", conn_backend_pid}, {NULL, NULL}};

@@ -577,6 +577,66 @@ describe("clank.db.postgres", function()
       db:close()
     end)
 
+  describe("pool:run (one query, the connection given back when its result is in)", function()
+    it("answers a hundred concurrent callers on 2 connections, each with its own rows", function()
+      local pool = new_pool { size = 2 }
+      local got = {}
+      in_handler(function()
+        all_of(100, function(i)
+          local rows = assert(pool:run("SELECT $1::int AS v, $2::text AS w", { i, "row " .. i }, "rows"))
+          got[i] = rows[1]
+        end)
+      end)
+      for i = 1, 100 do assert.are.same({ v = i, w = "row " .. i }, got[i]) end
+      assert.are.same({ size = 2, open = 2, idle = 2, waiting = 0 }, pool:stats())
+      pool:close()
+    end)
+
+    it("returns ABORTED for a queued query whose signal aborts, which never runs", function()
+      local pool = new_pool { size = 1 }
+      local table_name = "run_never_" .. math.random(1e9)
+      local res, err, waited, exists
+      in_handler(function()
+        local slow_done = false
+        clank.spawn(function()
+          pool:run("SELECT pg_sleep(0.3)", {}, "rows")
+          slow_done = true
+        end)
+        clank.sleep(20)
+        local t0 = socket.gettime()
+        res, err = pool:run("CREATE TABLE " .. table_name .. " (x int)", {}, "exec", clank.timeout(20))
+        waited = socket.gettime() - t0
+        while not slow_done do clank.sleep(10) end
+        exists = pool:run("SELECT to_regclass($1) IS NOT NULL AS e", { table_name }, "rows")[1].e
+      end)
+      assert.is_nil(res)
+      assert.are.same({ code = "ABORTED", reason = "timeout", message = "aborted: timeout" }, err)
+      assert.is_true(waited < 0.25, "waited " .. waited .. " s")
+      assert.is_false(exists)
+      pool:close()
+    end)
+
+    it("cancels a running query at its time limit, and the connection answers next", function()
+      local pool = new_pool { size = 1 }
+      local err, after
+      in_handler(function()
+        err = select(2, pool:run("SELECT pg_sleep(5)", {}, "rows", nil, 50))
+        after = pool:run("SELECT 7 AS v", {}, "rows")
+      end)
+      assert.are.equal("TIMEOUT", err.code)
+      assert.are.same({ { v = 7 } }, after)
+      pool:close()
+    end)
+
+    it("answers the database's error, and raises outside a task", function()
+      local pool = new_pool { size = 1 }
+      local err = in_handler(function() return select(2, pool:run("SELECT 1/0", {}, "rows")) end)
+      assert.are.equal("22012", err.code)
+      assert.are.equal(NOT_IN_COROUTINE, select(2, pcall(pool.run, pool, "SELECT 1", {}, "rows")))
+      pool:close()
+    end)
+  end)
+
   describe("prepared statements (a cache per connection)", function()
     -- How many statements of this text the connection's session holds prepared.
     local function prepared(conn, sql)
