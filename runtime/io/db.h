@@ -56,11 +56,13 @@
      waits raises "connection busy".
 
    pool:run(sql, params, mode, signal?, timeoutMs?) -> result | nil, err
-     Optional (SQLite has it): one query as conn:run runs it, on whichever
-     connection comes free first, without lending a connection to Lua. Its
-     waits, errors and values are conn:run's; the time limit covers the wait
-     for a connection too. A query stopped before it started never runs.
-     clank.db uses it for db:query, db:one and db:exec when a driver has it.
+     One query as conn:run runs it, on whichever connection comes free
+     first, without lending a connection to Lua: the driver sends it the
+     moment one is free and takes the connection back when the result is
+     in. Its waits, errors and values are conn:run's; the time limit covers
+     the wait for a connection too. A query stopped before it started never
+     runs. clank.db uses it for db:query, db:one and db:exec (a driver
+     without it gets acquire, run and release).
 
    conn:release(broken?) -> nothing
      Back to the pool; broken = true closes it instead (a new one opens on a
