@@ -507,6 +507,10 @@ void clank_sqlite_thread(void *arg) {
       run_group(s, j);
     else
       run_job(s, j, queued ? &j->stop : &s->stop);
+    /* a queued BEGIN (not db:transaction) leaves no transaction behind for
+       the next caller: as a released connection is, it is rolled back */
+    if (queued && s->db && !sqlite3_get_autocommit(s->db))
+      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     uv_mutex_lock(&p->mu);
     if (queued) {
       while (j) {

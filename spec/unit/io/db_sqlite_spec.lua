@@ -563,6 +563,23 @@ describe("clank.db", function()
       db:close()
     end)
 
+    it("leaves no transaction open after a bare BEGIN, as a released connection is rolled back", function()
+      local path = new_path()
+      local db = clank.db.open(path, { pool = 1 })
+      local other = clank.db.open("sqlite:" .. path, { pool = 1 })
+      local seen = in_handler(function()
+        db:exec("CREATE TABLE t (a INTEGER)")
+        db:exec("BEGIN")
+        db:exec("INSERT INTO t (a) VALUES (1)")
+        local n = other:one("SELECT count(*) AS n FROM t").n
+        db:transaction(function(tx) tx:exec("INSERT INTO t (a) VALUES (2)") end)
+        return { n, other:one("SELECT count(*) AS n FROM t").n }
+      end)
+      assert.are.same({ 1, 2 }, seen)
+      db:close()
+      other:close()
+    end)
+
     it("does not group what is not one plain write", function()
       for sql, want in pairs({
         ["INSERT INTO t VALUES (1)"] = true,
