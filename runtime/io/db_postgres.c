@@ -676,16 +676,21 @@ static int start_query(conn_t *c) {
   return send_prepare(c);
 }
 
+/* c->q goes out as a new query (not a retry): start_query's answer. */
+static int begin_query(conn_t *c) {
+  c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
+  c->retried = 0;
+  c->ended = 0;
+  return start_query(c);
+}
+
 /* A pool:run's box got connection c: its query goes now. A query that
    cannot be sent is the box's error, and the connection goes back. */
 static void once_start(conn_t *c, box_t *b) {
   clank_pg_query_t held = c->q; /* the box's query becomes the connection's */
   c->q = b->q;
   b->q = held;
-  c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
-  c->retried = 0;
-  c->ended = 0;
-  int sent = start_query(c);
+  int sent = begin_query(c);
   if (sent < 0) {
     box_set_error(b, "CONNECTION", PQerrorMessage(c->pg));
     b->conn = NULL;
@@ -1047,32 +1052,42 @@ static box_t *new_box(lua_State *L, pool_t *p) {
   return b;
 }
 
+/* conn:run's and pool:run's arguments, from index 2: sql, params (a list
+   or nil), mode ("rows" or "exec"), signal?, timeoutMs?. Raises on a bad one. */
+typedef struct run_args_s {
+  const char *sql;
+  size_t sqllen;
+  int params, exec, signal; /* params, signal: their index, or 0 */
+  double timeout;
+} run_args_t;
+
+static void check_run_args(lua_State *L, run_args_t *a) {
+  static const char *const modes[] = {"rows", "exec", NULL};
+  a->sql = luaL_checklstring(L, 2, &a->sqllen);
+  a->params = lua_isnoneornil(L, 3) ? 0 : 3;
+  if (a->params) luaL_checktype(L, 3, LUA_TTABLE);
+  a->exec = luaL_checkoption(L, 4, "rows", modes);
+  a->signal = lua_isnoneornil(L, 5) ? 0 : 5;
+  if (a->signal && clank_abort_state(L, 5) < 0) luaL_checkudata(L, 5, CLANK_ABORT_MT);
+  a->timeout = luaL_optnumber(L, 6, 0);
+}
+
 static int conn_run(lua_State *L) {
   box_t *b = check_box(L, 1);
-  size_t sqllen;
-  const char *sql = luaL_checklstring(L, 2, &sqllen);
-  int params = lua_isnoneornil(L, 3) ? 0 : 3;
-  if (params) luaL_checktype(L, 3, LUA_TTABLE);
-  static const char *const modes[] = {"rows", "exec", NULL};
-  int exec = luaL_checkoption(L, 4, "rows", modes);
-  int signal = lua_isnoneornil(L, 5) ? 0 : 5;
-  if (signal) luaL_checkudata(L, 5, CLANK_ABORT_MT);
-  double timeout = luaL_optnumber(L, 6, 0);
+  run_args_t a;
+  check_run_args(L, &a);
   if (b->released || b->conn == NULL) return luaL_error(L, "connection already released");
   if (b->wait.active) return luaL_error(L, "connection busy");
-  if (strlen(sql) != sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
-  clank_pg_check_params(L, params);
+  if (strlen(a.sql) != a.sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
+  clank_pg_check_params(L, a.params);
   lua_settop(L, 6);
-  if (clank_db_check_signal(L, signal)) return 2;
+  if (clank_db_check_signal(L, a.signal)) return 2;
   if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   conn_t *c = b->conn;
   if (c->state != C_IDLE || b->pool->base.closed)
     return clank_db_push_error(L, "CONNECTION", "the connection was lost", NULL);
-  clank_pg_bind_query(L, &c->q, sql, sqllen, params);
-  c->autocommit = PQtransactionStatus(c->pg) == PQTRANS_IDLE;
-  c->retried = 0;
-  c->ended = 0;
-  int sent = start_query(c);
+  clank_pg_bind_query(L, &c->q, a.sql, a.sqllen, a.params);
+  int sent = begin_query(c);
   if (sent < 0) {
     char *msg = clank_pg_scrub(&b->pool->target, PQerrorMessage(c->pg));
     lua_pushstring(L, msg ? msg : "out of memory");
@@ -1082,10 +1097,10 @@ static int conn_run(lua_State *L) {
   }
   box_clear(b);
   b->kind = W_RUN;
-  b->exec = exec;
+  b->exec = a.exec;
   c->state = C_BUSY;
   c->box = b;
-  return clank_db_wait(L, &b->wait, 1, signal, timeout, NULL);
+  return clank_db_wait(L, &b->wait, 1, a.signal, a.timeout, NULL);
 }
 
 static int conn_release(lua_State *L) {
@@ -1173,28 +1188,21 @@ static int pool_acquire(lua_State *L) {
    free connection, given back when the result is in (db.h). */
 static int pool_run(lua_State *L) {
   pool_ud_t *u = check_pool_ud(L, 1);
-  size_t sqllen;
-  const char *sql = luaL_checklstring(L, 2, &sqllen);
-  int params = lua_isnoneornil(L, 3) ? 0 : 3;
-  if (params) luaL_checktype(L, 3, LUA_TTABLE);
-  static const char *const modes[] = {"rows", "exec", NULL};
-  int exec = luaL_checkoption(L, 4, "rows", modes);
-  int signal = lua_isnoneornil(L, 5) ? 0 : 5;
-  if (signal && clank_abort_state(L, 5) < 0) luaL_checkudata(L, 5, CLANK_ABORT_MT);
-  double timeout = luaL_optnumber(L, 6, 0);
-  if (strlen(sql) != sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
-  clank_pg_check_params(L, params);
+  run_args_t a;
+  check_run_args(L, &a);
+  if (strlen(a.sql) != a.sqllen) return luaL_argerror(L, 2, "SQL text with a NUL byte");
+  clank_pg_check_params(L, a.params);
   lua_settop(L, 6);
   pool_t *p = u->pool;
   if (p == NULL || p->base.closed)
     return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
-  if (clank_db_check_signal(L, signal)) return 2;
+  if (clank_db_check_signal(L, a.signal)) return 2;
   if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
   box_t *b = new_box(L, p); /* at 7 */
-  clank_pg_bind_query(L, &b->q, sql, sqllen, params);
+  clank_pg_bind_query(L, &b->q, a.sql, a.sqllen, a.params);
   b->kind = W_ACQUIRE;
   b->once = 1;
-  b->exec = exec;
+  b->exec = a.exec;
   queue_push(p, b);
   dispatch(p);
   if (b->outcome == O_ERROR) { /* no connection, or the query could not go */
@@ -1204,7 +1212,7 @@ static int pool_run(lua_State *L) {
     box_unref_pool(b);
     return 2;
   }
-  return clank_db_wait(L, &b->wait, 7, signal, timeout, NULL);
+  return clank_db_wait(L, &b->wait, 7, a.signal, a.timeout, NULL);
 }
 
 /* pool:stats() -> { size, open, idle, waiting } */

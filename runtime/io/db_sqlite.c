@@ -617,6 +617,23 @@ static int run_gc(lua_State *L) {
 
 static cell_t *read_params(lua_State *L, int idx, int *count);
 
+/* conn:run's and pool:run's arguments, from index 2: sql, params (read
+   later, by new_run_job), mode ("rows" or "exec"), signal?, timeoutMs?. */
+typedef struct run_args_s {
+  const char *sql;
+  size_t sql_len;
+  int rows, signal; /* signal: its index, or 0 */
+  double timeout;
+} run_args_t;
+
+static void check_run_args(lua_State *L, run_args_t *a) {
+  static const char *const modes[] = {"rows", "exec", NULL};
+  a->sql = luaL_checklstring(L, 2, &a->sql_len);
+  a->rows = luaL_checkoption(L, 4, NULL, modes) == 0;
+  a->signal = opt_signal(L, 5);
+  a->timeout = opt_timeout(L, 6);
+}
+
 /* A JOB_RUN of sql with the params at index 3; raises on a value it cannot
    bind or out of memory. */
 static job_t *new_run_job(lua_State *L, const char *sql, size_t sql_len, int rows) {
@@ -643,23 +660,19 @@ static job_t *new_run_job(lua_State *L, const char *sql, size_t sql_len, int row
 /* pool:run(sql, params, mode, signal?, timeoutMs?): one query on whichever
    connection is free first, without lending one (the queue). */
 static int l_run_queued(lua_State *L) {
-  static const char *const modes[] = {"rows", "exec", NULL};
   sq_pool_t *p = check_pool(L);
-  size_t sql_len;
-  const char *sql = luaL_checklstring(L, 2, &sql_len);
-  int rows = luaL_checkoption(L, 4, NULL, modes) == 0;
-  int signal = opt_signal(L, 5);
-  double timeout = opt_timeout(L, 6);
+  run_args_t a;
+  check_run_args(L, &a);
   if (p->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
   if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
-  if (clank_db_check_signal(L, signal)) return 2;
+  if (clank_db_check_signal(L, a.signal)) return 2;
   sq_run_t *q = lua_newuserdatauv(L, sizeof *q, 0);
   memset(q, 0, sizeof *q);
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_setmetatable(L, -2);
-  job_t *j = new_run_job(L, sql, sql_len, rows);
+  job_t *j = new_run_job(L, a.sql, a.sql_len, a.rows);
   j->run = q;
-  j->writes = clank_sqlite_single_write(sql, sql_len);
+  j->writes = clank_sqlite_single_write(a.sql, a.sql_len);
   q->job = j;
   q->pool = p;
   clank_db_pool_ref(&p->base);
@@ -674,7 +687,7 @@ static int l_run_queued(lua_State *L) {
   wake_soon(p);
   q->wait.on_stop = run_stop;
   q->wait.on_due = run_due;
-  return clank_db_wait(L, &q->wait, -1, signal, timeout, NULL);
+  return clank_db_wait(L, &q->wait, -1, a.signal, a.timeout, NULL);
 }
 
 static int l_pool_close(lua_State *L) {
@@ -818,18 +831,14 @@ static void conn_due(clank_db_wait_t *w) { (void)w; }
 
 /* conn:run(sql, params, mode, signal?, timeoutMs?) */
 static int l_run(lua_State *L) {
-  static const char *const modes[] = {"rows", "exec", NULL};
   sq_conn_t *c = check_conn(L);
-  size_t sql_len;
-  const char *sql = luaL_checklstring(L, 2, &sql_len);
-  int rows = luaL_checkoption(L, 4, NULL, modes) == 0;
-  int signal = opt_signal(L, 5);
-  double timeout = opt_timeout(L, 6);
+  run_args_t a;
+  check_run_args(L, &a);
   if (c->busy) return luaL_error(L, "connection busy");
   if (c->pool->base.closed) return clank_db_push_error(L, "CLOSED", "the pool is closed", NULL);
   if (!clank_in_task(L)) return luaL_error(L, CLANK_WAIT_MESSAGE);
-  if (clank_db_check_signal(L, signal)) return 2;
-  job_t *j = new_run_job(L, sql, sql_len, rows);
+  if (clank_db_check_signal(L, a.signal)) return 2;
+  job_t *j = new_run_job(L, a.sql, a.sql_len, a.rows);
   if (post(c->pool, c->slot, j) != 0) {
     clank_sqlite_job_free(j);
     return clank_db_push_error(L, "SQLITE_ERROR", "cannot start a database thread", NULL);
@@ -837,7 +846,7 @@ static int l_run(lua_State *L) {
   c->busy = 1;
   c->wait.on_stop = conn_stop;
   c->wait.on_due = conn_due;
-  return clank_db_wait(L, &c->wait, 1, signal, timeout, NULL);
+  return clank_db_wait(L, &c->wait, 1, a.signal, a.timeout, NULL);
 }
 
 /* conn:release(broken?) */
