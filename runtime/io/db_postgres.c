@@ -475,6 +475,13 @@ static void dispatch(pool_t *p) {
 
 /* ---- queries ---- */
 
+/* A pool:run's box lets go of its connection (no Lua release comes). */
+static void once_give_back(box_t *b, conn_t *c) {
+  if (b == NULL || !b->once || b->conn != c) return;
+  b->conn = NULL;
+  c->lent = 0;
+}
+
 /* The connection failed under a query, a rollback or while idle. */
 static void conn_lost(conn_t *c, const char *why) {
   pool_t *p = c->pool;
@@ -487,10 +494,7 @@ static void conn_lost(conn_t *c, const char *why) {
       box_set_error(b, "CONNECTION", why);
     box_ready(b);
   }
-  if (b && b->once && b->conn == c) { /* nobody else will give it back */
-    b->conn = NULL;
-    c->lent = 0;
-  }
+  once_give_back(b, c); /* nobody else will */
   if (c->lent) {
     conn_shut(c); /* the box releases it */
     return;
@@ -585,10 +589,7 @@ static void query_done(conn_t *c) {
     }
     box_ready(b);
   }
-  if (b && b->once && b->conn == c) { /* its result is in the box: the next one may go */
-    b->conn = NULL;
-    c->lent = 0;
-  }
+  once_give_back(b, c); /* its result is in the box: the next one may go */
   if (!c->lent) settle(c);
 }
 
