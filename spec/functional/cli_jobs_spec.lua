@@ -6,7 +6,6 @@ local server = require "helpers.server"
 local http = require "helpers.http"
 local files = require "helpers.files"
 local jobs = require "helpers.jobs"
-local json = require "clank.json"
 
 local HEAD = "ID\tSTATE\tQUEUE\tNAME\tATTEMPTS\tLAST ERROR"
 
@@ -27,10 +26,7 @@ local function lines(text)
   return out
 end
 
-local function runs(port)
-  local res = assert(http.request(port, "POST", "/actions/stats", { ["content-type"] = "application/json" }, "{}"))
-  return json.decode(res.body).output.runs
-end
+local runs = jobs.runs
 
 describe("clank-run jobs", function()
   local db, s

@@ -53,10 +53,7 @@ local function boom_line()
   error("the fixture has no boom job")
 end
 
-local function runs(port)
-  local res = assert(http.request(port, "POST", "/actions/stats", { ["content-type"] = "application/json" }, "{}"))
-  return json.decode(res.body).output.runs
-end
+local runs = jobs.runs
 
 local function plain(s) return (s:gsub("%p", "%%%0")) end
 

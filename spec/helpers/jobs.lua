@@ -41,6 +41,11 @@ function M.enqueue(port, input)
   return call(port, "enqueue", input).ids
 end
 
+-- How many times the fixture's jobs have run so far (its stats action).
+function M.runs(port)
+  return call(port, "stats", {}).runs
+end
+
 -- clank.jobs.get through the fixture's control action: the row, or nil.
 function M.get(port, id)
   local out = call(port, "control", { op = "get", id = id })
