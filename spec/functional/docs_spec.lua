@@ -5,6 +5,7 @@
 -- read it (a loopback peer naming a loopback Host, or the Host --inspector names).
 local server = require "helpers.server"
 local http = require "helpers.http"
+local files = require "helpers.files"
 
 local INDEX = "/__clank/docs"
 
@@ -32,18 +33,8 @@ local function get(port, path, host, address)
   return request(port, "GET", path, host, address)
 end
 
-local function tmpdir()
-  local p = assert(io.popen("mktemp -d /tmp/clank-docs.XXXXXX"))
-  local dir = p:read("l")
-  p:close()
-  return dir
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local function tmpdir() return files.tmpdir("clank-docs") end
+local write = files.write
 
 describe("/__clank/docs", function()
   local s = server.for_describe(server.fixture("live"))

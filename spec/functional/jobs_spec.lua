@@ -38,15 +38,10 @@ local function report(s)
   return call(s, "report")
 end
 
--- Polls check() (which returns a value when done) for up to `seconds`.
+-- Polls check() (which returns a value when done) for up to `seconds` (longer under the
+-- sanitizers); fails naming `what` after that.
 local function eventually(seconds, check, what)
-  local deadline = socket.gettime() + seconds * slow
-  while true do
-    local v = check()
-    if v then return v end
-    if socket.gettime() > deadline then error("not within " .. seconds * slow .. " s: " .. what, 2) end
-    socket.sleep(0.05)
-  end
+  return files.within(seconds * slow, check, what)
 end
 
 local function job_of(r, id)

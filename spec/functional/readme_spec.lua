@@ -26,6 +26,7 @@
 -- exists and, with #part, a heading of it (GitHub's anchors, which /__clank/docs gives too).
 local server = require "helpers.server"
 local http = require "helpers.http"
+local files = require "helpers.files"
 local socket = require "socket"
 
 local source_dir = server.source_dir()
@@ -213,18 +214,8 @@ local function short(path)
   return path:sub(#source_dir + 2)
 end
 
-local function mkdtemp()
-  local p = assert(io.popen("mktemp -d /tmp/clank-example.XXXXXX"))
-  local dir = p:read("l")
-  p:close()
-  return dir
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local function mkdtemp() return files.tmpdir("clank-example") end
+local write = files.write
 
 -- How a ```lua block is run: "app", "script", "test" or "fragment", and the marker's options.
 local function mode_of(b)

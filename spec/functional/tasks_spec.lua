@@ -4,6 +4,7 @@
 -- archive (through spec/fixtures/apps/tasks_jobs, the app with actions only a spec needs).
 -- Expected values are written from the SPEC by hand; cjson decodes independently.
 local server = require "helpers.server"
+local files = require "helpers.files"
 local http = require "helpers.http"
 local storage = require "helpers.storage"
 local ws = require "helpers.websocket"
@@ -78,13 +79,7 @@ end
 -- Polls check() (which returns a value when done) for up to `seconds` (longer under the
 -- sanitizers); fails naming `what` after that.
 local function eventually(seconds, check, what)
-  local deadline = socket.gettime() + seconds * slow
-  while true do
-    local v = check()
-    if v then return v end
-    if socket.gettime() > deadline then error("not within " .. seconds * slow .. " s: " .. what, 2) end
-    socket.sleep(0.05)
-  end
+  return files.within(seconds * slow, check, what)
 end
 
 -- A live session of the page (its first html frame read), as a browser opens it: whole html

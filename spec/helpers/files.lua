@@ -20,6 +20,14 @@ function files.read(path)
   return data
 end
 
+-- A new folder /tmp/<prefix>.XXXXXX (mktemp -d); the caller removes it.
+function files.tmpdir(prefix)
+  local p = assert(io.popen("mktemp -d " .. files.quote("/tmp/" .. prefix .. ".XXXXXX")))
+  local dir = p:read("l")
+  p:close()
+  return dir
+end
+
 function files.write(path, data)
   local f = assert(io.open(path, "wb"))
   f:write(data)
@@ -37,6 +45,13 @@ function files.eventually(seconds, fn)
     socket.sleep(0.02)
   until socket.gettime() >= deadline
   return nil
+end
+
+-- The same, failing when `seconds` pass: "not within N s: <what>".
+function files.within(seconds, fn, what)
+  local v = files.eventually(seconds, fn)
+  if v == nil then error("not within " .. seconds .. " s: " .. what, 3) end
+  return v
 end
 
 return files
