@@ -13,6 +13,7 @@
 #   bench/live.sh                              # about three to four minutes
 #   BENCH_SECONDS=3 BENCH_SESSIONS=2000 BENCH_FANOUT=200 bench/live.sh
 #   BENCH_PARTS="roundtrip fanout" bench/live.sh
+#   BENCH_PARTS=roundtrip BENCH_KINDS=keyed bench/live.sh   # action, unkeyed, keyed: which round trips are timed
 #   CLANK_RUN=build-bench/clank-run bench/live.sh
 # Exit status: 1 when a part failed (the client's checks included: a diff that does not give
 # the server's html, a push without the change), else 0 whether or not the targets were met.

@@ -423,7 +423,12 @@ if (mode === "roundtrip") {
       }
       return { kind: "keyed", ...bytesSummary(bytes), frames, bytes_in_per_event: Math.round(bytesIn / bytes.length) };
     }],
-  ]) console.log(JSON.stringify({ ...(await measure(name, seconds, workers)), ...extra() }));
+  ]) {
+    // BENCH_KINDS="keyed" (action, unkeyed, keyed): only those timed (a profile of one of them)
+    const kind = extra().kind;
+    if (process.env.BENCH_KINDS && !process.env.BENCH_KINDS.split(/[ ,]/).includes(kind)) continue;
+    console.log(JSON.stringify({ ...(await measure(name, seconds, workers)), ...extra() }));
+  }
   for (const h of [...sessions, ...keyed]) h.s.ws.close();
   printCloses("roundtrip");
   agent.destroy();

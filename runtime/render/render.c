@@ -673,6 +673,9 @@ static const luaL_Reg render_funcs[] = {
     {"elementMaker", clank_render_element_maker},   /* element.c */
     {"sameProps", clank_render_same_props},         /* props_equal.c */
     {"commonAffixes", clank_render_common_affixes}, /* affix.c */
+    {"utf16Units", clank_render_utf16_units},       /* affix.c */
+    {"keyFinder", clank_render_key_finder},         /* keys.c */
+    {"validKeyPath", clank_render_valid_key_path},  /* keys.c */
     {NULL, NULL},
 };
 

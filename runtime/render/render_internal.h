@@ -123,6 +123,11 @@ int clank_render_element_maker(lua_State *L);
 
 /* render_core.commonAffixes(a, b) → prefix, suffix lengths (affix.c). */
 int clank_render_common_affixes(lua_State *L);
+/* render_core.utf16Units(s, i, j) → UTF-16 units of s[i..j] | nil (affix.c). */
+int clank_render_utf16_units(lua_State *L);
+/* render_core.keyFinder(ELEMENT) → find(tree, path); validKeyPath(path) → boolean (keys.c). */
+int clank_render_key_finder(lua_State *L);
+int clank_render_valid_key_path(lua_State *L);
 /* render_core.sameProps(before, props, deep) → boolean (props_equal.c). */
 int clank_render_same_props(lua_State *L);
 

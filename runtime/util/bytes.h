@@ -33,6 +33,12 @@ static inline int clank_percent_byte(const char *s, size_t n, size_t i) {
 #define CLANK_URI_BAD ((size_t)-1)
 size_t clank_uri_decode(const char *s, size_t n, char *out);
 
+/* The UTF-16 code units of the UTF-8 text s[0..n) (one per character, two past U+FFFF: a
+   browser's string length), or CLANK_UTF8_BAD when it is not valid UTF-8 (overlongs,
+   surrogates, past U+10FFFF, a sequence cut at either end). */
+#define CLANK_UTF8_BAD ((size_t)-1)
+size_t clank_utf16_units(const char *s, size_t n);
+
 /* Whether p[0..n) is the literal s, or starts with it. */
 static inline int clank_span_is(const char *p, size_t n, const char *s) {
   return n == strlen(s) && memcmp(p, s, n) == 0;

@@ -13,10 +13,11 @@
 -- nearest pair of positions within WINDOW tokens where the two agree again (on AGREE tokens in
 -- a row) ends the splice. A change the window cannot bridge becomes one splice of the rest of
 -- the middle, which the caller finds too large and answers with the whole HTML.
-local byte, find, sub, concat, utf8_len = string.byte, string.find, string.sub, table.concat, utf8.len
-local ipairs, pcall, error = ipairs, pcall, error
+local byte, find, sub, concat = string.byte, string.find, string.sub, table.concat
+local pcall, error = pcall, error
 local min = math.min
-local common_affixes = require("clank.render_core").commonAffixes
+local render_core = require "clank.render_core"
+local common_affixes, utf16_units = render_core.commonAffixes, render_core.utf16Units
 
 local M = {}
 
@@ -38,29 +39,11 @@ local function tokens(s, i, j)
   return out, n
 end
 
-local LEADS = { "\240", "\241", "\242", "\243", "\244" } -- of 4-byte sequences
-
--- Whether s holds a character past U+FFFF (plain finds: a pattern's class is slower).
-local function has_astral(s)
-  for _, b in ipairs(LEADS) do if find(s, b, 1, true) then return true end end
-  return false
-end
-
 -- UTF-16 units in s[i..j] (whole characters): one per character, two for those past U+FFFF
--- (a 4-byte sequence) → n, or raises "invalid UTF-8".
-local function units(s, i, j, astral)
-  if j < i then return 0 end
-  local n = utf8_len(s, i, j)
+-- → n, or raises "invalid UTF-8".
+local function units(s, i, j)
+  local n = utf16_units(s, i, j)
   if not n then error("invalid UTF-8", 0) end
-  if astral then
-    for _, b in ipairs(LEADS) do
-      local k = find(s, b, i, true)
-      while k and k <= j do
-        n = n + 1
-        k = find(s, b, k + 1, true)
-      end
-    end
-  end
   return n
 end
 
@@ -75,7 +58,6 @@ local function agree(a, i, b, j)
 end
 
 local function splices(old, new)
-  local astral = has_astral(old)
   local lo, ln = #old, #new
   -- common prefix, then back to the start of its last token (a "<"), so that splices start
   -- and end on token boundaries, which are character boundaries; the common suffix (not into
@@ -92,16 +74,16 @@ local function splices(old, new)
   local a, na = tokens(old, p + 1, lo - s)
   local b, nb = tokens(new, p + 1, ln - s)
   local out = {}
-  local at, upos = units(old, 1, p, astral), p + 1 -- at: the units in old before byte upos
+  local at, upos = units(old, 1, p), p + 1 -- at: the units in old before byte upos
   local pos = p + 1 -- the old byte where a[i] starts
   local i, j = 1, 1
   -- Deletes a[i .. i+da-1] and inserts b[j .. jj-1]; both go on from there.
   local function splice(da, jj)
-    at, upos = at + units(old, upos, pos - 1, astral), pos
+    at, upos = at + units(old, upos, pos - 1), pos
     local dbytes = 0
     for k = i, i + da - 1 do dbytes = dbytes + #a[k] end
     local ins = concat(b, "", j, jj - 1)
-    local del = units(old, pos, pos + dbytes - 1, astral)
+    local del = units(old, pos, pos + dbytes - 1)
     local last = out[#out]
     if last and last[1] + last[2] == at then -- right after the previous one: one splice
       last[2] = last[2] + del

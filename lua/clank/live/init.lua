@@ -31,12 +31,12 @@ local props_mod = require "clank.live.props"
 local pubsub = require "clank.pubsub"
 local diff = require "clank.live.diff"
 local memo = require "clank.ui.memo"
+local render_core = require "clank.render_core"
 
-local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset =
-  type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, rawset
+local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset =
+  type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset
 local math_type = math.type
 local remove, running = table.remove, coroutine.running
-local is_element = element.isElement
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
 -- How long an event's handler waits for the person to answer a confirmation (then: declined).
@@ -787,31 +787,9 @@ local function value_bytes(v)
   return string_list(v)
 end
 
--- Keys (the prop `key`) in a data-clank-key path: a keyed element's segment is "k:" and its key,
--- each byte but A-Z a-z 0-9 _ - written %XX in upper-case hex (runtime/render/render_attrs.c),
--- so a segment holds no dot and a key has one form.
-local function encode_key(k)
-  return (k:gsub("[^A-Za-z0-9_%-]", function(c) return ("%%%02X"):format(c:byte()) end))
-end
-
-local function decode_key(s)
-  return (s:gsub("%%(%x%x)", function(x) return string.char(tonumber(x, 16)) end))
-end
-
--- A data-clank-key: segments joined by dots, each an index or "k:" and a key in its one form.
-local function valid_path(key)
-  if key == "" then return false end
-  for part in (key .. "."):gmatch("([^.]*)%.") do
-    if not part:find("^%d+$") then
-      if part:sub(1, 2) ~= "k:" then return false end
-      local encoded = part:sub(3)
-      if encoded:find("[^A-Za-z0-9_%-%%]") or encode_key(decode_key(encoded)) ~= encoded then
-        return false
-      end
-    end
-  end
-  return true
-end
+-- A data-clank-key (keys in it are "k:" and the key percent-encoded: runtime/render/keys.c):
+-- whether it is in that one form.
+local valid_path = render_core.validKeyPath
 M.validPath = valid_path
 
 -- The event message and the bytes its value and values hold, or nil when its shape is wrong.
@@ -851,40 +829,9 @@ local function is_resync(m)
   return next(m, next(m)) == nil
 end
 
--- The key of an element as its path names it (an integer as its digits), or nil.
-local function key_of(el)
-  local k = el.props.key
-  if type(k) == "string" then return k end
-  if math_type(k) == "integer" then return tostring(k) end
-  return nil
-end
-
--- The element at a data-clank-key (checked by valid_path): "0.2.1" counts element children from
--- the view's top; a segment "k:<key>" is the child with that key, wherever it now is.
-local function find_key(tree, key)
-  local children = is_element(tree) and { tree } or (type(tree) == "table" and tree) or {}
-  local node
-  for part in key:gmatch("[^.]+") do
-    node = nil
-    if part:sub(1, 2) == "k:" then
-      local want = decode_key(part:sub(3))
-      for _, c in ipairs(children) do
-        if is_element(c) and key_of(c) == want then node = c break end
-      end
-    else
-      local want, n = tonumber(part), 0
-      for _, c in ipairs(children) do
-        if is_element(c) then
-          if n == want then node = c break end
-          n = n + 1
-        end
-      end
-    end
-    if not node then return nil end
-    children = node.children
-  end
-  return node
-end
+-- The element at a data-clank-key: "0.2.1" counts element children from the view's top; a
+-- segment "k:<key>" is the child with that key, wherever it now is (runtime/render/keys.c).
+local find_key = render_core.keyFinder(getmetatable(element.h.div()))
 M.findKey = find_key
 
 -- A message from a live connection (in a task of its own, so that what decoding it allocates

@@ -127,13 +127,46 @@ describe("clank.live.findKey", function()
     assert.is_nil(find(tree, "0.1.k:z.1"))
     assert.is_nil(find(tree, "0.k:a"))
   end)
+
+  it("counts element children only, in a tree that is an element or a list of them", function()
+    local list = { h.p(nil, "one"), h.ul(nil, "text ", h.li({ key = 3 }), " more ", h.li(nil, h.b())) }
+    assert.are.equal("p", find(list, "0").tag)
+    assert.are.equal("b", find(list, "1.1.0").tag)
+    assert.are.equal("li", find(list, "1.k:3").tag)
+    assert.are.equal("li", find(list, "01.0").tag) -- digits as tonumber reads them
+    assert.is_nil(find(list, "2"))
+    assert.is_nil(find(list, "1.2"))
+    assert.is_nil(find(list, "1.99999999999999999999999"))
+    assert.is_nil(find(h.p(nil, "x"), "1"))
+    assert.are.equal("p", find(h.p(nil, "x"), "0").tag)
+  end)
+
+  it("matches a key by its bytes: an integer by its digits, the empty key, a byte escaped", function()
+    local tree = h.ul(nil, h.li({ key = "" }, "e"), h.li({ key = -12 }, "n"), h.li({ key = "a\0b" }, "z"))
+    assert.are.equal("e", find(tree, "0.k:").children[1])
+    assert.are.equal("n", find(tree, "0.k:-12").children[1])
+    assert.are.equal("z", find(tree, "0.k:a%00b").children[1])
+    assert.is_nil(find(tree, "0.k:-1"))
+    assert.is_nil(find(tree, "0.k:a%00"))
+  end)
+
+  it("finds nothing for a path not in its one form, however it could be read", function()
+    local tree = h.ul(nil, h.li({ key = "a." }), h.li({ key = "%" }))
+    assert.is_nil(find(tree, "0.k:a."))
+    assert.is_nil(find(tree, "0.k:%"))
+    assert.is_nil(find(tree, "0.k:a%2e"))
+    assert.are.equal("li", find(tree, "0.k:a%2E").tag)
+    assert.are.equal("li", find(tree, "0.k:%25").tag)
+    assert.is_nil(find(42, "0"))
+  end)
 end)
 
 describe("clank.live.validPath", function()
   local valid = live_mod.validPath
   local good = { "0", "0.2.1", "0.k:row-7", "k:a.0", "0.k:.1", "0.k:a%2Eb", "0.k:%C3%A9", "0.k:-3", "0.k:a_b" }
   local bad = { "", ".", "0.", ".0", "0..1", "a.b", "0.k", "0.K:a", "0.x:a", "0.k:a b", "0.k:a:b",
-    "0.k:a%2", "0.k:a%2e", "0.k:%41", "0.k:a%G1", "0.k:a%%", "0.k:\u{e9}", "0.-1", "0.1a" }
+    "0.k:a%2", "0.k:a%2e", "0.k:%41", "0.k:a%G1", "0.k:a%%", "0.k:\u{e9}", "0.-1", "0.1a", "0.k:%",
+    "0.k:%5f", "0.k:%5F", "0.k:a\0", "0 ", "+1" }
   for _, key in ipairs(good) do
     it("accepts " .. key, function() assert.is_true(valid(key)) end)
   end
