@@ -56,6 +56,7 @@ local running, co_status = coroutine.running, coroutine.status
 
 local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
+local MAX_HINTS = 32 -- sources an effect remembers as having notified it
 
 -- Stands for nil in a node's value field, so the field is never absent (the
 -- node's __newindex would catch the next write to an absent field).
@@ -157,6 +158,20 @@ local function current_observer()
   return false
 end
 
+-- A kept run (retrack) reads something its last run did not: what that run read becomes this
+-- run's tracking so far, as if read again.
+local function unkeep(obs)
+  local deps, vers = obs._deps, obs._vers
+  local nd, nv, ns = {}, {}, {}
+  for i = 1, #deps do
+    nd[i], nv[i] = deps[i], vers[i]
+    ns[deps[i]] = i
+  end
+  obs._nd, obs._nv, obs._ns, obs._nn = nd, nv, ns, #deps
+  obs._kept = false
+  return ns
+end
+
 local function track(src)
   local obs = observer
   if observer_co ~= running() then
@@ -164,9 +179,18 @@ local function track(src)
     if not obs then return end
   end
   local seen = obs._ns
+  if not seen then -- the run's first read (tables made only for runs that track)
+    if obs._kept then
+      if obs._idx[src] then return end
+      seen = unkeep(obs)
+    else
+      seen = {}
+      obs._ns, obs._nd, obs._nv = seen, {}, {}
+    end
+  end
   if seen[src] then return end
-  seen[src] = true
   local n = obs._nn + 1
+  seen[src] = n
   obs._nn = n
   obs._nd[n] = src
   obs._nv[n] = src._ver
@@ -175,9 +199,15 @@ local function track(src)
 end
 
 -- A tracked run of node ended: drops the subscriptions to what it no longer
--- reads, and keeps what it read.
+-- reads, and keeps what it read (and where in its list each is: _idx). A kept
+-- run (retrack) read what the last one did: nothing changes.
 local function settle(node)
-  local seen, subs = node._ns, node._subs
+  if node._kept then
+    node._kept = false
+    node._running = false
+    return
+  end
+  local seen, subs = node._ns or EMPTY, node._subs
   if subs then
     for src, e in pairs(subs) do
       if not seen[src] then
@@ -186,7 +216,7 @@ local function settle(node)
       end
     end
   end
-  node._deps, node._vers = node._nd, node._nv
+  node._deps, node._vers, node._idx = node._nd or EMPTY, node._nv or EMPTY, node._ns or false
   node._nd, node._nv, node._ns = false, false, false
   node._running = false
 end
@@ -196,7 +226,7 @@ end
 -- node._running is co until the run is settled.
 local function tracked(node, fn, co, prev, prev_co)
   node._running = co
-  node._nd, node._nv, node._ns, node._nn = {}, {}, {}, 0
+  node._nd, node._nv, node._ns, node._nn, node._kept = false, false, false, 0, false
   observer, observer_co = node, co
   local v = fn()
   observer, observer_co = prev, prev_co
@@ -248,22 +278,32 @@ end
 
 -- (Atomic, from change.) Each mark is set once what it stands for is done:
 -- a notify its task was stopped in is done again by the next.
-local function notify(node)
+-- An effect keeps the sources that notified it (from) as hints, up to MAX_HINTS: its next
+-- check looks at those instead of everything it read (a list of a hundred rows' computeds, one
+-- of which changed). Past MAX_HINTS it checks everything (_hints false).
+local function notify(node, from)
   if node._kind == COMPUTED then
     if not node._notified then
       node._outdated = true
       local e = node._first
       while e do
-        notify(e.t)
+        notify(e.t, node)
         e = e.n
       end
       node._notified = true
     end
-  elseif not node._queued then
-    local i = pushed + 1
-    queue[i - base] = node
-    pushed = i
-    node._queued = true
+  else
+    local hints = node._hints
+    if hints then
+      local n = #hints + 1
+      if n > MAX_HINTS then node._hints = false else hints[n] = from end
+    end
+    if not node._queued then
+      local i = pushed + 1
+      queue[i - base] = node
+      pushed = i
+      node._queued = true
+    end
   end
 end
 
@@ -275,7 +315,7 @@ local function change(s, v)
   global_version = global_version + 1
   local e = s._first
   while e do
-    notify(e.t)
+    notify(e.t, s)
     e = e.n
   end
 end
@@ -295,6 +335,29 @@ local function stale(node)
     end
   end
   return false
+end
+
+-- stale(e) for an effect whose notifiers are known (hints): only those can have changed.
+local function stale_hinted(e, hints)
+  local idx, vers = e._idx, e._vers
+  for k = 1, #hints do
+    local src = hints[k]
+    local i = idx[src]
+    if i then
+      if src._ver ~= vers[i] then return true end
+      if src._kind == COMPUTED then
+        refresh(src)
+        if src._ver ~= vers[i] then return true end
+      end
+    end
+  end
+  return false
+end
+
+local function stale_effect(e)
+  local hints = e._hints
+  if hints and e._idx then return stale_hinted(e, hints) end
+  return stale(e)
 end
 
 local function keep(c, ok, v)
@@ -359,6 +422,10 @@ local function run_cleanup(fn)
 end
 
 local function run_effect(e, co)
+  -- what notified it before this run: changed() reads them; what notifies it from now on is
+  -- for the next one
+  e._runHints = e._hints
+  e._hints = {}
   local cleanup = e._cleanup
   if cleanup then
     e._cleanup = false
@@ -398,9 +465,15 @@ local function run_next(co)
   queue[k] = nil
   if i == pushed then base = i end -- empty: the next one goes to queue[1]
   if not e or e._disposed then return end
-  if stale(e) then
+  if stale_effect(e) then
     run_effect(e, co)
-  elseif e._running and e._deps == EMPTY then
+    return
+  end
+  local hints = e._hints -- checked: what notified it changed nothing
+  if hints then
+    for h = #hints, 1, -1 do hints[h] = nil end
+  end
+  if e._running and e._deps == EMPTY then
     -- its first run was stopped: effect() never returned its disposer, so nobody can
     dispose(e)
   end
@@ -566,7 +639,7 @@ function M.computed(fn)
     _kind = COMPUTED, _fn = fn, _v = NIL, _err = false, _ver = 0, _gv = -1,
     _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
     _running = false, _first = false, _last = false,
-    _nd = false, _nv = false, _ns = false, _nn = 0,
+    _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false,
   }, COMPUTED_MT)
 end
 
@@ -577,7 +650,7 @@ function M.effect(fn)
   local e = {
     _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
     _disposed = false, _cleanup = false, _running = false, _nd = false, _nv = false, _ns = false,
-    _nn = 0,
+    _nn = 0, _idx = false, _kept = false, _hints = {}, _runHints = false,
   }
   local co = open_batch()
   local ok, err = pcall(run_effect, e, co)
@@ -642,6 +715,23 @@ function M.changed()
   local obs = observer and current_observer()
   if not obs or obs._deps == EMPTY then return nil end
   local deps, vers, out = obs._deps, obs._vers, {}
+  local hints, idx = obs._runHints, obs._idx
+  if hints and idx then -- an effect that knows what notified it: only those can have changed
+    local at = {}
+    for k = 1, #hints do
+      local src = hints[k]
+      local i = idx[src]
+      if i then
+        if src._kind == COMPUTED then refresh(src) end
+        if src._ver ~= vers[i] then at[#at + 1] = i end
+      end
+    end
+    table.sort(at)
+    for k = 1, #at do
+      if at[k] ~= at[k - 1] then out[#out + 1] = deps[at[k]] end
+    end
+    return out
+  end
   for i = 1, #deps do
     local src = deps[i]
     if src._kind == COMPUTED then refresh(src) end -- (the run's start checked them up to the first change)
@@ -650,12 +740,30 @@ function M.changed()
   return out
 end
 
--- retrack(): inside a run, tracks again everything its last run read.
+-- retrack(): inside a run, tracks again everything its last run read. When what the run read
+-- so far is where the last run started, the run is kept: its list stays as it was (the
+-- versions as they are now), with no tracking per source. A read after it that the last run
+-- did not make tracks as usual.
 function M.retrack()
   local obs = observer and current_observer()
   if not obs then return end
-  local deps = obs._deps
-  for i = 1, #deps do track(deps[i]) end
+  local deps, nd, nn = obs._deps, obs._nd, obs._nn
+  local prefix = deps ~= EMPTY and obs._idx and not obs._kept and nn <= #deps
+  if prefix and nd then
+    for i = 1, nn do
+      if nd[i] ~= deps[i] then
+        prefix = false
+        break
+      end
+    end
+  end
+  if not prefix then
+    for i = 1, #deps do track(deps[i]) end
+    return
+  end
+  local vers, nv = obs._vers, obs._nv
+  for i = 1, #deps do vers[i] = i <= nn and nv[i] or deps[i]._ver end
+  obs._nd, obs._nv, obs._ns, obs._nn, obs._kept = false, false, false, 0, true
 end
 
 -- isSignal(x): true for signals and computeds.

@@ -8,6 +8,7 @@
    (spec/helpers/render_reference.lua; spec/unit/render/render_c_spec.lua compares the two), and
    each check runs where it ran there, so a tree with several faults raises the same one. */
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,13 +254,56 @@ static void option_props(clank_render_t *r, int props, int children, int sel) {
   lua_rawset(L, copy);
 }
 
+/* The set of one list's keys: r->seen[base .. base + size), made at its first key. */
+typedef struct {
+  size_t base, size, bytes;
+} key_set_t;
+
+static uint32_t key_hash(const char *k, size_t n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 16777619u;
+  return h;
+}
+
+/* Adds k to set (of a list of len children) → 0, or 1 when it is there already. */
+static int key_seen(clank_render_t *r, key_set_t *set, lua_Integer len, const char *k, size_t n) {
+  if (set->size == 0) {
+    size_t size = 8;
+    while (size < 2 * (size_t)len) size *= 2;
+    if (r->seen_cap - r->seen_top < size) {
+      size_t cap = r->seen_cap ? r->seen_cap : 64;
+      while (cap - r->seen_top < size) cap *= 2;
+      clank_render_seen_t *grown = realloc(r->seen, cap * sizeof *grown);
+      if (!grown) clank_render_no_memory(r->L);
+      r->seen = grown;
+      r->seen_cap = cap;
+    }
+    set->base = r->seen_top;
+    set->size = size;
+    set->bytes = r->keybytes.len;
+    memset(r->seen + set->base, 0, size * sizeof *r->seen);
+    r->seen_top += size;
+  }
+  clank_render_seen_t *t = r->seen + set->base;
+  size_t mask = set->size - 1, i = key_hash(k, n) & mask;
+  while (t[i].used) {
+    if (t[i].len == n && memcmp(r->keybytes.data + t[i].off, k, n) == 0) return 1;
+    i = (i + 1) & mask;
+  }
+  t[i].used = 1;
+  t[i].off = r->keybytes.len;
+  t[i].len = n;
+  clank_render_append(r, &r->keybytes, k, n);
+  return 0;
+}
+
 /* The key of the element child at c (top: the stack top), when it has a string or an integer
    one (any other raises when the child's attributes are read): pushed as a string, which stays
-   until the child is written; unique among the children of parent (the table at seen, made for
-   the first key; ptag names the parent, or NULL for a list); in live renders, the child's
+   until the child is written; unique among the children of parent (the set seen, of a list of len;
+   ptag names the parent, or NULL for a list); in live renders, the child's
    segment of the path. Returns the stack top. */
-static int child_key(clank_render_t *r, int c, int top, int seen, int level, int live,
-                     const char *ptag, size_t ptlen) {
+static int child_key(clank_render_t *r, int c, int top, key_set_t *seen, lua_Integer len, int level,
+                     int live, const char *ptag, size_t ptlen) {
   lua_State *L = r->L;
   lua_pushvalue(L, RUV(RUV_PROPS));
   if (lua_rawget(L, c) != LUA_TTABLE) {
@@ -276,12 +320,9 @@ static int child_key(clank_render_t *r, int c, int top, int seen, int level, int
   }
   lua_replace(L, top + 1); /* the key, as a string, in place of the props */
   lua_settop(L, top + 1);
-  if (lua_isnil(L, seen)) {
-    lua_newtable(L);
-    lua_replace(L, seen);
-  }
-  lua_pushvalue(L, top + 1);
-  if (lua_rawget(L, seen) != LUA_TNIL) {
+  size_t kn;
+  const char *k = lua_tolstring(L, top + 1, &kn);
+  if (key_seen(r, seen, len, k, kn)) {
     lua_pushliteral(L, "clank.render: duplicate key \"");
     lua_pushvalue(L, top + 1);
     if (ptag) {
@@ -295,11 +336,10 @@ static int child_key(clank_render_t *r, int c, int top, int seen, int level, int
     }
     clank_render_fail(L, 5);
   }
-  lua_pop(L, 1);
-  lua_pushvalue(L, top + 1);
-  lua_pushboolean(L, 1);
-  lua_rawset(L, seen);
-  if (live) r->keys[level] = lua_tolstring(L, top + 1, &r->keylens[level]);
+  if (live) {
+    r->keys[level] = k;
+    r->keylens[level] = kn;
+  }
   return top + 1;
 }
 
@@ -318,9 +358,8 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     if (level > CLANK_RENDER_MAXLEVEL) nested_too_deeply(L);
     r->level = level;
   }
-  lua_pushnil(L); /* the keys of the element children, when one has a key */
-  int seen = lua_gettop(L);
-  int c = seen + 1;
+  key_set_t seen = {0, 0, 0}; /* the keys of the element children, when one has a key */
+  int c = lua_gettop(L) + 1;
   for (lua_Integer i = 1; i <= len; i++) {
     int type = meta ? lua_geti(L, children, i) : lua_rawgeti(L, children, i);
     if (type == LUA_TSTRING && depth < CLANK_RENDER_MAXDEPTH) { /* text, most often */
@@ -338,7 +377,7 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     if (el) {
       if (live) r->path[level] = n;
       n++;
-      top = child_key(r, c, top, seen, level, live, ptag, ptlen);
+      top = child_key(r, c, top, &seen, len, level, live, ptag, ptlen);
       if (in_table || sel) {
         lua_pushvalue(L, RUV(RUV_TAG));
         if (lua_rawget(L, c) == LUA_TSTRING) tag = lua_tolstring(L, -1, &tlen);
@@ -382,7 +421,11 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
   }
   if (live) r->level = level - 1;
   if (tbody) PUT_LIT(r, "</tbody>");
-  lua_settop(L, seen - 1);
+  lua_settop(L, c - 1);
+  if (seen.size) { /* this list's set goes (those of lists inside it went before) */
+    r->seen_top = seen.base;
+    r->keybytes.len = seen.bytes;
+  }
 }
 
 /* An element: its tag, props and children at those stack indexes. Like every emit function,
@@ -459,9 +502,8 @@ static int kept(clank_render_t *r, int idx, int depth, int sel, int live) {
   lua_pop(L, 1);
   if (!yes) return 0;
   clank_render_path(r, &r->where);
-  char d[16];
-  int n = snprintf(d, sizeof d, " %d", depth);
-  clank_render_append(r, &r->where, d, (size_t)n);
+  clank_render_append(r, &r->where, " ", 1);
+  if (clank_buf_append_uint(&r->where, (uint64_t)depth) != 0) clank_render_no_memory(L);
   return 1;
 }
 
@@ -608,11 +650,36 @@ static void free_state(clank_render_t *r) {
   clank_buf_free(&r->on);
   clank_buf_free(&r->key);
   clank_buf_free(&r->where);
+  clank_buf_free(&r->keybytes);
   free(r->attrs);
   free(r->events);
+  free(r->seen);
   r->attrs = NULL;
   r->events = NULL;
-  r->cap = r->evcap = r->nattrs = r->nevents = 0;
+  r->seen = NULL;
+  r->cap = r->evcap = r->nattrs = r->nevents = r->seen_top = r->seen_cap = 0;
+}
+
+/* A reused state is ready for the next render: what it holds stays allocated, unless a large
+   page made it large. */
+#define KEEP_OUT_BYTES (256 * 1024)
+static void reset_state(clank_render_t *r) {
+  if (r->out.cap > KEEP_OUT_BYTES) clank_buf_free(&r->out);
+  if (r->seen_cap > 4096 || r->keybytes.cap > 65536) {
+    free(r->seen);
+    r->seen = NULL;
+    r->seen_cap = 0;
+    clank_buf_free(&r->keybytes);
+  }
+  clank_buf_reset(&r->out);
+  clank_buf_reset(&r->action);
+  clank_buf_reset(&r->on);
+  clank_buf_reset(&r->key);
+  clank_buf_reset(&r->where);
+  clank_buf_reset(&r->keybytes);
+  r->nattrs = r->nevents = r->seen_top = 0;
+  r->fragments = r->outputs = r->level = 0;
+  r->busy = 0;
 }
 
 static int state_gc(lua_State *L) {
@@ -620,20 +687,24 @@ static int state_gc(lua_State *L) {
   return 0;
 }
 
-/* render(node, live, actions, fragments, outputs) -> html */
-static int render_call(lua_State *L) {
+/* The walk, protected (lua_pcall) so that a render that raises leaves the renderer's state
+   ready for the next: walk(state, node, live, actions, fragments, outputs) -> html. It has the
+   renderer's upvalues. */
+static int render_walk(lua_State *L) {
+  clank_render_t *r = lua_touserdata(L, 1);
+  lua_remove(L, 1);
   int live = lua_toboolean(L, 2);
   lua_settop(L, 5);
-  clank_render_t *r = lua_newuserdatauv(L, sizeof *r, 0);
-  memset(r, 0, sizeof *r);
-  luaL_setmetatable(L, STATE_MT);
   r->L = L;
   r->actions = 3;
   if (live && lua_type(L, 4) == LUA_TTABLE && lua_type(L, 5) == LUA_TTABLE) {
     r->fragments = 4;
     r->outputs = 5;
   }
-  for (int i = 0; i <= CLANK_RENDER_MAXLEVEL; i++) r->path[i] = -1;
+  for (int i = 0; i <= CLANK_RENDER_MAXLEVEL; i++) {
+    r->path[i] = -1;
+    r->keys[i] = NULL;
+  }
   r->path[1] = 0;
   if (clank_buf_reserve(&r->out, 4096) != 0) clank_render_no_memory(L);
   if (live && lua_type(L, 1) == LUA_TTABLE) {
@@ -644,7 +715,32 @@ static int render_call(lua_State *L) {
   }
   emit(r, 1, 0, 0, live);
   lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
-  free_state(r); /* now, not at the next collection */
+  return 1;
+}
+
+static clank_render_t *new_state(lua_State *L) {
+  clank_render_t *r = lua_newuserdatauv(L, sizeof *r, 0);
+  memset(r, 0, sizeof *r);
+  luaL_setmetatable(L, STATE_MT);
+  return r;
+}
+
+/* render(node, live, actions, fragments, outputs) -> html. Upvalues: the walk, and the state
+   each call uses unless a render is already using it (one a render's Lua calls made). */
+static int render_call(lua_State *L) {
+  lua_settop(L, 5);
+  clank_render_t *r = lua_touserdata(L, lua_upvalueindex(2));
+  if (r->busy) r = new_state(L); /* at 6, until the end */
+  r->busy = 1;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushlightuserdata(L, r);
+  for (int i = 1; i <= 5; i++) lua_pushvalue(L, i);
+  int status = lua_pcall(L, 6, 1, 0);
+  if (r == lua_touserdata(L, lua_upvalueindex(2)))
+    reset_state(r);
+  else
+    free_state(r); /* now, not at the next collection */
+  if (status != LUA_OK) return lua_error(L);
   return 1;
 }
 
@@ -664,7 +760,9 @@ static int render_renderer(lua_State *L) {
                         lua_typename(L, want));
   }
   for (int i = 0; i < (int)(sizeof keys / sizeof *keys); i++) lua_pushstring(L, keys[i]);
-  lua_pushcclosure(L, render_call, RUV_COUNT);
+  lua_pushcclosure(L, render_walk, RUV_COUNT);
+  new_state(L);
+  lua_pushcclosure(L, render_call, 2);
   return 1;
 }
 

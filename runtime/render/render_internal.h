@@ -59,8 +59,15 @@ typedef struct {
   size_t len;
 } clank_render_event_t;
 
+/* A key seen among a list's element children: its bytes at off in keybytes; used 0: empty. */
+typedef struct {
+  size_t off, len;
+  int used;
+} clank_render_seen_t;
+
 typedef struct {
   lua_State *L;
+  int busy; /* a render is using it (one made for the renderer is reused by the next call) */
   clank_buf_t out;
   clank_buf_t action; /* the element's agentAction name, when an action object gave it */
   clank_buf_t on;     /* the element's data-clank-on */
@@ -81,6 +88,11 @@ typedef struct {
      element is written */
   const char *keys[CLANK_RENDER_MAXLEVEL + 1];
   size_t keylens[CLANK_RENDER_MAXLEVEL + 1];
+  /* the keys met in each list being written (duplicates raise): open-addressing sets stacked
+     in seen[0..seen_top), one per list, their bytes in keybytes */
+  clank_render_seen_t *seen;
+  size_t seen_top, seen_cap;
+  clank_buf_t keybytes;
 } clank_render_t;
 
 /* Raise the concatenation of the n strings on top of the stack, "msg", or "a" s "b" (s of

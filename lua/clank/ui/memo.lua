@@ -106,7 +106,7 @@ end
 -- running (next), each false until a call is made, then
 -- { keyed = { [view] = { [key] = entry } }?, ranked = { [view] = { entry, ... } }? }.
 function M.scope()
-  return { prev = false, next = false }
+  return { prev = false, next = false, renders = 0 }
 end
 
 -- Runs fn(...) with scope current; on success what it called is what the next render matches
@@ -117,7 +117,10 @@ function M.within(scope, fn, ...)
   current = scope
   local ok, tree = xpcall(fn, keep_trace, ...)
   current = outer
-  if ok then scope.prev = scope.next end
+  if ok then
+    scope.prev = scope.next
+    scope.renders = scope.renders + 1 -- places found in the last render's tree hold no more
+  end
   scope.next = false
   if not ok then error(tree, 0) end
   return tree
@@ -165,8 +168,8 @@ function M.call(view, props, copy, validate)
   if not (entry and same_props(entry.props, props, equal)) then
     props = copy(props)
     validate(view, props)
-    entry = { view = view, props = props, prev = false, next = false, -- a scope too
-      parent = scope, tree = nil }
+    entry = { view = view, props = props, prev = false, next = false, renders = 0, -- a scope too
+      parent = scope, tree = nil, at = false, atRender = false }
     entry.node = signal.computed(function() return render_entry(entry) end)
     entry_of[entry.node] = entry
   end
@@ -197,6 +200,30 @@ local function places(tree, old, at, depth)
   end
 end
 
+local NOWHERE = {}
+
+-- Where entry's tree is in tree (a list as places makes it), or nil. Kept on the entry while
+-- the scope renders no more (a render makes new tables; a swap puts the new tree where the
+-- old one was), so that a row's change does not walk the list to find it again.
+local function placed(scope, entry, tree)
+  local at = entry.at
+  if at and entry.atRender == scope.renders then
+    local old = entry.tree
+    for k = 1, #at, 2 do
+      if not rawequal(at[k][at[k + 1]], old) then
+        at = nil
+        break
+      end
+    end
+    if at then return at end
+  end
+  at = {}
+  places(tree, entry.tree, at, 0)
+  if #at == 0 then return nil end
+  entry.at, entry.atRender = at, scope.renders
+  return at
+end
+
 -- Inside the run of a mounted view's effect (scope: the mount's), when what changed since its
 -- last run is only the trees of calls it made: each new tree put where the old one is in tree
 -- → tree (or the new root), with everything the last run read tracked again. nil when anything
@@ -209,12 +236,12 @@ function M.swapChanged(scope, tree)
   for i = 1, #changed do
     local entry = entry_of[changed[i]]
     if not entry or entry.parent ~= scope then return nil end
-    local new = entry.node.value
+    local new = entry.node:peek() -- read untracked: retrack() below tracks it
     if not rawequal(new, entry.tree) then
-      local at = {}
+      local at = NOWHERE
       if not rawequal(tree, entry.tree) then
-        places(tree, entry.tree, at, 0)
-        if #at == 0 then return nil end
+        at = placed(scope, entry, tree)
+        if not at then return nil end
       end
       swaps[#swaps + 1] = { entry, new, at }
     end

@@ -125,11 +125,10 @@ function Mounted:start(version)
   local view, props, on_render, on_error = self.view, self.props, self.onRender, self.onError
   self.version = version
   self.stop = signal.effect(function()
-    local data = self.data.value
-    local tick = self.tick.value -- setData's "render again" (data changes only with it)
-    if self.current ~= nil and not self.failed and tick == self.renderedTick then
+    if self.current ~= nil and not self.failed and self.tick:peek() == self.renderedTick then
       -- no setData since the last render, which did not fail: when only components' trees
-      -- changed, they go where the old ones are, and the render does not run
+      -- changed, they go where the old ones are, and the render does not run (what this run
+      -- reads is then what the last one did: memo.swapChanged keeps it, untracked until then)
       local swapped, tree = pcall(memo.swapChanged, self.scope, self.current)
       if swapped and tree ~= nil then
         self.current = tree
@@ -138,6 +137,8 @@ function Mounted:start(version)
         return
       end
     end
+    local data = self.data.value
+    local tick = self.tick.value -- setData's "render again" (data changes only with it)
     if not self.rendered or not on_error then -- the first render raises; a woken one does not
       self.current = memo.within(self.scope, render_mounted, view, props, data)
     else

@@ -77,6 +77,48 @@ describe("clank.render (keyed children)", function()
     }, clank.render(tree, LIVE))
   end)
 
+  it("checks each list's keys apart when lists are nested, before and after the inner ones", function()
+    local inner = h.ul(nil, h.li({ key = "x" }), h.li({ key = "a" }))
+    local ok = h.ul(nil, h.li({ key = "a" }, inner), h.li({ key = "x" }), h.li({ key = "b" }, inner))
+    assert.truthy(clank.render(ok, LIVE):find('data-clank-key="0.k:b.0.k:a"', 1, true))
+    -- the outer list's "a" is found again after the inner list that also had one
+    local late = h.ol(nil, h.li({ key = "a" }, inner), h.li({ key = "b" }), h.li({ key = "a" }))
+    assert.has_error(function() clank.render(late, LIVE) end,
+      'clank.render: duplicate key "a" among the children of <ol>')
+    local deep = h.ol(nil, h.li({ key = "a" }, h.ul(nil, h.li({ key = "y" }), h.li({ key = "y" }))))
+    assert.has_error(function() clank.render(deep, LIVE) end,
+      'clank.render: duplicate key "y" among the children of <ul>')
+  end)
+
+  it("tells thousands of keys apart, and finds the one duplicate among them", function()
+    local items = {}
+    for i = 1, 3000 do items[i] = h.li({ key = i % 2 == 0 and i or ("k" .. i) }) end
+    local html = clank.render(h.ul(nil, items), LIVE)
+    assert.truthy(html:find('data-clank-key="0.k:3000"', 1, true))
+    assert.truthy(html:find('data-clank-key="0.k:k2999"', 1, true))
+    items[3001] = h.li({ key = "k1777" })
+    assert.has_error(function() clank.render(h.ul(nil, items), LIVE) end,
+      'clank.render: duplicate key "k1777" among the children of <ul>')
+  end)
+
+  it("renders as before after a render that raised, and inside a render", function()
+    local bad = h.ul(nil, h.li({ key = "a" }), h.li({ key = "a" }))
+    local good = h.ul(nil, h.li({ key = "a" }, "A"), h.li({ key = "b" }, "B"))
+    local want = '<ul><li data-clank-key="0.k:a">A</li><li data-clank-key="0.k:b">B</li></ul>'
+    for _ = 1, 3 do
+      assert.has_error(function() clank.render(bad, LIVE) end)
+      assert.are.equal(want, clank.render(good, LIVE))
+    end
+    -- a mounted view's tree is read during the walk; a render made there has a state of its own
+    local inner_html
+    local node = setmetatable({}, { __index = { tree = function()
+      inner_html = clank.render(good, LIVE)
+      return h.p({ key = "p" }, "in")
+    end } })
+    assert.are.equal('<p>in</p>', clank.render(node, LIVE)) -- a single top element: its key unused
+    assert.are.equal(want, inner_html)
+  end)
+
   it("raises on a key that is neither a string nor an integer, naming the element and the type", function()
     local cases = {
       { true, "boolean" }, { 1.5, "a number that is not an integer" }, { 2.0, "a number that is not an integer" },
