@@ -115,6 +115,13 @@ function M.new(opts)
   self.pageOptions = (app.page or {})
   self.csp = page.csp(self.pageOptions.csp)
   self.renderOptions = { live = true, actions = self.actions }
+  -- a request ctx's signal, made when read: aborted at the action timeout
+  self.contextMeta = { __index = function(t, k)
+    if k ~= "signal" then return nil end
+    local s = core.timeout(self.actionTimeout)
+    rawset(t, "signal", s)
+    return s
+  end }
   return self
 end
 
@@ -135,13 +142,7 @@ function Live:context(request, confirmed, id)
   end
   ctx.request, ctx.confirmed = request, confirmed == true
   ctx.requestId = id or core.requestId() or request_id()
-  local timeout = self.actionTimeout
-  return setmetatable(ctx, { __index = function(t, k)
-    if k ~= "signal" then return nil end
-    local s = core.timeout(timeout)
-    rawset(t, "signal", s)
-    return s
-  end })
+  return setmetatable(ctx, self.contextMeta)
 end
 
 -- Runs fn(...) as the request ctx: runners started there get ctx and its confirmation, and
@@ -511,11 +512,12 @@ end
 -- ---- topics (issue 28) ----
 
 -- The view's topics(props, ctx), watched: a publish to one queues a re-load of the session.
--- Computed at mount and after each re-load (the list may change).
-function Live:watchTopics(s)
+-- Computed at mount and after each re-load (the list may change), with the re-load's ctx when
+-- it made one.
+function Live:watchTopics(s, ctx)
   local topics_fn = s.view.topics
   if not topics_fn or s.ended then return end
-  local ok, topics = xpcall(function() return topics_fn(s.props, self:context(s.request)) end, trace)
+  local ok, topics = xpcall(function() return topics_fn(s.props, ctx or self:context(s.request)) end, trace)
   if not ok or (topics ~= nil and type(topics) ~= "table") then
     log("error", "live view " .. s.name .. ": topics failed: "
       .. (ok and "expected a list of topics" or describe_error(topics)))
@@ -585,13 +587,14 @@ function Live:reload(s)
   if s.ended then return end
   s.stale = false
   core.count("rerender")
-  local data
+  local data, ctx
   if s.view.load then
     -- load gets what it returned before, to keep what the person was doing (a form being
     -- typed, a runner's state) and read the rest again
     local previous = s.mounted.data.value
     local ok, result = xpcall(function()
-      return s.view.load(s.props, self:context(s.request), previous)
+      ctx = self:context(s.request)
+      return s.view.load(s.props, ctx, previous)
     end, trace)
     if not ok then
       log("error", "live view " .. s.name .. ": re-load failed: " .. describe_error(result))
@@ -604,7 +607,7 @@ function Live:reload(s)
     data = s.mounted.data.value
   end
   s.mounted:setData(data)
-  self:watchTopics(s)
+  self:watchTopics(s, ctx)
 end
 
 -- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"

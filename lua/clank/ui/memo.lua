@@ -130,22 +130,6 @@ local function render_entry(entry)
   return M.within(entry, entry.view.render, entry.props, nil)
 end
 
--- The calls of view in a generation of a scope, by key or by rank (made when make is true).
-local function calls(generation, how, view, make)
-  local by_view = generation[how]
-  if not by_view then
-    if not make then return nil end
-    by_view = {}
-    generation[how] = by_view
-  end
-  local t = by_view[view]
-  if not t and make then
-    t = {}
-    by_view[view] = t
-  end
-  return t
-end
-
 -- Whether a render of a mounted view is running: then View(props) calls M.call.
 function M.active() return current ~= false end
 
@@ -160,11 +144,31 @@ function M.call(view, props, copy, validate)
   elseif type(key) ~= "string" and math_type(key) ~= "integer" then
     how = nil -- the renderer raises for this key: never matched
   end
-  if how and not scope.next then scope.next = {} end
-  local now, id = how and calls(scope.next, how, view, true), key
-  if how == "ranked" then id = #now + 1 end
-  local before = how and scope.prev and calls(scope.prev, how, view)
-  local entry = before and before[id]
+  -- this render's calls of view, by key or by rank, and last render's (each list is inlined:
+  -- this runs for every row of every list a mounted view renders)
+  local now, id, entry
+  if how then
+    local generation = scope.next
+    if not generation then
+      generation = {}
+      scope.next = generation
+    end
+    local by_view = generation[how]
+    if not by_view then
+      by_view = {}
+      generation[how] = by_view
+    end
+    now = by_view[view]
+    if not now then
+      now = {}
+      by_view[view] = now
+    end
+    id = how == "ranked" and #now + 1 or key
+    local prev = scope.prev
+    by_view = prev and prev[how]
+    local before = by_view and by_view[view]
+    entry = before and before[id]
+  end
   if not (entry and same_props(entry.props, props, equal)) then
     props = copy(props)
     validate(view, props)
