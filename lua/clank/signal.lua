@@ -472,6 +472,8 @@ local function run_next(co)
   local hints = e._hints -- checked: what notified it changed nothing
   if hints then
     for h = #hints, 1, -1 do hints[h] = nil end
+  else
+    e._hints = {} -- checked in full: up to date, so what notifies it from now on is all
   end
   if e._running and e._deps == EMPTY then
     -- its first run was stopped: effect() never returned its disposer, so nobody can

@@ -714,6 +714,7 @@ static int render_walk(lua_State *L) {
     lua_settop(L, 6);
   }
   emit(r, 1, 0, 0, live);
+  if (r->into) return 0; /* the caller copies it into the buffer */
   lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
   return 1;
 }
@@ -725,22 +726,30 @@ static clank_render_t *new_state(lua_State *L) {
   return r;
 }
 
-/* render(node, live, actions, fragments, outputs) -> html. Upvalues: the walk, and the state
-   each call uses unless a render is already using it (one a render's Lua calls made). */
+/* render(node, live, actions, fragments, outputs, into) -> html: a string, or into (an Html
+   buffer, html.c) holding it. Upvalues: the walk, and the state each call uses unless a render
+   is already using it (one a render's Lua calls made). */
 static int render_call(lua_State *L) {
-  lua_settop(L, 5);
+  lua_settop(L, 6);
+  int into = !lua_isnil(L, 6);
+  if (into && !clank_render_is_html(L, 6)) luaL_typeerror(L, 6, "Html buffer");
   clank_render_t *r = lua_touserdata(L, lua_upvalueindex(2));
-  if (r->busy) r = new_state(L); /* at 6, until the end */
+  if (r->busy) r = new_state(L); /* at 7, until the end */
   r->busy = 1;
+  r->into = into;
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_pushlightuserdata(L, r);
   for (int i = 1; i <= 5; i++) lua_pushvalue(L, i);
   int status = lua_pcall(L, 6, 1, 0);
+  int copied =
+      status != LUA_OK || !into || clank_render_html_set(L, 6, r->out.data, r->out.len) == 0;
   if (r == lua_touserdata(L, lua_upvalueindex(2)))
     reset_state(r);
   else
     free_state(r); /* now, not at the next collection */
   if (status != LUA_OK) return lua_error(L);
+  if (!copied) clank_render_no_memory(L);
+  if (into) lua_pushvalue(L, 6);
   return 1;
 }
 
@@ -768,12 +777,12 @@ static int render_renderer(lua_State *L) {
 
 static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
-    {"elementMaker", clank_render_element_maker},   /* element.c */
-    {"sameProps", clank_render_same_props},         /* props_equal.c */
-    {"commonAffixes", clank_render_common_affixes}, /* affix.c */
-    {"utf16Units", clank_render_utf16_units},       /* affix.c */
-    {"keyFinder", clank_render_key_finder},         /* keys.c */
-    {"validKeyPath", clank_render_valid_key_path},  /* keys.c */
+    {"elementMaker", clank_render_element_maker},  /* element.c */
+    {"sameProps", clank_render_same_props},        /* props_equal.c */
+    {"splices", clank_render_splices},             /* diff.c */
+    {"htmlBuffer", clank_render_html_buffer},      /* html.c */
+    {"keyFinder", clank_render_key_finder},        /* keys.c */
+    {"validKeyPath", clank_render_valid_key_path}, /* keys.c */
     {NULL, NULL},
 };
 

@@ -68,6 +68,7 @@ typedef struct {
 typedef struct {
   lua_State *L;
   int busy; /* a render is using it (one made for the renderer is reused by the next call) */
+  int into; /* the HTML goes into an Html buffer, not a new string */
   clank_buf_t out;
   clank_buf_t action; /* the element's agentAction name, when an action object gave it */
   clank_buf_t on;     /* the element's data-clank-on */
@@ -133,10 +134,15 @@ static inline void clank_render_append(clank_render_t *r, clank_buf_t *b, const 
 /* render_core.elementMaker(ELEMENT, RAW) → make(tag) → a builder (element.c). */
 int clank_render_element_maker(lua_State *L);
 
-/* render_core.commonAffixes(a, b) → prefix, suffix lengths (affix.c). */
-int clank_render_common_affixes(lua_State *L);
-/* render_core.utf16Units(s, i, j) → UTF-16 units of s[i..j] | nil (affix.c). */
-int clank_render_utf16_units(lua_State *L);
+/* render_core.splices(old, new) → { {at, del, ins}, ... } | nil (diff.c). */
+int clank_render_splices(lua_State *L);
+/* render_core.htmlBuffer() → an Html buffer (html.c); whether the value at idx is one; the text
+   of a string or buffer at idx (raises for anything else); the buffer at idx set to s[0..n)
+   (0, or -1 when memory runs out: it is empty then). */
+int clank_render_html_buffer(lua_State *L);
+int clank_render_is_html(lua_State *L, int idx);
+const char *clank_render_html_text(lua_State *L, int idx, size_t *len);
+int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n);
 /* render_core.keyFinder(ELEMENT) → find(tree, path); validKeyPath(path) → boolean (keys.c). */
 int clank_render_key_finder(lua_State *L);
 int clank_render_valid_key_path(lua_State *L);

@@ -32,6 +32,7 @@ local pubsub = require "clank.pubsub"
 local diff = require "clank.live.diff"
 local memo = require "clank.ui.memo"
 local render_core = require "clank.render_core"
+local new_html_buffer = render_core.htmlBuffer
 
 local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset =
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset
@@ -198,6 +199,32 @@ local function version(s) return s.mounted and s.mounted.version or 0 end
 
 local WEAK_KEYS = { __mode = "k" }
 
+-- The buffer s's next render goes into: one of its two, not the one its connection holds as
+-- the base of its diffs.
+local function html_buffer(s)
+  local a, base = s.htmlA, s.conn and s.conn.sent
+  if not a then
+    a = new_html_buffer()
+    s.htmlA = a
+  end
+  if not rawequal(a, base) then return a end
+  local b = s.htmlB
+  if not b then
+    b = new_html_buffer()
+    s.htmlB = b
+  end
+  return b
+end
+
+-- Lets go of s's html buffers, and of its connection's base (the next update is whole).
+local function drop_html(s)
+  if s.htmlA then s.htmlA:free() end
+  if s.htmlB then s.htmlB:free() end
+  s.htmlA, s.htmlB, s.html, s.htmlV = nil, nil, nil, nil
+  if s.conn then s.conn.sent, s.conn.sentV = nil, nil end
+end
+
+-- The current html of s (an Html buffer of s's: tostring gives the text) and its version.
 function Live:html(s)
   self:awake(s)
   local v = version(s)
@@ -211,7 +238,7 @@ function Live:html(s)
     end
     local options = self.renderOptions
     s.html = render.render(s.mounted:tree(), { live = true, actions = options.actions,
-      fragments = fragments, outputs = memo.outputs })
+      fragments = fragments, outputs = memo.outputs, into = html_buffer(s) })
     s.htmlV = v
   end
   return s.html, v
@@ -244,9 +271,8 @@ function Live:hibernate(now)
         s.activeAt = self.nowMs
         core.count("wake")
       end) then
-        s.trees, s.treeBorn, s.fragments, s.html, s.htmlV = nil, nil, nil, nil, nil
-        -- and the base of its diffs: its next update is the whole html
-        if s.conn then s.conn.sent, s.conn.sentV = nil, nil end
+        s.trees, s.treeBorn, s.fragments = nil, nil, nil
+        drop_html(s) -- and the base of its diffs: its next update is the whole html
         core.count("hibernate")
       end
     elseif not s.activeAt then
@@ -306,29 +332,42 @@ M.diffFrame = diff_frame
 local function send_version(s, seq, full, html, v)
   local conn = s.conn
   local frame = not full and conn and conn.sent and diff_frame(conn.sent, conn.sentV, html, seq, v)
-  if send(conn, frame or { t = "html", seq = seq, v = v, html = html }) then
+  if send(conn, frame or { t = "html", seq = seq, v = v, html = tostring(html) }) then
     s.sentV = v
-    -- what the browser holds now: the base of the next diff (one string per connection)
+    -- what the browser holds now: the base of the next diff (one of the session's buffers)
     if conn.diffs then conn.sent, conn.sentV = html, v end
   end
 end
 
 -- Sends the current html as seq's answer (0: a push): to a connection that takes diffs
 -- (?diffs=1) and got an html before, a diff from that one unless full is true.
-function Live:sendHtml(s, seq, full)
+-- (Atomic.) The html rendered and sent → true, or false and the render's error.
+local function render_and_send(self, s, seq, full)
   local ok, html, v = xpcall(self.html, trace, self, s)
-  if not ok then
-    log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
-    self:devError(s.conn, "view", "The view " .. s.name .. " failed to render", html)
+  if not ok then return false, html end
+  send_version(s, seq, full, html, v)
+  return true
+end
+
+function Live:sendHtml(s, seq, full)
+  -- atomic, once a session that hibernated has its tree again: the html is rewritten in the
+  -- session's buffer, and a push and an event's answer preempted between reading the base and
+  -- sending would both send a diff from the same base
+  local ok, err = xpcall(self.awake, trace, self, s)
+  local called, rendered
+  if ok then
+    called, rendered, err = core.pcallAtomic(render_and_send, self, s, seq, full)
+    if not called then error(rendered, 0) end
+  end
+  if not (ok and rendered) then
+    log("error", "live view " .. s.name .. ": render failed: " .. describe_error(err))
+    self:devError(s.conn, "view", "The view " .. s.name .. " failed to render", err)
     send(s.conn, { t = "error", message = "The view failed to render." })
     return
   end
-  -- atomic: a push and an event's answer preempted between reading the base and sending would
-  -- both send a diff from the same base
-  local sent, err = core.pcallAtomic(send_version, s, seq, full, html, v)
-  if not sent then error(err, 0) end
   s.activeAt = self.nowMs
   s.html, s.htmlV = nil, nil -- sent: an idle session keeps its tree, not its HTML too
+  if not (s.conn and s.conn.diffs) and s.htmlA then s.htmlA:free() end -- nothing diffs from it
 end
 
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
@@ -413,6 +452,7 @@ function Live:endSession(s)
   end
   self:unwatchTopics(s)
   if s.mounted then s.mounted:dispose() end
+  drop_html(s)
   if s.conn and s.conn.open then
     s.conn.open = false
     pcall(s.conn.socket.close, s.conn.socket, 4404, "unknown session")
@@ -728,14 +768,18 @@ function Live:adopt(id, request, socket)
     if old then self:endSession(old) end
     return self:mount(id, view, props, request)
   end, function(s, conn)
-    local rendered, html = pcall(self.html, self, s)
+    -- atomic: the session's buffer is its text until the next render
+    local rendered, html = core.pcallAtomic(function()
+      local h = self:html(s)
+      return tostring(h)
+    end)
     if not rendered then
       log("error", "live view " .. s.name .. ": render failed: " .. describe_error(html))
       html = ""
     end
     -- reload (with v, for clients that take it), then the usual first html, which carries v;
     -- in development, what the page showed of an error is gone with the generation that had it
-    if send(conn, { t = "reload", html = html, v = version(s) }) then
+    if send(conn, { t = "reload", html = tostring(html), v = version(s) }) then
       self:sendHtml(s, 0)
       if self.dev and rendered then send(conn, { t = "dev-clear" }) end
     end

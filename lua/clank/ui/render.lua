@@ -55,10 +55,11 @@ local render_tree = core.renderer {
 -- the live attributes; keys start at the node ("0", or "0", "1", ... for a list). With
 -- fragments (a table with weak keys, one per page) and outputs (a set of elements whose HTML
 -- does not change: clank.ui.memo's), the HTML of each of those elements is kept in fragments
--- and written from there while it stays at the same place in the tree.
+-- and written from there while it stays at the same place in the tree. With into (an Html
+-- buffer, clank.render_core.htmlBuffer), the HTML is written there and into is returned.
 function M.render(node, options)
   if options and options.live then
-    return render_tree(node, true, options.actions, options.fragments, options.outputs)
+    return render_tree(node, true, options.actions, options.fragments, options.outputs, options.into)
   end
   return render_tree(node, false)
 end

@@ -831,3 +831,109 @@ describe("clank.signal sources, changed and retrack", function()
     stop()
   end)
 end)
+
+describe("clank.signal: effects told what changed (hints) and runs kept by retrack", function()
+  local S = require "clank.signal"
+
+  -- An effect over n computeds (each twice a signal of its own) and a signal t: a run where
+  -- only computeds changed retracks and records them; any other run reads everything.
+  local function rows(n)
+    local src, comp = {}, {}
+    for i = 1, n do
+      src[i] = S.signal(i)
+      comp[i] = S.computed(function() return src[i].value * 2 end)
+    end
+    local t = S.signal(0)
+    local runs, swaps = 0, {}
+    local stop = S.effect(function()
+      runs = runs + 1
+      local changed = S.changed()
+      if changed and #changed > 0 and t:peek() == 0 then
+        local names = {}
+        for _, c in ipairs(changed) do
+          for i = 1, n do if comp[i] == c then names[#names + 1] = i end end
+        end
+        swaps[#swaps + 1] = table.concat(names, ",")
+        S.retrack()
+        return
+      end
+      local _ = t.value
+      for i = 1, n do local _ = comp[i].value end
+    end)
+    return src, t, stop, function() return runs end, swaps
+  end
+
+  it("names only the computeds whose sources changed, in the order they were read", function()
+    local src, _, stop, runs, swaps = rows(100)
+    src[57].value = 0
+    src[3].value = 0
+    S.batch(function() src[90].value = 1; src[12].value = 1 end)
+    assert.are.same({ "57", "3", "12,90" }, swaps)
+    assert.are.equal(4, runs())
+    stop()
+  end)
+
+  it("keeps every source tracked across kept runs and after a run that reads again", function()
+    local src, t, stop, runs, swaps = rows(50)
+    for k = 1, 20 do src[k].value = -k end
+    assert.are.equal(20, #swaps)
+    t.value = 1 -- not a computed: the effect reads everything again
+    assert.are.equal(22, runs())
+    t.value = 0
+    src[50].value = 7
+    assert.are.same("50", swaps[#swaps])
+    assert.are.equal(24, runs())
+    stop()
+    src[1].value = 99
+    assert.are.equal(24, runs())
+  end)
+
+  it("sees every change when more sources notified it than it keeps hints for", function()
+    local src, _, stop, runs, swaps = rows(100)
+    S.batch(function() for k = 1, 40 do src[k * 2].value = 0 end end)
+    local want = {}
+    for k = 1, 40 do want[k] = tostring(k * 2) end
+    assert.are.same(table.concat(want, ","), swaps[1])
+    src[1].value = 0 -- hints again after that run
+    assert.are.same("1", swaps[2])
+    assert.are.equal(3, runs())
+    stop()
+  end)
+
+  it("does not run for a computed that notified it but kept its value, and runs for the next change", function()
+    local s = S.signal(1)
+    local parity = S.computed(function() return s.value % 2 end)
+    local runs = 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      local _ = parity.value
+    end)
+    s.value = 3
+    s.value = 5
+    assert.are.equal(1, runs)
+    s.value = 6
+    assert.are.equal(2, runs)
+    stop()
+  end)
+
+  it("tracks what a kept run reads that the last run did not", function()
+    local a, extra = S.signal(1), S.signal(1)
+    local double = S.computed(function() return a.value * 2 end)
+    local runs = 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      local changed = S.changed()
+      if changed and #changed == 1 and changed[1] == double then
+        S.retrack()
+        local _ = extra.value
+        return
+      end
+      local _ = double.value
+    end)
+    a.value = 2 -- kept run, reads extra too
+    assert.are.equal(2, runs)
+    extra.value = 2
+    assert.are.equal(3, runs)
+    stop()
+  end)
+end)
