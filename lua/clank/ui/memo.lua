@@ -179,7 +179,8 @@ function M.call(view, props, copy, validate)
   end
   if now then now[id] = entry end
   local tree = entry.node.value
-  if type(tree) == "table" then outputs[tree] = true end
+  -- (a tree it returned before is there already: the set is large, a lookup a cache miss)
+  if type(tree) == "table" and not rawequal(tree, entry.tree) then outputs[tree] = true end
   entry.tree = tree
   return tree
 end
