@@ -216,7 +216,9 @@ local function settle(node)
       end
     end
   end
-  node._deps, node._vers, node._idx = node._nd or EMPTY, node._nv or EMPTY, node._ns or false
+  -- (where each source is in the list: kept for effects, whose hints and kept runs use it)
+  node._deps, node._vers = node._nd or EMPTY, node._nv or EMPTY
+  node._idx = node._kind == EFFECT and node._ns or false
   node._nd, node._nv, node._ns = false, false, false
   node._running = false
 end

@@ -12,6 +12,7 @@
 #include "host/master.h"
 #include "host/pubsub.h"
 #include "agent/action.h"
+#include "core/alloc.h"
 #include "agent/bridge.h"
 
 /* Bucket bounds in ns and as Prometheus writes them. */
@@ -275,7 +276,13 @@ void clank_metrics_publish(clank_host_t *h) {
   m->inflight = inflight;
   m->connections = h->server.nconns;
   lua_State *L = h->gen->L;
-  m->lua_bytes = (uint64_t)lua_gc(L, LUA_GCCOUNT) * 1024u + (uint64_t)lua_gc(L, LUA_GCCOUNTB);
+  /* what its allocator holds: Lua's objects and the buffers live sessions render into, which
+     the collector does not count (render/html.c) */
+  void *ud;
+  if (lua_getallocf(L, &ud) == clank_alloc)
+    m->lua_bytes = ((clank_alloc_t *)ud)->used;
+  else
+    m->lua_bytes = (uint64_t)lua_gc(L, LUA_GCCOUNT) * 1024u + (uint64_t)lua_gc(L, LUA_GCCOUNTB);
 }
 
 /* Adds a sibling worker's counters to t (SPEC §13: metrics sum all workers). Its
@@ -420,7 +427,9 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   family(b, "clank_connections", "gauge", "Open client connections.");
   clank_buf_appendf(b, "clank_connections %u\n", m->connections);
 
-  family(b, "clank_lua_memory_bytes", "gauge", "Lua memory of the current generation.");
+  family(b, "clank_lua_memory_bytes", "gauge",
+         "Memory the current generation's Lua state holds: its objects and the HTML its live "
+         "sessions keep.");
   clank_buf_appendf(b, "clank_lua_memory_bytes %llu\n", (unsigned long long)m->lua_bytes);
 
   family(b, "clank_pubsub_published_total", "counter", "Publishes to topics.");
