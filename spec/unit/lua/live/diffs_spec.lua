@@ -8,7 +8,8 @@ local json = clank.json
 local h = clank.h
 local signal = clank.signal
 
-local fake_socket = require("helpers.live_socket").fake_socket
+local harness = require "helpers.live_socket"
+local fake_socket, settle = harness.fake_socket, harness.settle
 
 local DIFFS = { method = "GET", url = "/?diffs=1", path = "/", query = { diffs = "1" }, headers = {} }
 local PLAIN = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
@@ -81,6 +82,41 @@ describe("clank.live diffs", function()
     assert.are.same({ "html", 0, 2 }, { full.t, full.seq, full.v })
     assert.are.equal(full.html, applied)
     assert.is_nil(sock.closed)
+  end)
+
+  it("keeps the client's html right over many diffs, a reconnection and a hibernation", function()
+    local live, sock, id = new_live(), fake_socket(), session_id()
+    live:tick(0) -- the loop's clock: what a session's quiet time counts from
+    live:connect(id, DIFFS, sock)
+    local held, v = sock:last().html, 1
+    local function click(seq, row)
+      live:receive(id, event(seq, v, "0.k:rows.k:" .. row .. ".1", "click"), sock)
+      local f = sock:last()
+      assert.are.same({ "diff", seq, v }, { f.t, f.seq, f.base })
+      held, v = apply(held, f.splices), f.v
+    end
+    for seq = 1, 30 do click(seq, (seq * 37) % 100 + 1) end
+    live:receive(id, '{"t":"resync"}', sock)
+    assert.are.equal(sock:last().html, held)
+    -- a new connection starts from a whole html, then diffs from it
+    local s = live.sessionsById[id]
+    local sock2 = fake_socket()
+    live:connect(id, DIFFS, sock2)
+    sock = sock2
+    held, v = sock:last().html, sock:last().v
+    click(31, 5)
+    -- a hibernation lets the session's html go; its next update is whole, then diffs again
+    settle() -- the pushes the events scheduled find nothing to send, and end
+    live:hibernate(1e9)
+    assert.is_true(s.mounted:asleep())
+    assert.is_nil(s.htmlA)
+    live:receive(id, event(32, v, "0.k:rows.k:6.1", "click"), sock)
+    local f = sock:last()
+    assert.are.same({ "html", 32 }, { f.t, f.seq })
+    held, v = f.html, f.v
+    click(33, 7)
+    live:receive(id, '{"t":"resync"}', sock)
+    assert.are.equal(sock:last().html, held)
   end)
 
   it("sends a diff with no splices when nothing changed", function()
