@@ -47,9 +47,10 @@ const char *clank_render_html_text(lua_State *L, int idx, size_t *len) {
 
 int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n) {
   html_t *h = to_html(L, idx);
-  /* the room it needs, and not much more: a smaller page gives back what a larger one took */
+  /* the room it needs and an eighth more (a page grows and shrinks by a few bytes an update),
+     not much more: a smaller page gives back what a larger one took */
   if (h->cap < n || h->cap > n + n / 4 + 4096) {
-    size_t cap = n ? n : 1;
+    size_t cap = n + n / 8 + 64;
     char *p = h->alloc(h->ud, h->data, h->data ? h->cap : 0, cap);
     if (!p) {
       release(h);
