@@ -833,7 +833,6 @@ describe("clank.signal sources, changed and retrack", function()
 end)
 
 describe("clank.signal: effects told what changed (hints) and runs kept by retrack", function()
-  local S = require "clank.signal"
 
   -- An effect over n computeds (each twice a signal of its own) and a signal t: a run where
   -- only computeds changed retracks and records them; any other run reads everything.
