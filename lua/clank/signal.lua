@@ -158,6 +158,19 @@ local function current_observer()
   return false
 end
 
+-- Where each source of node is in its list (made when first asked for after a run that
+-- tracked: an effect's hints and kept runs look sources up; a hibernated view's watch, which
+-- reads a hundred signals and never asks, does not hold it).
+local function index_of(node)
+  local idx = node._idx
+  if idx then return idx end
+  idx = {}
+  local deps = node._deps
+  for i = 1, #deps do idx[deps[i]] = i end
+  node._idx = idx
+  return idx
+end
+
 -- A kept run (retrack) reads something its last run did not: what that run read becomes this
 -- run's tracking so far, as if read again.
 local function unkeep(obs)
@@ -181,7 +194,7 @@ local function track(src)
   local seen = obs._ns
   if not seen then -- the run's first read (tables made only for runs that track)
     if obs._kept then
-      if obs._idx[src] then return end
+      if index_of(obs)[src] then return end
       seen = unkeep(obs)
     else
       seen = {}
@@ -199,8 +212,8 @@ local function track(src)
 end
 
 -- A tracked run of node ended: drops the subscriptions to what it no longer
--- reads, and keeps what it read (and where in its list each is: _idx). A kept
--- run (retrack) read what the last one did: nothing changes.
+-- reads, and keeps what it read. A kept run (retrack) read what the last one
+-- did: nothing changes.
 local function settle(node)
   if node._kept then
     node._kept = false
@@ -216,9 +229,7 @@ local function settle(node)
       end
     end
   end
-  -- (where each source is in the list: kept for effects, whose hints and kept runs use it)
-  node._deps, node._vers = node._nd or EMPTY, node._nv or EMPTY
-  node._idx = node._kind == EFFECT and node._ns or false
+  node._deps, node._vers, node._idx = node._nd or EMPTY, node._nv or EMPTY, false
   node._nd, node._nv, node._ns = false, false, false
   node._running = false
 end
@@ -341,7 +352,7 @@ end
 
 -- stale(e) for an effect whose notifiers are known (hints): only those can have changed.
 local function stale_hinted(e, hints)
-  local idx, vers = e._idx, e._vers
+  local idx, vers = index_of(e), e._vers
   for k = 1, #hints do
     local src = hints[k]
     local i = idx[src]
@@ -358,7 +369,7 @@ end
 
 local function stale_effect(e)
   local hints = e._hints
-  if hints and e._idx then return stale_hinted(e, hints) end
+  if hints and e._deps ~= EMPTY then return stale_hinted(e, hints) end
   return stale(e)
 end
 
@@ -434,6 +445,7 @@ local function run_effect(e, co)
     run_cleanup(cleanup)
   end
   local ok, r = run_tracked(e, e._fn, co)
+  e._runHints = false
   if not ok then error(r, 0) end
   if type(r) == "function" then
     if e._disposed then run_cleanup(r) else e._cleanup = r end
@@ -719,9 +731,9 @@ function M.changed()
   local obs = observer and current_observer()
   if not obs or obs._deps == EMPTY then return nil end
   local deps, vers, out = obs._deps, obs._vers, {}
-  local hints, idx = obs._runHints, obs._idx
-  if hints and idx then -- an effect that knows what notified it: only those can have changed
-    local at = {}
+  local hints = obs._runHints
+  if hints then -- an effect that knows what notified it: only those can have changed
+    local idx, at = index_of(obs), {}
     for k = 1, #hints do
       local src = hints[k]
       local i = idx[src]
@@ -752,7 +764,7 @@ function M.retrack()
   local obs = observer and current_observer()
   if not obs then return end
   local deps, nd, nn = obs._deps, obs._nd, obs._nn
-  local prefix = deps ~= EMPTY and obs._idx and not obs._kept and nn <= #deps
+  local prefix = deps ~= EMPTY and obs._kind == EFFECT and not obs._kept and nn <= #deps
   if prefix and nd then
     for i = 1, nn do
       if nd[i] ~= deps[i] then
