@@ -142,7 +142,13 @@ int clank_alloc_tight(lua_State *L) {
   uint64_t now = a->sched ? uv_now(a->sched->loop) + 1 : 1; /* never 0: "not yet" */
   if (a->tight_collected_at == 0 || now - a->tight_collected_at >= TIGHT_COLLECT_MS) {
     a->tight_collected_at = now;
-    lua_gc(L, LUA_GCCOLLECT); /* what it holds may be garbage */
+    /* what it holds may be garbage. The collection is the state's, not the running task's:
+       over a heap of gigabytes it takes longer than a task's CPU budget, and a session's mount
+       that asked was stopped for it. */
+    uint64_t began = clank_run_clock();
+    lua_gc(L, LUA_GCCOLLECT);
+    clank_task_t *t = a->sched ? a->sched->running : NULL;
+    if (t) t->resumed_at += clank_run_clock() - began;
   }
   return over_tight(a);
 }

@@ -573,9 +573,12 @@ function Live:watchTopics(s, ctx)
     end
   end
   for topic in pairs(want) do
+    if s.ended or not s.watched then return end -- ended meanwhile (this task was preempted)
     if not s.watched[topic] then
       local watched, unwatch = pcall(pubsub.watch, topic, s, function() self:published(s) end)
-      if watched then
+      if watched and (s.ended or not s.watched) then
+        unwatch()
+      elseif watched then
         s.watched[topic] = unwatch
       else
         log("error", "live view " .. s.name .. ": " .. tostring(unwatch))
