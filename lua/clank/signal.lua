@@ -337,15 +337,20 @@ local refresh
 
 -- True when something node read has a new version (computeds are brought up
 -- to date first, in the order node read them).
+-- Whether src is past the version ver a run read (a computed brought up to date first).
+local function moved(src, ver)
+  if src._ver ~= ver then return true end
+  if src._kind == COMPUTED then
+    refresh(src)
+    return src._ver ~= ver
+  end
+  return false
+end
+
 local function stale(node)
   local deps, vers = node._deps, node._vers
   for i = 1, #deps do
-    local src = deps[i]
-    if src._ver ~= vers[i] then return true end
-    if src._kind == COMPUTED then
-      refresh(src)
-      if src._ver ~= vers[i] then return true end
-    end
+    if moved(deps[i], vers[i]) then return true end
   end
   return false
 end
@@ -354,15 +359,8 @@ end
 local function stale_hinted(e, hints)
   local idx, vers = index_of(e), e._vers
   for k = 1, #hints do
-    local src = hints[k]
-    local i = idx[src]
-    if i then
-      if src._ver ~= vers[i] then return true end
-      if src._kind == COMPUTED then
-        refresh(src)
-        if src._ver ~= vers[i] then return true end
-      end
-    end
+    local i = idx[hints[k]]
+    if i and moved(hints[k], vers[i]) then return true end
   end
   return false
 end

@@ -6,6 +6,20 @@
 const char clank_hex_digits[17] = "0123456789abcdef";
 const char clank_hex_upper[17] = "0123456789ABCDEF";
 
+/* A UTF-8 lead byte c (past ASCII): the continuation bytes it needs, the bits it gives and
+   the least code point its length may encode; 0 when no sequence starts with it. */
+static int utf8_lead(int c, int *need, unsigned long *cp, unsigned long *min) {
+  if (c >= 0xC2 && c <= 0xDF)
+    *need = 1, *cp = (unsigned long)c & 0x1F, *min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF)
+    *need = 2, *cp = (unsigned long)c & 0x0F, *min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4)
+    *need = 3, *cp = (unsigned long)c & 0x07, *min = 0x10000;
+  else
+    return 0;
+  return 1;
+}
+
 size_t clank_uri_decode(const char *s, size_t n, char *out) {
   size_t k = 0;
   int need = 0;
@@ -18,14 +32,7 @@ size_t clank_uri_decode(const char *s, size_t n, char *out) {
       i += 2;
     }
     if (need == 0) {
-      if (c >= 0xC2 && c <= 0xDF)
-        need = 1, cp = (unsigned long)c & 0x1F, min = 0x80;
-      else if (c >= 0xE0 && c <= 0xEF)
-        need = 2, cp = (unsigned long)c & 0x0F, min = 0x800;
-      else if (c >= 0xF0 && c <= 0xF4)
-        need = 3, cp = (unsigned long)c & 0x07, min = 0x10000;
-      else if (c >= 0x80)
-        return CLANK_URI_BAD;
+      if (c >= 0x80 && !utf8_lead(c, &need, &cp, &min)) return CLANK_URI_BAD;
     } else {
       if ((c & 0xC0) != 0x80) return CLANK_URI_BAD;
       cp = cp << 6 | ((unsigned long)c & 0x3F);
@@ -59,14 +66,7 @@ size_t clank_utf16_units(const char *s, size_t n) {
     }
     int need;
     unsigned long cp, min;
-    if (c >= 0xC2 && c <= 0xDF)
-      need = 1, cp = (unsigned long)c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-      need = 2, cp = (unsigned long)c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-      need = 3, cp = (unsigned long)c & 0x07, min = 0x10000;
-    else
-      return CLANK_UTF8_BAD;
+    if (!utf8_lead(c, &need, &cp, &min)) return CLANK_UTF8_BAD;
     if (end - p <= need) return CLANK_UTF8_BAD;
     for (int k = 1; k <= need; k++) {
       if ((p[k] & 0xC0) != 0x80) return CLANK_UTF8_BAD;
