@@ -265,9 +265,13 @@ static uint32_t key_hash(const char *k, size_t n) {
   return h;
 }
 
+/* More children than any page holds: a length a metamethod made up (the set is sized by it). */
+#define MAX_KEYED_CHILDREN ((lua_Integer)1 << 24)
+
 /* Adds k to set (of a list of len children) → 0, or 1 when it is there already. */
 static int key_seen(clank_render_t *r, key_set_t *set, lua_Integer len, const char *k, size_t n) {
   if (set->size == 0) {
+    if (len > MAX_KEYED_CHILDREN) clank_render_fail_lit(r->L, "clank.render: too many children");
     size_t size = 8;
     while (size < 2 * (size_t)len) size *= 2;
     if (r->seen_cap - r->seen_top < size) {

@@ -101,6 +101,14 @@ describe("clank.render (keyed children)", function()
       'clank.render: duplicate key "k1777" among the children of <ul>')
   end)
 
+  it("raises for keyed children whose list claims more children than any page holds", function()
+    local ul = h.ul(nil, h.li({ key = "a" }))
+    local kids = ul.children
+    ul.children = setmetatable({}, { __len = function() return math.maxinteger end,
+      __index = function(_, i) return kids[i] end })
+    assert.has_error(function() clank.render(ul, LIVE) end, "clank.render: too many children")
+  end)
+
   it("renders as before after a render that raised, and inside a render", function()
     local bad = h.ul(nil, h.li({ key = "a" }), h.li({ key = "a" }))
     local good = h.ul(nil, h.li({ key = "a" }, "A"), h.li({ key = "b" }, "B"))
