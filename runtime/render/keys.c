@@ -16,23 +16,18 @@
 
 enum { UV_ELEMENT = 1, UV_PROPS, UV_CHILDREN, UV_KEY };
 
-static int key_byte_plain(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-';
-}
-
 /* Whether s[0..n) is a key as key_segment writes it: plain bytes as they are, every other
    byte %XX in upper-case hex (and no plain byte escaped). */
 static int canonical_key(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (key_byte_plain(c)) continue;
+    if (clank_render_key_byte_plain(c)) continue;
     if (c != '%' || n - i < 3) return 0;
     int hi = clank_hex_value((unsigned char)s[i + 1]),
         lo = clank_hex_value((unsigned char)s[i + 2]);
     if (hi < 0 || lo < 0) return 0;
     if (s[i + 1] != clank_hex_upper[hi] || s[i + 2] != clank_hex_upper[lo]) return 0;
-    if (key_byte_plain((unsigned char)(hi * 16 + lo))) return 0;
+    if (clank_render_key_byte_plain((unsigned char)(hi * 16 + lo))) return 0;
     i += 2;
   }
   return 1;

@@ -370,7 +370,7 @@ static void key_segment(clank_render_t *r, clank_buf_t *b, const char *k, size_t
   b->data[b->len++] = ':';
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)k[i];
-    if (is_alpha(c) || is_digit(c) || c == '_' || c == '-') {
+    if (clank_render_key_byte_plain(c)) {
       b->data[b->len++] = (char)c;
     } else {
       b->data[b->len++] = '%';

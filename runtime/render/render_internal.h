@@ -126,6 +126,13 @@ void clank_render_path(clank_render_t *r, clank_buf_t *b);
 /* Writes them, sorted by name (byte order): ` name="value"`, or ` name` when bare. */
 void clank_render_write_attributes(clank_render_t *r);
 
+/* Whether byte c of a key is written as it is in a data-clank-key segment (A-Z a-z 0-9 _ -);
+   every other byte is %XX. render_attrs.c writes segments, keys.c reads them back. */
+static inline int clank_render_key_byte_plain(unsigned char c) {
+  return (unsigned char)((c | 0x20) - 'a') < 26 || (unsigned char)(c - '0') < 10 || c == '_' ||
+         c == '-';
+}
+
 /* Appends to an output buffer; raises when memory runs out. */
 static inline void clank_render_append(clank_render_t *r, clank_buf_t *b, const void *p, size_t n) {
   if (clank_buf_append(b, p, n) != 0) clank_render_no_memory(r->L);
