@@ -59,8 +59,9 @@ local MAX_PASSES = 100 -- flush passes before a cycle is assumed
 local MAX_HINTS = 32 -- sources an effect remembers as having notified it
 
 -- Stands for nil in a node's value field, so the field is never absent (the
--- node's __newindex would catch the next write to an absent field).
-local NIL = setmetatable({}, { __name = "clank.signal.nil" })
+-- node's __newindex would catch the next write to an absent field). A function
+-- no app can reach: == against it is raw (functions have no __eq).
+local NIL = function() end
 local EMPTY = {}
 
 -- Per-module state (never globals).
@@ -91,13 +92,13 @@ local SIGNAL_MT, COMPUTED_MT
 local effects = setmetatable({}, { __mode = "k" })
 
 local function unwrap(v)
-  if rawequal(v, NIL) then return nil end
+  if v == NIL then return nil end
   return v
 end
 
 local function same(a, b)
   if rawequal(a, b) then return true end
-  if rawequal(a, NIL) or rawequal(b, NIL) then return false end
+  if a == NIL or b == NIL then return false end
   return a == b or (a ~= a and b ~= b) -- NaN stays NaN
 end
 
@@ -185,6 +186,24 @@ local function unkeep(obs)
   return ns
 end
 
+-- A run that reads what its last run read, in the same order (a list re-rendered with the
+-- same rows), tracks in "prefix" mode: _ns is PREFIX, _nd is the last run's list itself and
+-- _nn how much of it this run read again; only the versions are new. The first read that
+-- leaves the order makes the run's tables from that prefix (materialize), and it tracks as
+-- usual from there.
+local PREFIX = {}
+
+local function materialize(obs)
+  local deps, n = obs._nd, obs._nn
+  local nd, seen = {}, {}
+  for i = 1, n do
+    nd[i] = deps[i]
+    seen[deps[i]] = i
+  end
+  obs._ns, obs._nd = seen, nd
+  return seen
+end
+
 local function track(src)
   local obs = observer
   if observer_co ~= running() then
@@ -192,10 +211,23 @@ local function track(src)
     if not obs then return end
   end
   local seen = obs._ns
-  if not seen then -- the run's first read (tables made only for runs that track)
+  if seen == PREFIX then
+    local n, deps = obs._nn, obs._nd
+    if deps[n + 1] == src then -- (no __eq on signals: == is rawequal without the call)
+      n = n + 1
+      obs._nn = n
+      obs._nv[n] = src._ver
+      return
+    end
+    if deps[n] == src then return end -- the same source read again
+    seen = materialize(obs)
+  elseif not seen then -- the run's first read (tables made only for runs that track)
     if obs._kept then
       if index_of(obs)[src] then return end
       seen = unkeep(obs)
+    elseif obs._deps[1] == src then
+      obs._ns, obs._nd, obs._nv, obs._nn = PREFIX, obs._deps, { src._ver }, 1
+      return
     else
       seen = {}
       obs._ns, obs._nd, obs._nv = seen, {}, {}
@@ -221,6 +253,23 @@ local function settle(node)
     return
   end
   local seen, subs = node._ns or EMPTY, node._subs
+  if seen == PREFIX then -- what it read is the start of the last run's list
+    local deps, n = node._deps, node._nn
+    if n < #deps then
+      if subs then
+        for i = n + 1, #deps do
+          local src = deps[i]
+          unlink(subs[src])
+          subs[src] = nil
+        end
+      end
+      node._deps, node._idx = table.move(deps, 1, n, 1, {}), false
+    end
+    node._vers = node._nv
+    node._nd, node._nv, node._ns = false, false, false
+    node._running = false
+    return
+  end
   if subs then
     for src, e in pairs(subs) do
       if not seen[src] then
@@ -412,8 +461,9 @@ function refresh(c)
     c._outdated = false
     if c._gv == global_version then return end
     c._gv = global_version
-    if c._ver > 0 and not stale(c) then return end
+    if c._ver > 0 and not c._force and not stale(c) then return end
   end
+  c._force = false
   co = running()
   local prev, prev_co = observer, observer_co
   if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
@@ -619,15 +669,20 @@ local computed_methods = {
   end,
 }
 
+-- c.value: a computed with subscribers that nothing notified since it was brought up to date
+-- is up to date (refresh would return at once: the check is inlined, for the component calls
+-- of a list's render, a hundred per render).
+local function computed_value(c)
+  if c._outdated or not c._subs or c._running then refresh(c) end
+  if observer then track(c) end
+  if c._err then error(unwrap(c._v), 0) end
+  return unwrap(c._v)
+end
+
 COMPUTED_MT = {
   __name = "clank.Computed",
   __index = function(c, k)
-    if k == "value" then
-      refresh(c)
-      if observer then track(c) end
-      if c._err then error(unwrap(c._v), 0) end
-      return unwrap(c._v)
-    end
+    if k == "value" then return computed_value(c) end
     return computed_methods[k]
   end,
   __newindex = function(_, k)
@@ -653,7 +708,7 @@ function M.computed(fn)
     _kind = COMPUTED, _fn = fn, _v = NIL, _err = false, _ver = 0, _gv = -1,
     _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
     _running = false, _first = false, _last = false,
-    _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false,
+    _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
   }, COMPUTED_MT)
 end
 
@@ -779,6 +834,17 @@ function M.retrack()
   for i = 1, #deps do vers[i] = i <= nn and nv[i] or deps[i]._ver end
   obs._nd, obs._nv, obs._ns, obs._nn, obs._kept = false, false, false, 0, true
 end
+
+-- invalidate(c): c's function runs again when c is next read, whether or not what it read
+-- changed (memo: a component call whose props changed). Its subscribers are not told.
+function M.invalidate(c)
+  if getmetatable(c) ~= COMPUTED_MT then error("clank.signal.invalidate: expected a computed", 2) end
+  c._force, c._outdated, c._gv = true, true, -1
+end
+
+-- valueOf(c): c.value of a computed c, without the metamethod's dispatch (memo reads one per
+-- component call).
+M.valueOf = computed_value
 
 -- isSignal(x): true for signals and computeds.
 function M.isSignal(x)

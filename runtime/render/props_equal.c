@@ -1,7 +1,8 @@
-/* render_core.sameProps(before, props, deep) → whether a component's props equal last time's
-   (lua/clank/ui/memo.lua): a live list compares every row's props on every change, so the
-   loop is here. props has no metatable and the same fields as before, each the same value
-   (1 and 1.0 are not: they render apart), or tables or functions deep(a, b, 1) finds equal. */
+/* render_core.sameProps(before, props, deep [, count]) → whether a component's props equal last
+   time's (lua/clank/ui/memo.lua): a live list compares every row's props on every change, so
+   the loop is here. props has no metatable and the same fields as before, each the same value
+   (1 and 1.0 are not: they render apart), or tables or functions deep(a, b, 1) finds equal.
+   count, when given, is how many fields before has (memo counts them once, when it copies). */
 #include <lauxlib.h>
 
 #include "render/render_internal.h"
@@ -27,6 +28,8 @@ int clank_render_same_props(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TFUNCTION);
+  int counted = !lua_isnoneornil(L, 4);
+  lua_Integer count = counted ? luaL_checkinteger(L, 4) : 0;
   lua_settop(L, 3);
   if (lua_getmetatable(L, 2)) {
     lua_pushboolean(L, 0);
@@ -42,6 +45,10 @@ int clank_render_same_props(lua_State *L) {
     }
     lua_settop(L, 4);
     n++;
+  }
+  if (counted) {
+    lua_pushboolean(L, n == count);
+    return 1;
   }
   lua_pushnil(L);
   while (lua_next(L, 1)) {

@@ -5,7 +5,7 @@
 --   memo.scope()                       → a scope (one per mount: its calls and their trees)
 --   memo.within(scope, fn, ...)        → fn(...) with scope's calls matched against last time's
 --   memo.active()                      → whether a render of a mounted view is running
---   memo.call(view, props, copy, validate) → the call's tree (only while active)
+--   memo.call(view, props, copy, validate) → the call's tree and true (nothing unless active)
 --   memo.equal(a, b)                   → whether two props values are equal, as calls compare
 --   memo.outputs                       → the trees component calls returned (weak keys): the
 --                                        renderer keeps their HTML (the same table at the same
@@ -25,6 +25,7 @@
 -- unchanged.
 local signal = require "clank.signal"
 local same_props = require("clank.render_core").sameProps -- the loop of equal over props, in C
+local value_of, invalidate = signal.valueOf, signal.invalidate
 
 local type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget =
   type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget
@@ -133,11 +134,12 @@ end
 -- Whether a render of a mounted view is running: then View(props) calls M.call.
 function M.active() return current ~= false end
 
--- view's call with props (the caller's table) → its tree. Called by a render of a mounted
--- view (M.active()). copy(props) → a plain copy of them, made when they are new; then
--- validate(view, copy) raises for props the view does not take.
+-- view's call with props (the caller's table) → its tree, true; or nothing when no render of a
+-- mounted view is running (M.active() is false). copy(props) → a plain copy of them, made when
+-- they are new; then validate(view, copy) raises for props the view does not take.
 function M.call(view, props, copy, validate)
   local scope = current
+  if not scope then return end
   local key, how = props.key, "keyed"
   if key == nil then
     how = "ranked"
@@ -169,20 +171,29 @@ function M.call(view, props, copy, validate)
     local before = by_view and by_view[view]
     entry = before and before[id]
   end
-  if not (entry and same_props(entry.props, props, equal)) then
+  if not (entry and same_props(entry.props, props, equal, entry.count)) then
     props = copy(props)
     validate(view, props)
-    entry = { view = view, props = props, prev = false, next = false, renders = 0, -- a scope too
-      parent = scope, tree = nil, at = false, atRender = false }
-    entry.node = signal.computed(function() return render_entry(entry) end)
-    entry_of[entry.node] = entry
+    local count = 0
+    for _ in next, props do count = count + 1 end
+    if entry then -- the same call with new props: its computed runs again, with them
+      entry.props, entry.count = props, count
+      invalidate(entry.node)
+    else
+      entry = { view = view, props = props, count = count, prev = false, next = false, -- a scope too
+        renders = 0, parent = scope, tree = nil, at = false, atRender = false }
+      entry.node = signal.computed(function() return render_entry(entry) end)
+      entry_of[entry.node] = entry
+    end
   end
   if now then now[id] = entry end
-  local tree = entry.node.value
+  local tree = value_of(entry.node)
   -- (a tree it returned before is there already: the set is large, a lookup a cache miss)
-  if type(tree) == "table" and not rawequal(tree, entry.tree) then outputs[tree] = true end
+  if tree ~= entry.tree and type(tree) == "table" and not rawequal(tree, entry.tree) then
+    outputs[tree] = true
+  end
   entry.tree = tree
-  return tree
+  return tree, true
 end
 
 -- Where old is in tree, below its own elements (not inside components' trees, which are

@@ -38,24 +38,35 @@ local function copy_props(props)
   return copy
 end
 
-local function call(self, props, data, memoized)
-  if props ~= nil and type(props) ~= "table" then
-    error("view " .. self.viewManifest.name .. ": props must be a table", 3)
-  end
-  if memoized and data == nil and memo.active() then
-    return memo.call(self, props or EMPTY, copy_props, validate)
-  end
+local function call(self, props, data)
   local copy = copy_props(props or EMPTY)
   validate(self, copy)
   return self.render(copy, data)
 end
 
-function View.__call(self, props, data) return call(self, props, data, true) end
+local memo_call = memo.call
+
+-- (A render of a list calls this once per row: memo.call is reached in one call.)
+function View.__call(self, props, data)
+  if props ~= nil and type(props) ~= "table" then
+    error("view " .. self.viewManifest.name .. ": props must be a table", 2)
+  end
+  if data == nil then
+    local tree, memoized = memo_call(self, props or EMPTY, copy_props, validate)
+    if memoized then return tree end
+  end
+  return call(self, props, data)
+end
 
 -- The view a mount renders, rendered (never a call memo matches: it renders again whenever
 -- its mount does, setData's "render again" among them).
 local function render_mounted(view, props, data)
-  if getmetatable(view) == View then return call(view, props, data, false) end
+  if getmetatable(view) == View then
+    if props ~= nil and type(props) ~= "table" then
+      error("view " .. view.viewManifest.name .. ": props must be a table", 2)
+    end
+    return call(view, props, data)
+  end
   return view(props, data)
 end
 

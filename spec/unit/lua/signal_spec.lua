@@ -936,3 +936,159 @@ describe("clank.signal: effects told what changed (hints) and runs kept by retra
     stop()
   end)
 end)
+
+-- A run that reads what the last run read, in the same order, tracks without new tables (the
+-- last run's list is kept); these are the cases where it reads less, more, or something else.
+describe("clank.signal: runs that read the last run's sources again", function()
+  local function names(list, of)
+    local out = {}
+    for _, s in ipairs(list) do out[#out + 1] = of[s] end
+    table.sort(out)
+    return table.concat(out, ",")
+  end
+
+  it("stops being told of what a run no longer reads, at the end of the last run's list", function()
+    local n, a, b, c = S.signal(3), S.signal(0), S.signal(0), S.signal(0)
+    local of = { [n] = "n", [a] = "a", [b] = "b", [c] = "c" }
+    local list, runs = { a, b, c }, 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      for i = 1, n.value do local _ = list[i].value end
+    end)
+    n.value = 2 -- reads n, a, b: the start of last time's list
+    assert.are.equal(2, runs)
+    assert.are.equal("a,b,n", names(S.sources(stop), of))
+    c.value = 1
+    assert.are.equal(2, runs)
+    b.value = 1
+    assert.are.equal(3, runs)
+    n.value = 3 -- and more again
+    c.value = 2
+    assert.are.equal(5, runs)
+    stop()
+  end)
+
+  it("lets go of a computed a run no longer reads at the end of the list: it can be collected", function()
+    local n, a = S.signal(3), S.signal(1)
+    local list = {}
+    for i = 1, 3 do list[i] = S.computed(function() return a.value + i end) end
+    local stop = S.effect(function()
+      for i = 1, n.value do local _ = list[i].value end
+    end)
+    local gone = setmetatable({ list[3] }, { __mode = "v" })
+    n.value = 2
+    list[3] = nil
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(gone[1])
+    stop()
+  end)
+
+  it("tracks a source read twice once, whether read again at once or later", function()
+    local a, b = S.signal(0), S.signal(0)
+    local of = { [a] = "a", [b] = "b" }
+    local runs = 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      local _ = a.value + a.value + b.value + a.value
+    end)
+    for i = 1, 3 do
+      a.value = i
+      assert.are.equal(i + 1, runs)
+    end
+    assert.are.same({ a, b }, S.sources(stop))
+    assert.are.equal("a,b", names(S.sources(stop), of))
+    stop()
+  end)
+
+  it("tracks from where a run leaves the last run's order: a source in place of another", function()
+    local a, b, c, d, which = S.signal(0), S.signal(0), S.signal(0), S.signal(0), S.signal(false)
+    local of = { [a] = "a", [b] = "b", [c] = "c", [d] = "d", [which] = "which" }
+    local runs = 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      local _ = which.value
+      _ = a.value
+      _ = (which.value and d or b).value
+      _ = c.value
+    end)
+    which.value = true -- which, a, d, c
+    assert.are.equal(2, runs)
+    assert.are.equal("a,c,d,which", names(S.sources(stop), of))
+    b.value = 1
+    assert.are.equal(2, runs)
+    d.value = 1
+    c.value = 1
+    assert.are.equal(4, runs)
+    stop()
+  end)
+
+  it("keeps what a run read before it raised, as any run that raises", function()
+    local a, b, c = S.signal(0), S.signal(0), S.signal(0)
+    local runs = 0
+    local stop = S.effect(function()
+      runs = runs + 1
+      local _ = a.value
+      if a.value == 1 then error("boom", 0) end
+      local _ = b.value + c.value
+    end)
+    assert.are.equal("boom", raised(function() a.value = 1 end))
+    assert.are.same({ a }, S.sources(stop))
+    c.value = 1
+    assert.are.equal(2, runs)
+    a.value = 2
+    assert.are.equal(3, runs)
+    assert.are.same({ a, b, c }, S.sources(stop))
+    stop()
+  end)
+
+  it("a computed nobody subscribes to drops what its run no longer reads from its checks", function()
+    local n, a, b = S.signal(2), S.signal(1), S.signal(10)
+    local runs = 0
+    local sum = S.computed(function()
+      runs = runs + 1
+      local t = n.value
+      if t >= 1 then t = t + a.value end
+      if t >= 3 then t = t + b.value end
+      return t
+    end)
+    assert.are.equal(13, sum.value)
+    n.value = 0 -- reads n only
+    assert.are.equal(0, sum.value)
+    assert.are.equal(2, runs)
+    b.value = 20
+    a.value = 2
+    assert.are.equal(0, sum.value)
+    assert.are.equal(2, runs)
+    n.value = 2
+    assert.are.equal(24, sum.value)
+  end)
+end)
+
+describe("clank.signal.invalidate", function()
+  it("runs a computed's function again at its next read, once, though nothing it read changed", function()
+    local a, runs = S.signal(1), 0
+    local c = S.computed(function()
+      runs = runs + 1
+      return a.value * 2
+    end)
+    local seen = {}
+    local stop = S.effect(function() seen[#seen + 1] = c.value end)
+    assert.are.equal(1, runs)
+    S.invalidate(c)
+    assert.are.same({ 2 }, seen) -- its subscribers are not told
+    assert.are.equal(2, c.value)
+    assert.are.equal(2, runs)
+    assert.are.equal(2, c.value)
+    assert.are.equal(2, runs)
+    a.value = 2
+    assert.are.same({ 2, 4 }, seen)
+    assert.are.equal(3, runs)
+    stop()
+  end)
+
+  it("raises for anything but a computed", function()
+    assert.matches("expected a computed", raised(function() S.invalidate(S.signal(1)) end))
+    assert.matches("expected a computed", raised(function() S.invalidate({}) end))
+  end)
+end)

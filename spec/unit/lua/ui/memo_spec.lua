@@ -183,6 +183,46 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 
+  it("renders a call whose props changed again in its place: what it calls with the same props is kept", function()
+    local inner, row_renders = 0, 0
+    local Badge = clank.defineView { name = "badge", render = function(p)
+      inner = inner + 1
+      return h.i(nil, p.label)
+    end }
+    local Row = clank.defineView { name = "row", render = function(p)
+      row_renders = row_renders + 1
+      return h.li(nil, p.title, Badge { label = "new" })
+    end }
+    local title = signal.signal("A")
+    local m = clank.mount(clank.defineView { name = "list", render = function()
+      return h.ul(nil, Row { key = "a", title = title.value }, Row { key = "b", title = "B" })
+    end })
+    local badge_a = m:tree().children[1].children[2]
+    title.value = "A2"
+    assert.are.equal(3, row_renders) -- a twice, b once
+    assert.are.equal(2, inner) -- each row's badge once: a's second render got its badge back
+    assert.are.equal(badge_a, m:tree().children[1].children[2])
+    assert.are.equal("<ul><li>A2<i>new</i></li><li>B<i>new</i></li></ul>", clank.render(m:tree()))
+    title.value = "A" -- and back
+    assert.are.equal("<ul><li>A<i>new</i></li><li>B<i>new</i></li></ul>", clank.render(m:tree()))
+    assert.are.equal(4, row_renders)
+    assert.are.equal(2, inner)
+    m:dispose()
+  end)
+
+  it("compares props in C, with last time's field count when given (render_core.sameProps)", function()
+    local same = require("clank.render_core").sameProps
+    local before = { a = 1, b = "x" }
+    assert.is_true(same(before, { a = 1, b = "x" }, memo.equal))
+    assert.is_true(same(before, { a = 1, b = "x" }, memo.equal, 2))
+    assert.is_false(same(before, { a = 1 }, memo.equal))
+    assert.is_false(same(before, { a = 1 }, memo.equal, 2))
+    assert.is_false(same(before, { a = 1, b = "x", c = true }, memo.equal, 2))
+    assert.is_false(same(before, { a = 1.0, b = "x" }, memo.equal, 2))
+    assert.is_false(same(before, { a = 1, b = "x" }, memo.equal, 3)) -- a count that is not before's
+    assert.has_error(function() same(before, {}, memo.equal, "two") end)
+  end)
+
   it("renders the mounted view itself again on setData, its rows not", function()
     local app = list_app()
     local m = clank.mount(app.List)
