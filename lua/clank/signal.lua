@@ -286,11 +286,12 @@ end
 -- (Atomic.) Runs fn as node in coroutine co, recording what it reads; the
 -- observer is set and put back (to prev) with no other task in between.
 -- node._running is co until the run is settled.
-local function tracked(node, fn, co, prev, prev_co)
+local function tracked(node, fn, co, prev, prev_co, self)
   node._running = co
   node._nd, node._nv, node._ns, node._nn, node._kept = false, false, false, 0, false
   observer, observer_co = node, co
-  local v = fn()
+  local v
+  if self then v = fn(self) else v = fn() end
   observer, observer_co = prev, prev_co
   settle(node)
   return v
@@ -436,7 +437,7 @@ end
 -- (Atomic.) Runs c's function and keeps its value: no other task sees c
 -- between the two.
 local function recompute(c, co, prev, prev_co)
-  keep(c, true, tracked(c, c._fn, co, prev, prev_co))
+  keep(c, true, tracked(c, c._fn, co, prev, prev_co, c._self and c or nil))
 end
 
 -- (Atomic.) c's function raised err: cached, unless another run of c
@@ -701,15 +702,34 @@ function M.signal(v)
   return setmetatable({ _kind = SIGNAL, _v = v, _ver = 0, _first = false, _last = false }, SIGNAL_MT)
 end
 
+local COMPUTED_FIELDS = {
+  _kind = COMPUTED, _v = NIL, _err = false, _ver = 0, _gv = -1,
+  _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
+  _running = false, _first = false, _last = false,
+  _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
+}
+
 -- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
-function M.computed(fn)
+-- computed(fn, host): host (a table without a metatable, whose keys do not start with "_")
+-- becomes the computed, and fn is called with it: a thing that is one computed each (a memo
+-- entry) holds its own fields and needs no closure. Its fields must never be set to nil (a
+-- computed takes no new fields).
+function M.computed(fn, host)
   if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
-  return setmetatable({
-    _kind = COMPUTED, _fn = fn, _v = NIL, _err = false, _ver = 0, _gv = -1,
-    _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
-    _running = false, _first = false, _last = false,
-    _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
-  }, COMPUTED_MT)
+  if host == nil then
+    return setmetatable({
+      _kind = COMPUTED, _fn = fn, _self = false, _v = NIL, _err = false, _ver = 0, _gv = -1,
+      _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
+      _running = false, _first = false, _last = false,
+      _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
+    }, COMPUTED_MT)
+  end
+  if type(host) ~= "table" or getmetatable(host) ~= nil then
+    error("clank.signal.computed: the host must be a table without a metatable", 2)
+  end
+  for k, v in next, COMPUTED_FIELDS do host[k] = v end
+  host._fn, host._self = fn, true
+  return setmetatable(host, COMPUTED_MT)
 end
 
 -- effect(fn): runs fn now and after each change of what it read; returns a

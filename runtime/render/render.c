@@ -497,37 +497,41 @@ static void emit_view(clank_render_t *r, int idx, int depth, int live) {
 
 /* Whether the element at idx is one whose HTML is kept: a component's tree in a live render
    given fragments, outside a select (whose value changes its options). Then r->where holds
-   where it is written, "path depth". */
-static int kept(clank_render_t *r, int idx, int depth, int sel, int live) {
+   where it is written, "path depth", and the HTML kept for it last time, if any, is pushed
+   (*fragment: 1, else 0). An element with kept HTML was a component's tree: the set of those
+   (memo.outputs, every session's: a lookup is a cache miss) is asked only for the others. */
+static int kept(clank_render_t *r, int idx, int depth, int sel, int live, int *fragment) {
   lua_State *L = r->L;
+  *fragment = 0;
   if (!live || !r->fragments || sel) return 0;
   lua_pushvalue(L, idx);
-  int yes = lua_rawget(L, r->outputs) != LUA_TNIL;
-  lua_pop(L, 1);
-  if (!yes) return 0;
+  if (lua_rawget(L, r->fragments) == LUA_TSTRING) {
+    *fragment = 1;
+  } else {
+    lua_pop(L, 1);
+    lua_pushvalue(L, idx);
+    int yes = lua_rawget(L, r->outputs) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!yes) return 0;
+  }
   clank_render_path(r, &r->where);
   clank_render_append(r, &r->where, " ", 1);
   if (clank_buf_append_uint(&r->where, (uint64_t)depth) != 0) clank_render_no_memory(L);
   return 1;
 }
 
-/* The element at idx, kept, is where r->where says: writes the HTML it had there the last time,
-   if it was there → 1; else 0. No allocation: this is every unchanged row of a list. */
-static int write_kept(clank_render_t *r, int idx) {
+/* The HTML kept for an element (at the stack top), if it was kept where r->where says: written
+   again → 1; else 0. No allocation: this is every unchanged row of a list. */
+static int write_kept(clank_render_t *r) {
   lua_State *L = r->L;
   size_t wn = r->where.len, fn;
   const char *w = r->where.data;
-  lua_pushvalue(L, idx);
-  int hit = 0;
-  if (lua_rawget(L, r->fragments) == LUA_TSTRING) {
-    const char *f = lua_tolstring(L, -1, &fn);
-    if (fn > wn && f[wn] == '\n' && memcmp(f, w, wn) == 0) {
-      put(r, f + wn + 1, fn - wn - 1);
-      hit = 1;
-    }
+  const char *f = lua_tolstring(L, -1, &fn);
+  if (fn > wn && f[wn] == '\n' && memcmp(f, w, wn) == 0) {
+    put(r, f + wn + 1, fn - wn - 1);
+    return 1;
   }
-  lua_pop(L, 1);
-  return hit;
+  return 0;
 }
 
 /* Keeps the HTML written for the element at idx since start, with its "path depth" at where. */
@@ -556,9 +560,12 @@ static void emit_element_node(clank_render_t *r, int idx, int top, int depth, in
     emit_view(r, idx, depth, live);
     return;
   }
-  int is_kept = type == LUA_TSTRING && kept(r, idx, depth, sel, live), where = 0;
+  int fragment = 0, where = 0;
+  int is_kept = type == LUA_TSTRING && kept(r, idx, depth, sel, live, &fragment);
   if (is_kept) {
-    if (write_kept(r, idx)) return;
+    int hit = fragment && write_kept(r);
+    if (fragment) lua_pop(L, 1);
+    if (hit) return;
     /* kept while its children are written (theirs use r->where) */
     lua_pushlstring(L, r->where.data, r->where.len);
     where = lua_gettop(L);

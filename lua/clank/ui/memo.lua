@@ -36,7 +36,6 @@ local M = {}
 
 local current = false -- the scope whose render is running (renders never yield: see signal)
 local outputs = setmetatable({}, { __mode = "k" })
-local entry_of = setmetatable({}, { __mode = "k" }) -- a call's computed → its entry
 
 local MAX_DEPTH = 20 -- plain tables nested deeper compare by identity only
 
@@ -127,6 +126,8 @@ function M.within(scope, fn, ...)
   return tree
 end
 
+local NOTHING = {} -- an entry's tree before its first render
+
 local function render_entry(entry)
   return M.within(entry, entry.view.render, entry.props, nil)
 end
@@ -176,23 +177,24 @@ function M.call(view, props, copy, validate)
     validate(view, props)
     local count = 0
     for _ in next, props do count = count + 1 end
-    if entry then -- the same call with new props: its computed runs again, with them
+    if entry then -- the same call with new props: it runs again, with them
       entry.props, entry.count = props, count
-      invalidate(entry.node)
+      invalidate(entry)
     else
-      entry = { view = view, props = props, count = count, prev = false, next = false, -- a scope too
-        renders = 0, parent = scope, tree = nil, at = false, atRender = false }
-      entry.node = signal.computed(function() return render_entry(entry) end)
-      entry_of[entry.node] = entry
+      -- an entry is a scope too, and the computed of the call's render (its fields never nil:
+      -- the tree is NOTHING until there is one)
+      entry = signal.computed(render_entry, { view = view, props = props, count = count,
+        prev = false, next = false, renders = 0, parent = scope, tree = NOTHING, at = false,
+        atRender = false })
     end
   end
   if now then now[id] = entry end
-  local tree = value_of(entry.node)
+  local tree = value_of(entry)
   -- (a tree it returned before is there already: the set is large, a lookup a cache miss)
   if tree ~= entry.tree and type(tree) == "table" and not rawequal(tree, entry.tree) then
     outputs[tree] = true
   end
-  entry.tree = tree
+  if tree == nil then entry.tree = NOTHING else entry.tree = tree end
   return tree, true
 end
 
@@ -250,12 +252,13 @@ function M.swapChanged(scope, tree)
   if not changed or #changed == 0 then return nil end
   local swaps = {}
   for i = 1, #changed do
-    local entry = entry_of[changed[i]]
-    if not entry or entry.parent ~= scope then return nil end
-    local new = entry.node:peek() -- read untracked: retrack() below tracks it
-    if not rawequal(new, entry.tree) then
+    local entry = changed[i] -- a call's entry (the computed of its render), or another source
+    if entry.parent ~= scope then return nil end
+    local new, old = entry:peek(), entry.tree -- read untracked: retrack() below tracks it
+    if old == NOTHING then old = nil end
+    if not rawequal(new, old) then
       local at = NOWHERE
-      if not rawequal(tree, entry.tree) then
+      if not rawequal(tree, old) then
         at = placed(scope, entry, tree)
         if not at then return nil end
       end
@@ -267,7 +270,7 @@ function M.swapChanged(scope, tree)
     if #at == 0 then tree = new end
     for k = 1, #at, 2 do at[k][at[k + 1]] = new end
     if type(new) == "table" then outputs[new] = true end
-    entry.tree = new
+    if new == nil then entry.tree = NOTHING else entry.tree = new end
   end
   signal.retrack()
   return tree

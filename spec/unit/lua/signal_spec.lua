@@ -1092,3 +1092,37 @@ describe("clank.signal.invalidate", function()
     assert.matches("expected a computed", raised(function() S.invalidate({}) end))
   end)
 end)
+
+describe("clank.signal.computed with a host", function()
+  it("makes the host the computed, and calls its function with it", function()
+    local a = S.signal(2)
+    local got
+    local host = { factor = 10 }
+    local c = S.computed(function(self)
+      got = self
+      return a.value * self.factor
+    end, host)
+    assert.are.equal(host, c)
+    assert.is_true(S.isSignal(c))
+    assert.are.equal(20, c.value)
+    assert.are.equal(host, got)
+    host.factor = 100 -- its own fields stay its own
+    a.value = 3
+    assert.are.equal(300, c.value)
+    assert.matches("read%-only", raised(function() c.value = 1 end))
+    assert.matches("cannot set 'other'", raised(function() c.other = 1 end))
+  end)
+
+  it("calls a computed without a host with no argument", function()
+    local n
+    local c = S.computed(function(...) n = select("#", ...) return 1 end)
+    local _ = c.value
+    assert.are.equal(0, n)
+  end)
+
+  it("raises for a host that is not a table without a metatable", function()
+    assert.matches("host must be a table", raised(function() S.computed(function() end, 1) end))
+    assert.matches("host must be a table",
+      raised(function() S.computed(function() end, setmetatable({}, {})) end))
+  end)
+end)

@@ -210,6 +210,25 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 
+  it("keeps a component that renders nothing, and renders it again when its signal changes", function()
+    local shown = signal.signal(false)
+    local Maybe = clank.defineView { name = "maybe", render = function(p)
+      if shown.value then return h.b(nil, p.text) end
+      return nil
+    end }
+    local m = clank.mount(clank.defineView { name = "outer", render = function()
+      return h.p(nil, "a", Maybe { text = "x" }, Maybe { key = "k", text = "y" })
+    end })
+    assert.are.equal("<p>a</p>", clank.render(m:tree()))
+    shown.value = true
+    assert.are.equal("<p>a<b>x</b><b>y</b></p>", clank.render(m:tree()))
+    shown.value = false
+    assert.are.equal("<p>a</p>", clank.render(m:tree()))
+    shown.value = true
+    assert.are.equal("<p>a<b>x</b><b>y</b></p>", clank.render(m:tree()))
+    m:dispose()
+  end)
+
   it("compares props in C, with last time's field count when given (render_core.sameProps)", function()
     local same = require("clank.render_core").sameProps
     local before = { a = 1, b = "x" }
