@@ -851,7 +851,20 @@ function M.retrack()
     return
   end
   local vers, nv = obs._vers, obs._nv
-  for i = 1, #deps do vers[i] = i <= nn and nv[i] or deps[i]._ver end
+  for i = 1, nn do vers[i] = nv[i] end
+  local hints = obs._runHints
+  if hints then
+    -- only what notified it can be at a new version (every source of an effect notifies it):
+    -- a hundred rows' computeds are not visited for the one that changed
+    local idx = index_of(obs)
+    for k = 1, #hints do
+      local src = hints[k]
+      local i = idx[src]
+      if i and i > nn then vers[i] = src._ver end
+    end
+  else
+    for i = nn + 1, #deps do vers[i] = deps[i]._ver end
+  end
   obs._nd, obs._nv, obs._ns, obs._nn, obs._kept = false, false, false, 0, true
 end
 

@@ -343,6 +343,7 @@ static int child_key(clank_render_t *r, int c, int top, key_set_t *seen, lua_Int
   if (live) {
     r->keys[level] = k;
     r->keylens[level] = kn;
+    clank_render_path_changed(r, level);
   }
   return top + 1;
 }
@@ -379,7 +380,10 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     size_t tlen = 0;
     int tag_at = 0;
     if (el) {
-      if (live) r->path[level] = n;
+      if (live) {
+        r->path[level] = n;
+        clank_render_path_changed(r, level);
+      }
       n++;
       top = child_key(r, c, top, &seen, len, level, live, ptag, ptlen);
       if (in_table || sel) {
@@ -420,6 +424,7 @@ static void emit_children(clank_render_t *r, int children, int sel, int depth, i
     if (live) {
       r->level = level;
       r->keys[level] = NULL; /* its key string goes with it */
+      clank_render_path_changed(r, level);
     }
     lua_settop(L, c - 1); /* the child and whatever writing it left */
   }
@@ -661,6 +666,7 @@ static void free_state(clank_render_t *r) {
   clank_buf_free(&r->on);
   clank_buf_free(&r->key);
   clank_buf_free(&r->where);
+  clank_buf_free(&r->pathtext);
   clank_buf_free(&r->keybytes);
   free(r->attrs);
   free(r->events);
@@ -687,7 +693,9 @@ static void reset_state(clank_render_t *r) {
   clank_buf_reset(&r->on);
   clank_buf_reset(&r->key);
   clank_buf_reset(&r->where);
+  clank_buf_reset(&r->pathtext);
   clank_buf_reset(&r->keybytes);
+  r->pathvalid = 0;
   r->nattrs = r->nevents = r->seen_top = 0;
   r->fragments = r->outputs = r->level = 0;
   r->busy = 0;
@@ -717,6 +725,7 @@ static int render_walk(lua_State *L) {
     r->keys[i] = NULL;
   }
   r->path[1] = 0;
+  r->pathvalid = 0;
   if (clank_buf_reserve(&r->out, 4096) != 0) clank_render_no_memory(L);
   if (live && lua_type(L, 1) == LUA_TTABLE) {
     /* a single top element is "0"; a list's elements are "0", "1", ... */

@@ -382,30 +382,41 @@ static void key_segment(clank_render_t *r, clank_buf_t *b, const char *k, size_t
 
 /* The path down to the element into b, joined with dots: its index among its parent's element
    children, or for a keyed element "k:" and its key. A level never written (a hole) raises
-   when strict, else is written "?". */
+   when strict, else is written "?". The text of the levels above that did not change since
+   the last call is kept (r->pathtext): only the levels after them are written. */
 static void path_into(clank_render_t *r, clank_buf_t *b, int strict) {
-  clank_buf_reset(b);
-  for (int i = 1; i <= r->level; i++) {
-    if (r->path[i] < 0) {
-      if (strict) hole_in_path(r);
-      clank_render_append(r, b, i > 1 ? ".?" : "?", i > 1 ? 2 : 1);
-      continue;
+  clank_buf_t *t = &r->pathtext;
+  int level = r->level;
+  if (r->pathvalid < level) {
+    int from = r->pathvalid < 0 ? 0 : r->pathvalid;
+    t->len = from > 0 ? r->pathlen[from] : 0;
+    for (int i = from + 1; i <= level; i++) {
+      int hole = i > 1 && r->pathhole[i - 1];
+      if (r->path[i] < 0) {
+        clank_render_append(r, t, i > 1 ? ".?" : "?", i > 1 ? 2 : 1);
+        hole = 1;
+      } else if (r->keys[i]) {
+        if (i > 1) clank_render_append(r, t, ".", 1);
+        key_segment(r, t, r->keys[i], r->keylens[i]);
+      } else {
+        char d[16];
+        size_t k = sizeof d;
+        unsigned v = (unsigned)r->path[i];
+        do {
+          d[--k] = (char)('0' + v % 10);
+          v /= 10;
+        } while (v);
+        if (i > 1) d[--k] = '.';
+        clank_render_append(r, t, d + k, sizeof d - k);
+      }
+      r->pathlen[i] = t->len;
+      r->pathhole[i] = (unsigned char)hole;
     }
-    if (r->keys[i]) {
-      if (i > 1) clank_render_append(r, b, ".", 1);
-      key_segment(r, b, r->keys[i], r->keylens[i]);
-      continue;
-    }
-    char d[16];
-    size_t k = sizeof d;
-    unsigned v = (unsigned)r->path[i];
-    do {
-      d[--k] = (char)('0' + v % 10);
-      v /= 10;
-    } while (v);
-    if (i > 1) d[--k] = '.';
-    clank_render_append(r, b, d + k, sizeof d - k);
+    r->pathvalid = level;
   }
+  if (strict && level > 0 && r->pathhole[level]) hole_in_path(r);
+  clank_buf_reset(b);
+  if (level > 0) clank_render_append(r, b, t->data, r->pathlen[level]);
 }
 
 /* data-clank-key into r->key. */

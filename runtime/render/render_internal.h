@@ -89,6 +89,13 @@ typedef struct {
      element is written */
   const char *keys[CLANK_RENDER_MAXLEVEL + 1];
   size_t keylens[CLANK_RENDER_MAXLEVEL + 1];
+  /* live: the path's text as clank_render_path writes it, kept from one element to the next
+     (the rows of a list share all but their last level): for i <= pathvalid, pathtext[0,
+     pathlen[i]) is levels 1..i, and pathhole[i] whether one of them was never written */
+  clank_buf_t pathtext;
+  size_t pathlen[CLANK_RENDER_MAXLEVEL + 1];
+  unsigned char pathhole[CLANK_RENDER_MAXLEVEL + 1];
+  int pathvalid;
   /* the keys met in each list being written (duplicates raise): open-addressing sets stacked
      in seen[0..seen_top), one per list, their bytes in keybytes */
   clank_render_seen_t *seen;
@@ -120,6 +127,11 @@ void clank_render_attributes(clank_render_t *r, int props, const char *tag, size
 /* Raises for the key prop at idx of an element tag when it is neither a string nor an
    integer. */
 void clank_render_check_key(lua_State *L, int idx, const char *tag, size_t tlen);
+/* path[level] or keys[level] changed: the path's text below it is to be written again. */
+static inline void clank_render_path_changed(clank_render_t *r, int level) {
+  if (r->pathvalid >= level) r->pathvalid = level - 1;
+}
+
 /* The path of the element being written, as data-clank-key writes it ("?" for a level never
    written), into b. */
 void clank_render_path(clank_render_t *r, clank_buf_t *b);

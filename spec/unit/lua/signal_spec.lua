@@ -915,6 +915,24 @@ describe("clank.signal: effects told what changed (hints) and runs kept by retra
     stop()
   end)
 
+  it("runs again after a kept run that changed a source it did not apply", function()
+    local s1, x = S.signal(1), S.signal(0)
+    local c1 = S.computed(function() return s1.value * 2 end)
+    local seen = {}
+    local stop = S.effect(function()
+      local changed = S.changed()
+      if changed and #changed == 1 and changed[1] == c1 then
+        x.value = x:peek() + 1 -- changes x, which this kept run does not read
+        S.retrack()
+        return
+      end
+      seen[#seen + 1] = c1.value .. ":" .. x.value
+    end)
+    s1.value = 2
+    assert.are.same({ "2:0", "4:1" }, seen)
+    stop()
+  end)
+
   it("tracks what a kept run reads that the last run did not", function()
     local a, extra = S.signal(1), S.signal(1)
     local double = S.computed(function() return a.value * 2 end)
