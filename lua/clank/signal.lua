@@ -702,6 +702,7 @@ function M.signal(v)
   return setmetatable({ _kind = SIGNAL, _v = v, _ver = 0, _first = false, _last = false }, SIGNAL_MT)
 end
 
+-- A computed's fields, as it starts (_fn and _self are set by computed()).
 local COMPUTED_FIELDS = {
   _kind = COMPUTED, _v = NIL, _err = false, _ver = 0, _gv = -1,
   _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
@@ -716,20 +717,15 @@ local COMPUTED_FIELDS = {
 -- computed takes no new fields).
 function M.computed(fn, host)
   if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
-  if host == nil then
-    return setmetatable({
-      _kind = COMPUTED, _fn = fn, _self = false, _v = NIL, _err = false, _ver = 0, _gv = -1,
-      _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
-      _running = false, _first = false, _last = false,
-      _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
-    }, COMPUTED_MT)
-  end
-  if type(host) ~= "table" or getmetatable(host) ~= nil then
+  local c = host
+  if c == nil then
+    c = {}
+  elseif type(c) ~= "table" or getmetatable(c) ~= nil then
     error("clank.signal.computed: the host must be a table without a metatable", 2)
   end
-  for k, v in next, COMPUTED_FIELDS do host[k] = v end
-  host._fn, host._self = fn, true
-  return setmetatable(host, COMPUTED_MT)
+  for k, v in next, COMPUTED_FIELDS do c[k] = v end
+  c._fn, c._self = fn, host ~= nil
+  return setmetatable(c, COMPUTED_MT)
 end
 
 -- effect(fn): runs fn now and after each change of what it read; returns a

@@ -190,7 +190,8 @@ function M.call(view, props, copy, validate)
   end
   if now then now[id] = entry end
   local tree = value_of(entry)
-  -- (a tree it returned before is there already: the set is large, a lookup a cache miss)
+  -- (a tree it returned before is there already: the set is large, a lookup a cache miss;
+  -- ~= first, as it costs no call, then rawequal for a tree whose metatable has __eq)
   if tree ~= entry.tree and type(tree) == "table" and not rawequal(tree, entry.tree) then
     outputs[tree] = true
   end
