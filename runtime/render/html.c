@@ -8,6 +8,7 @@
      #buf, tostring(buf)       → its length, its text as a string
      buf:free()                → lets its memory go now (it is empty after) */
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "render/render_internal.h"
@@ -62,6 +63,92 @@ int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n) {
   if (n) memcpy(h->data, s, n);
   h->len = n;
   return 0;
+}
+
+/* Where text[0..tn) is in s[0..n), when it is there exactly once; else -1. */
+static long find_once(const char *s, size_t n, const char *text, size_t tn) {
+  long at = -1;
+  if (tn == 0 || tn > n) return -1;
+  for (const char *p = s, *end = s + n - tn + 1; p < end; p++) {
+    p = memchr(p, text[0], (size_t)(end - p));
+    if (!p) break;
+    if (memcmp(p, text, tn) != 0) continue;
+    if (at >= 0) return -1;
+    at = (long)(p - s);
+  }
+  return at;
+}
+
+typedef struct {
+  size_t at, len; /* the old text's place in the base */
+  int text;       /* the stack index of the new one */
+} piece_t;
+
+static int by_place(const void *a, const void *b) {
+  size_t x = ((const piece_t *)a)->at, y = ((const piece_t *)b)->at;
+  return x < y ? -1 : x > y;
+}
+
+/* render_core.htmlPatch(base, into, olds, news) → whether into now holds base with each olds[i]
+   (a text found there exactly once, none overlapping) replaced by news[i]; false (into as it
+   was) when one is not. base and into are Html buffers, olds and news lists of strings (at
+   most 64). A live session's update where only components' trees changed. */
+int clank_render_html_patch(lua_State *L) {
+  html_t *base = to_html(L, 1), *into = to_html(L, 2);
+  if (!base) luaL_typeerror(L, 1, "Html buffer");
+  if (!into || into == base) luaL_typeerror(L, 2, "another Html buffer");
+  luaL_checktype(L, 3, LUA_TTABLE);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 3);
+  if (n < 1 || n > 64 || luaL_len(L, 4) != n) return luaL_error(L, "htmlPatch: 1 to 64 olds, as many news");
+  luaL_checkstack(L, (int)(2 * n + 2), NULL);
+  piece_t pieces[64];
+  size_t total = base->len;
+  for (lua_Integer i = 1; i <= n; i++) {
+    size_t on, nn;
+    lua_rawgeti(L, 3, i);
+    const char *o = lua_tolstring(L, -1, &on);
+    lua_rawgeti(L, 4, i);
+    if (!o || !lua_tolstring(L, -1, &nn)) return luaL_error(L, "htmlPatch: olds and news are strings");
+    long at = find_once(base->data, base->len, o, on);
+    if (at < 0) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    pieces[i - 1] = (piece_t){(size_t)at, on, lua_gettop(L)};
+    total = total - on + nn;
+  }
+  qsort(pieces, (size_t)n, sizeof *pieces, by_place);
+  for (lua_Integer i = 1; i < n; i++) {
+    if (pieces[i].at < pieces[i - 1].at + pieces[i - 1].len) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+  }
+  if (into->cap < total || into->cap > total + total / 4 + 4096) {
+    size_t cap = total + total / 8 + 64;
+    char *p = into->alloc(into->ud, into->data, into->data ? into->cap : 0, cap);
+    if (!p) {
+      release(into);
+      return luaL_error(L, "not enough memory");
+    }
+    into->data = p;
+    into->cap = cap;
+  }
+  size_t from = 0, len = 0;
+  for (lua_Integer i = 0; i < n; i++) {
+    size_t tn;
+    const char *t = lua_tolstring(L, pieces[i].text, &tn);
+    memcpy(into->data + len, base->data + from, pieces[i].at - from);
+    len += pieces[i].at - from;
+    memcpy(into->data + len, t, tn);
+    len += tn;
+    from = pieces[i].at + pieces[i].len;
+  }
+  memcpy(into->data + len, base->data + from, base->len - from);
+  into->len = len + base->len - from;
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static html_t *check(lua_State *L) {

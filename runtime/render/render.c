@@ -706,14 +706,85 @@ static int state_gc(lua_State *L) {
   return 0;
 }
 
+/* The element node at 1 (a component's tree) written where a fragment says the one it replaces
+   was, a[0..an) "path depth": the text of the levels above is taken as it is, the element's
+   own segment is its key, or the index there when it has none, as its parent would write it.
+   → 1, its HTML in r->out, when the fragment it is kept with says it was written at exactly
+   a; else 0 (another key or index, a hole in the path, not a component's tree). */
+static int emit_at(clank_render_t *r, const char *a, size_t an) {
+  lua_State *L = r->L;
+  const char *space = memchr(a, ' ', an);
+  if (!space || !r->fragments || !clank_render_has_mt(L, 1, RUV_ELEMENT)) return 0;
+  size_t pn = (size_t)(space - a), prefix = 0;
+  int level = 1, depth = 0;
+  for (size_t i = 0; i < pn; i++) {
+    if (a[i] == '?') return 0;
+    if (a[i] == '.') {
+      level++;
+      prefix = i;
+    }
+  }
+  for (const char *d = space + 1; d < a + an; d++) {
+    if (*d < '0' || *d > '9' || depth > CLANK_RENDER_MAXDEPTH) return 0;
+    depth = depth * 10 + (*d - '0');
+  }
+  if (level > CLANK_RENDER_MAXLEVEL || depth < 1 || depth > CLANK_RENDER_MAXDEPTH) return 0;
+  clank_buf_reset(&r->pathtext);
+  clank_render_append(r, &r->pathtext, a, prefix);
+  r->pathlen[level - 1] = prefix;
+  r->pathhole[level - 1] = 0;
+  r->pathvalid = level - 1;
+  /* the element's own segment: its key, as child_key reads it, else the index there */
+  const char *own = level > 1 ? a + prefix + 1 : a;
+  size_t on = (size_t)(space - own);
+  int top = lua_gettop(L);
+  lua_pushvalue(L, RUV(RUV_PROPS));
+  int keyed = 0;
+  if (lua_rawget(L, 1) == LUA_TTABLE) {
+    lua_pushvalue(L, RUV(RUV_KEY));
+    int type = lua_rawget(L, -2);
+    if (type == LUA_TNUMBER && lua_isinteger(L, -1)) {
+      lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
+      keyed = 1;
+    } else if (type == LUA_TSTRING) {
+      lua_pushvalue(L, -1);
+      keyed = 1;
+    }
+  }
+  if (keyed) {
+    r->keys[level] = lua_tolstring(L, -1, &r->keylens[level]); /* stays on the stack */
+    r->path[level] = 0;
+  } else {
+    int index = 0;
+    for (size_t i = 0; i < on; i++) {
+      if (own[i] < '0' || own[i] > '9' || index > 100000000) return 0;
+      index = index * 10 + (own[i] - '0');
+    }
+    if (on == 0) return 0;
+    r->keys[level] = NULL;
+    r->path[level] = index;
+  }
+  r->level = level;
+  int at = lua_gettop(L);
+  emit_element_node(r, 1, at, depth, 0, 1);
+  /* where it was written: its fragment's "path depth" */
+  lua_pushvalue(L, 1);
+  size_t fn;
+  const char *f = lua_rawget(L, r->fragments) == LUA_TSTRING ? lua_tolstring(L, -1, &fn) : NULL;
+  int same = f && fn > an && f[an] == '\n' && memcmp(f, a, an) == 0;
+  lua_settop(L, top);
+  return same;
+}
+
 /* The walk, protected (lua_pcall) so that a render that raises leaves the renderer's state
-   ready for the next: walk(state, node, live, actions, fragments, outputs) -> html. It has the
-   renderer's upvalues. */
+   ready for the next: walk(state, node, live, actions, fragments, outputs, at) -> html. It has
+   the renderer's upvalues. at (live only): a fragment's "path depth", where node, an element,
+   is written alone (emit_at) → its HTML, or nil when it cannot be. */
 static int render_walk(lua_State *L) {
   clank_render_t *r = lua_touserdata(L, 1);
   lua_remove(L, 1);
   int live = lua_toboolean(L, 2);
-  lua_settop(L, 5);
+  lua_settop(L, 6);
   r->L = L;
   r->actions = 3;
   if (live && lua_type(L, 4) == LUA_TTABLE && lua_type(L, 5) == LUA_TTABLE) {
@@ -727,6 +798,13 @@ static int render_walk(lua_State *L) {
   r->path[1] = 0;
   r->pathvalid = 0;
   if (clank_buf_reserve(&r->out, 4096) != 0) clank_render_no_memory(L);
+  if (live && lua_type(L, 6) == LUA_TSTRING) {
+    size_t an;
+    const char *a = lua_tolstring(L, 6, &an);
+    if (!emit_at(r, a, an)) return 0;
+    lua_pushlstring(L, r->out.data ? r->out.data : "", r->out.len);
+    return 1;
+  }
   if (live && lua_type(L, 1) == LUA_TTABLE) {
     /* a single top element is "0"; a list's elements are "0", "1", ... */
     if (clank_render_has_mt(L, 1, RUV_ELEMENT) || lua_getfield(L, 1, "tree") == LUA_TFUNCTION)
@@ -746,21 +824,24 @@ static clank_render_t *new_state(lua_State *L) {
   return r;
 }
 
-/* render(node, live, actions, fragments, outputs, into) -> html: a string, or into (an Html
-   buffer, html.c) holding it. Upvalues: the walk, and the state each call uses unless a render
-   is already using it (one a render's Lua calls made). */
+/* render(node, live, actions, fragments, outputs, into, at) -> html: a string, or into (an
+   Html buffer, html.c) holding it; with at, node's HTML written there or nil (render_walk).
+   Upvalues: the walk, and the state each call uses unless a render is already using it (one a
+   render's Lua calls made). */
 static int render_call(lua_State *L) {
-  lua_settop(L, 6);
+  lua_settop(L, 7);
   int into = !lua_isnil(L, 6);
   if (into && !clank_render_is_html(L, 6)) luaL_typeerror(L, 6, "Html buffer");
+  if (into && !lua_isnil(L, 7)) luaL_argerror(L, 7, "no 'at' with 'into'");
   clank_render_t *r = lua_touserdata(L, lua_upvalueindex(2));
-  if (r->busy) r = new_state(L); /* at 7, until the end */
+  if (r->busy) r = new_state(L); /* at 8, until the end */
   r->busy = 1;
   r->into = into;
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_pushlightuserdata(L, r);
   for (int i = 1; i <= 5; i++) lua_pushvalue(L, i);
-  int status = lua_pcall(L, 6, 1, 0);
+  lua_pushvalue(L, 7);
+  int status = lua_pcall(L, 7, 1, 0);
   int copied =
       status != LUA_OK || !into || clank_render_html_set(L, 6, r->out.data, r->out.len) == 0;
   if (r == lua_touserdata(L, lua_upvalueindex(2)))
@@ -801,6 +882,7 @@ static const luaL_Reg render_funcs[] = {
     {"sameProps", clank_render_same_props},        /* props_equal.c */
     {"splices", clank_render_splices},             /* diff.c */
     {"htmlBuffer", clank_render_html_buffer},      /* html.c */
+    {"htmlPatch", clank_render_html_patch},        /* html.c */
     {"keyFinder", clank_render_key_finder},        /* keys.c */
     {"validKeyPath", clank_render_valid_key_path}, /* keys.c */
     {NULL, NULL},

@@ -159,6 +159,8 @@ int clank_render_splices(lua_State *L);
    of a string or buffer at idx (raises for anything else); the buffer at idx set to s[0..n)
    (0, or -1 when memory runs out: it is empty then). */
 int clank_render_html_buffer(lua_State *L);
+/* render_core.htmlPatch(base, into, olds, news) (html.c). */
+int clank_render_html_patch(lua_State *L);
 int clank_render_is_html(lua_State *L, int idx);
 const char *clank_render_html_text(lua_State *L, int idx, size_t *len);
 int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n);

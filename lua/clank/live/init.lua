@@ -32,12 +32,13 @@ local pubsub = require "clank.pubsub"
 local diff = require "clank.live.diff"
 local memo = require "clank.ui.memo"
 local render_core = require "clank.render_core"
-local new_html_buffer = render_core.htmlBuffer
+local new_html_buffer, patch_html = render_core.htmlBuffer, render_core.htmlPatch
 
-local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset =
-  type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset
+local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset, rawget =
+  type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset, rawget
 local math_type = math.type
 local remove, running = table.remove, coroutine.running
+local find, sub = string.find, string.sub
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
 -- How long an event's handler waits for the person to answer a confirmation (then: declined).
@@ -224,6 +225,35 @@ local function drop_html(s)
   if s.conn then s.conn.sent, s.conn.sentV = nil, nil end
 end
 
+-- The html of version v of s when the update from the one its connection holds (v - 1) only
+-- put components' new trees where their old ones were (memo.swapChanged): the html held with
+-- each old tree's HTML (kept in fragments, found once) replaced by the new tree's, written
+-- alone where the old one was. nil when it is not that update, or that cannot be done: then
+-- the page renders whole. (A one-row change of a long list writes one row, not the list.)
+local function patched_html(self, s, v)
+  local conn, swap, fragments = s.conn, s.mounted.swap, s.fragments
+  local base = conn and conn.sent
+  if not (base and swap and fragments and swap.version == v and conn.sentV == v - 1) then
+    return nil
+  end
+  local olds, news, options = {}, {}, self.renderOptions
+  for i = 1, #swap.olds do
+    local old, new = swap.olds[i], swap.news[i]
+    local kept = fragments[old]
+    if type(kept) ~= "string" or type(new) ~= "table" or rawget(old, "tag") ~= rawget(new, "tag") then
+      return nil
+    end
+    local nl = find(kept, "\n", 1, true)
+    local html = render.render(new, { live = true, actions = options.actions,
+      fragments = fragments, outputs = memo.outputs, at = sub(kept, 1, nl - 1) })
+    if not html then return nil end
+    olds[i], news[i] = sub(kept, nl + 1), html
+  end
+  local into = html_buffer(s)
+  if #olds == 0 or not patch_html(base, into, olds, news) then return nil end
+  return into
+end
+
 -- The current html of s (an Html buffer of s's: tostring gives the text) and its version.
 function Live:html(s)
   self:awake(s)
@@ -237,8 +267,9 @@ function Live:html(s)
       s.fragments = fragments
     end
     local options = self.renderOptions
-    s.html = render.render(s.mounted:tree(), { live = true, actions = options.actions,
-      fragments = fragments, outputs = memo.outputs, into = html_buffer(s) })
+    s.html = patched_html(self, s, v) or render.render(s.mounted:tree(), { live = true,
+      actions = options.actions, fragments = fragments, outputs = memo.outputs,
+      into = html_buffer(s) })
     s.htmlV = v
   end
   return s.html, v

@@ -12,7 +12,8 @@
 --                                        place is the same HTML)
 --   memo.traceback(err, level)         → err with the traceback of where a render raised it
 --   memo.swapChanged(scope, tree)      → a mounted view's tree with its calls' new trees in
---                                        place, when nothing else changed (or nil)
+--                                        place, when nothing else changed (or nil); then the
+--                                        old trees and the new ones, two lists
 --
 -- A call is the same call as last time when it is one of the same View in the same scope (the
 -- mount, or the component it is made in) with the same props.key, or, without a key, the same
@@ -266,15 +267,19 @@ function M.swapChanged(scope, tree)
       swaps[#swaps + 1] = { entry, new, at }
     end
   end
-  for _, sw in ipairs(swaps) do
+  local olds, news = {}, {}
+  for i, sw in ipairs(swaps) do
     local entry, new, at = sw[1], sw[2], sw[3]
     if #at == 0 then tree = new end
     for k = 1, #at, 2 do at[k][at[k + 1]] = new end
     if type(new) == "table" then outputs[new] = true end
+    local old = entry.tree
+    if old == NOTHING then old = nil end
+    olds[i], news[i] = old, new
     if new == nil then entry.tree = NOTHING else entry.tree = new end
   end
   signal.retrack()
-  return tree
+  return tree, olds, news
 end
 
 M.outputs = outputs

@@ -57,9 +57,12 @@ local render_tree = core.renderer {
 -- does not change: clank.ui.memo's), the HTML of each of those elements is kept in fragments
 -- and written from there while it stays at the same place in the tree. With into (an Html
 -- buffer, clank.render_core.htmlBuffer), the HTML is written there and into is returned.
+-- With at (a fragment's place, "path depth"), node, a component's tree, is written alone as it
+-- would be there (its HTML kept in fragments) → its HTML, or nil when it would not be there.
 function M.render(node, options)
   if options and options.live then
-    return render_tree(node, true, options.actions, options.fragments, options.outputs, options.into)
+    return render_tree(node, true, options.actions, options.fragments, options.outputs, options.into,
+      options.at)
   end
   return render_tree(node, false)
 end

@@ -140,14 +140,16 @@ function Mounted:start(version)
       -- no setData since the last render, which did not fail: when only components' trees
       -- changed, they go where the old ones are, and the render does not run (what this run
       -- reads is then what the last one did: memo.swapChanged keeps it, untracked until then)
-      local swapped, tree = pcall(memo.swapChanged, self.scope, self.current)
+      local swapped, tree, olds, news = pcall(memo.swapChanged, self.scope, self.current)
       if swapped and tree ~= nil then
         self.current = tree
         self.version = self.version + 1
+        self.swap = { version = self.version, olds = olds, news = news }
         if on_render then on_render(tree, self.version) end
         return
       end
     end
+    self.swap = false
     local data = self.data.value
     local tick = self.tick.value -- setData's "render again" (data changes only with it)
     if not self.rendered or not on_error then -- the first render raises; a woken one does not
