@@ -7,6 +7,7 @@
      render_core.htmlBuffer()  → an empty buffer
      #buf, tostring(buf)       → its length, its text as a string
      buf:free()                → lets its memory go now (it is empty after) */
+#define _GNU_SOURCE /* memmem */
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,18 +66,15 @@ int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n) {
   return 0;
 }
 
-/* Where text[0..tn) is in s[0..n), when it is there exactly once; else -1. */
+/* Where text[0..tn) is in s[0..n), when it is there exactly once; else -1. (memmem: a row's
+   HTML starts with "<", as a thousand other places of the page do.) */
 static long find_once(const char *s, size_t n, const char *text, size_t tn) {
-  long at = -1;
   if (tn == 0 || tn > n) return -1;
-  for (const char *p = s, *end = s + n - tn + 1; p < end; p++) {
-    p = memchr(p, text[0], (size_t)(end - p));
-    if (!p) break;
-    if (memcmp(p, text, tn) != 0) continue;
-    if (at >= 0) return -1;
-    at = (long)(p - s);
-  }
-  return at;
+  const char *p = memmem(s, n, text, tn);
+  if (!p) return -1;
+  size_t after = (size_t)(p - s) + 1;
+  if (memmem(s + after, n - after, text, tn)) return -1;
+  return (long)(p - s);
 }
 
 typedef struct {
