@@ -98,7 +98,8 @@ int clank_render_html_patch(lua_State *L) {
   luaL_checktype(L, 3, LUA_TTABLE);
   luaL_checktype(L, 4, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 3);
-  if (n < 1 || n > 64 || luaL_len(L, 4) != n) return luaL_error(L, "htmlPatch: 1 to 64 olds, as many news");
+  if (n < 1 || n > 64 || luaL_len(L, 4) != n)
+    return luaL_error(L, "htmlPatch: 1 to 64 olds, as many news");
   luaL_checkstack(L, (int)(2 * n + 2), NULL);
   piece_t pieces[64];
   size_t total = base->len;
@@ -107,7 +108,8 @@ int clank_render_html_patch(lua_State *L) {
     lua_rawgeti(L, 3, i);
     const char *o = lua_tolstring(L, -1, &on);
     lua_rawgeti(L, 4, i);
-    if (!o || !lua_tolstring(L, -1, &nn)) return luaL_error(L, "htmlPatch: olds and news are strings");
+    if (!o || !lua_tolstring(L, -1, &nn))
+      return luaL_error(L, "htmlPatch: olds and news are strings");
     long at = find_once(base->data, base->len, o, on);
     if (at < 0) {
       lua_pushboolean(L, 0);

@@ -199,6 +199,26 @@ describe("Html buffers (render_core.htmlBuffer): a session's renders, rewritten 
     assert.are.equal("<b>again</b>", tostring(buf))
   end)
 
+  it("is patched from another (htmlPatch): each old text found there once, replaced", function()
+    local base, into = core.htmlBuffer(), core.htmlBuffer()
+    clank.render(h.ul(nil, h.li(nil, "aa"), h.li(nil, "bb"), h.li(nil, "cc")), { live = true, into = base })
+    local before = tostring(base)
+    assert.is_true(core.htmlPatch(base, into, { "<li>cc</li>", "<li>aa</li>" }, { "<li>C</li>", "" }))
+    assert.are.equal((before:gsub("<li>cc</li>", "<li>C</li>"):gsub("<li>aa</li>", "")), tostring(into))
+    assert.are.equal(before, tostring(base)) -- the base is read, not written
+    clank.render(h.p(nil, "kept"), { live = true, into = into })
+    -- not found, found twice, overlapping: false, into as it was
+    assert.is_false(core.htmlPatch(base, into, { "<li>dd</li>" }, { "x" }))
+    assert.is_false(core.htmlPatch(base, into, { "<li>" }, { "x" }))
+    assert.is_false(core.htmlPatch(base, into, { "<li>aa</li>", "aa</li><li>bb" }, { "x", "y" }))
+    assert.are.equal("<p>kept</p>", tostring(into))
+    assert.has_error(function() core.htmlPatch(base, base, { "a" }, { "b" }) end)
+    assert.has_error(function() core.htmlPatch(base, into, {}, {}) end)
+    assert.has_error(function() core.htmlPatch(base, into, { "a" }, {}) end)
+    assert.has_error(function() core.htmlPatch(base, into, { 1 }, { {} }) end)
+    assert.has_error(function() core.htmlPatch("text", into, { "a" }, { "b" }) end)
+  end)
+
   it("is left as it was by a render that raised, and refuses what is not a buffer", function()
     local buf = core.htmlBuffer()
     clank.render(h.p(nil, "kept"), { live = true, into = buf })
