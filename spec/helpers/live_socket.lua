@@ -1,7 +1,9 @@
 -- clank.live without clank-run, for the unit specs: run(fn) calls fn in a runtime task (an
 -- action's handler) and returns its value; settle(ms) lets the tasks run for ms (5 by
 -- default); fake_socket() is a live connection's socket that keeps each frame sent, decoded
--- (frames) and its size (sizes), and how it was closed (closed = { code, reason }).
+-- (frames) and its size (sizes), and how it was closed (closed = { code, reason });
+-- apply(html, splices) is html with a diff frame's splices applied (ASCII pages: a UTF-16
+-- unit is a byte).
 local clank = require "clank"
 
 local M = {}
@@ -24,6 +26,17 @@ function M.fake_socket()
   function sock.close(self, code, reason) self.closed = { code = code, reason = reason } end
   function sock.last(self) return self.frames[#self.frames] end
   return sock
+end
+
+function M.apply(html, splices)
+  local out, from = {}, 1
+  for _, sp in ipairs(splices) do
+    out[#out + 1] = html:sub(from, sp[1])
+    out[#out + 1] = sp[3]
+    from = sp[1] + sp[2] + 1
+  end
+  out[#out + 1] = html:sub(from)
+  return table.concat(out)
 end
 
 return M

@@ -9,7 +9,7 @@ local h = clank.h
 local signal = clank.signal
 
 local harness = require "helpers.live_socket"
-local fake_socket, settle = harness.fake_socket, harness.settle
+local fake_socket, settle, apply = harness.fake_socket, harness.settle, harness.apply
 
 local DIFFS = { method = "GET", url = "/?diffs=1", path = "/", query = { diffs = "1" }, headers = {} }
 local PLAIN = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
@@ -45,18 +45,6 @@ local function new_live()
 end
 
 local function session_id() return token.sign("spec-secret", "list", {}, nil, os.time()) end
-
--- The splices applied to html (ASCII here: a UTF-16 unit is a byte).
-local function apply(html, splices)
-  local out, from = {}, 1
-  for _, sp in ipairs(splices) do
-    out[#out + 1] = html:sub(from, sp[1])
-    out[#out + 1] = sp[3]
-    from = sp[1] + sp[2] + 1
-  end
-  out[#out + 1] = html:sub(from)
-  return table.concat(out)
-end
 
 local ROW7 = "0.k:rows.k:7.1"
 

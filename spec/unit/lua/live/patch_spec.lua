@@ -12,21 +12,9 @@ local h, s = clank.h, clank.schema
 local signal = clank.signal
 
 local harness = require "helpers.live_socket"
-local fake_socket = harness.fake_socket
+local fake_socket, apply = harness.fake_socket, harness.apply
 
 local DIFFS = { method = "GET", url = "/?diffs=1", path = "/", query = { diffs = "1" }, headers = {} }
-
--- The splices applied to html (ASCII here: a UTF-16 unit is a byte).
-local function apply(html, splices)
-  local out, from = {}, 1
-  for _, sp in ipairs(splices) do
-    out[#out + 1] = html:sub(from, sp[1])
-    out[#out + 1] = sp[3]
-    from = sp[1] + sp[2] + 1
-  end
-  out[#out + 1] = html:sub(from)
-  return table.concat(out)
-end
 
 -- Rows that change in every way a swap can: their text and class, their badge (a component
 -- inside them, the same props most of the time), a row that renders nothing or another tag,
