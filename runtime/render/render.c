@@ -301,18 +301,15 @@ static int key_seen(clank_render_t *r, key_set_t *set, lua_Integer len, const ch
   return 0;
 }
 
-/* The key of the element child at c (top: the stack top), when it has a string or an integer
-   one (any other raises when the child's attributes are read): pushed as a string, which stays
-   until the child is written; unique among the children of parent (the set seen, of a list of len;
-   ptag names the parent, or NULL for a list); in live renders, the child's
-   segment of the path. Returns the stack top. */
-static int child_key(clank_render_t *r, int c, int top, key_set_t *seen, lua_Integer len, int level,
-                     int live, const char *ptag, size_t ptlen) {
+/* The key of the element at c (top: the stack top), when it has a string or an integer one
+   (any other raises when the element's attributes are read): pushed as a string at top + 1 →
+   1; else the stack is left at top → 0. */
+static int push_key(clank_render_t *r, int c, int top) {
   lua_State *L = r->L;
   lua_pushvalue(L, RUV(RUV_PROPS));
   if (lua_rawget(L, c) != LUA_TTABLE) {
     lua_settop(L, top);
-    return top;
+    return 0;
   }
   lua_pushvalue(L, RUV(RUV_KEY));
   int type = lua_rawget(L, top + 1);
@@ -320,10 +317,21 @@ static int child_key(clank_render_t *r, int c, int top, key_set_t *seen, lua_Int
     lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
   } else if (type != LUA_TSTRING) {
     lua_settop(L, top);
-    return top;
+    return 0;
   }
   lua_replace(L, top + 1); /* the key, as a string, in place of the props */
   lua_settop(L, top + 1);
+  return 1;
+}
+
+/* The key of the element child at c (top: the stack top), pushed (push_key), which stays
+   until the child is written; unique among the children of parent (the set seen, of a list of len;
+   ptag names the parent, or NULL for a list); in live renders, the child's
+   segment of the path. Returns the stack top. */
+static int child_key(clank_render_t *r, int c, int top, key_set_t *seen, lua_Integer len, int level,
+                     int live, const char *ptag, size_t ptlen) {
+  lua_State *L = r->L;
+  if (!push_key(r, c, top)) return top;
   size_t kn;
   const char *k = lua_tolstring(L, top + 1, &kn);
   if (key_seen(r, seen, len, k, kn)) {
@@ -738,20 +746,7 @@ static int emit_at(clank_render_t *r, const char *a, size_t an) {
   const char *own = level > 1 ? a + prefix + 1 : a;
   size_t on = (size_t)(space - own);
   int top = lua_gettop(L);
-  lua_pushvalue(L, RUV(RUV_PROPS));
-  int keyed = 0;
-  if (lua_rawget(L, 1) == LUA_TTABLE) {
-    lua_pushvalue(L, RUV(RUV_KEY));
-    int type = lua_rawget(L, -2);
-    if (type == LUA_TNUMBER && lua_isinteger(L, -1)) {
-      lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
-      keyed = 1;
-    } else if (type == LUA_TSTRING) {
-      lua_pushvalue(L, -1);
-      keyed = 1;
-    }
-  }
-  if (keyed) {
+  if (push_key(r, 1, top)) {
     r->keys[level] = lua_tolstring(L, -1, &r->keylens[level]); /* stays on the stack */
     r->path[level] = 0;
   } else {
