@@ -680,6 +680,27 @@ local function computed_value(c)
   return unwrap(c._v)
 end
 
+-- computed_value for a read made inside the observer's own run (a render: runs are atomic, so
+-- the observer is this coroutine's or that of one that resumed it, as track would find). The
+-- read a prefix run expects next costs no call.
+local function value_in_run(c)
+  if c._outdated or not c._subs or c._running then refresh(c) end
+  local obs = observer
+  if obs then
+    local n = obs._nn + 1
+    if obs._ns == PREFIX and obs._nd[n] == c then
+      obs._nn = n
+      obs._nv[n] = c._ver
+    else
+      track(c)
+    end
+  end
+  local v = c._v
+  if c._err then error(unwrap(v), 0) end
+  if v == NIL then return nil end
+  return v
+end
+
 COMPUTED_MT = {
   __name = "clank.Computed",
   __index = function(c, k)
@@ -874,6 +895,7 @@ end
 -- valueOf(c): c.value of a computed c, without the metamethod's dispatch (memo reads one per
 -- component call).
 M.valueOf = computed_value
+M.valueInRun = value_in_run
 
 -- isSignal(x): true for signals and computeds.
 function M.isSignal(x)

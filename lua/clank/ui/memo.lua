@@ -26,7 +26,7 @@
 -- unchanged.
 local signal = require "clank.signal"
 local same_props = require("clank.render_core").sameProps -- the loop of equal over props, in C
-local value_of, invalidate = signal.valueOf, signal.invalidate
+local value_of, invalidate = signal.valueInRun, signal.invalidate
 
 local type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget =
   type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget
@@ -104,22 +104,79 @@ function M.traceback(err, level)
 end
 
 -- A scope (a mount, or a call's entry): the calls of its last render (prev) and of the one
--- running (next), each false until a call is made, then
--- { keyed = { [view] = { [key] = entry } }?, ranked = { [view] = { entry, ... } }? }.
+-- running (next), each false until a call is made, then a generation:
+-- { order = { entry, ... } (in call order), keyed = { [view] = { [key] = entry } }?,
+--   ranked = { [view] = { entry, ... } }?, cursor = n }.
 function M.scope()
   return { prev = false, next = false, renders = 0 }
+end
+
+-- A render that makes the calls its last render made, in the same order (a list rendered again
+-- with the same rows), runs in "prefix" mode: next is PREFIX, and each call is matched with the
+-- one at the same place in prev.order (prev.cursor counts them); prev is this render's
+-- generation too, no table is made. The first call that differs makes the next generation from
+-- the prefix (materialize), and calls are matched by key or rank from there.
+local PREFIX = {}
+
+-- How a call is matched: "keyed" (by props.key), "ranked" (no key: by its rank among the
+-- view's calls without a key), or nil (a key the renderer raises for: never matched).
+local function matched_by(key)
+  if key == nil then return "ranked" end
+  if type(key) == "string" or math_type(key) == "integer" then return "keyed" end
+  return nil
+end
+
+-- Adds entry, called as view with key, to generation (see M.scope).
+local function add_call(generation, how, view, key, entry)
+  local by_view = generation[how]
+  if not by_view then
+    by_view = {}
+    generation[how] = by_view
+  end
+  local now = by_view[view]
+  if not now then
+    now = {}
+    by_view[view] = now
+  end
+  if how == "ranked" then key = #now + 1 end
+  now[key] = entry
+  local order = generation.order
+  order[#order + 1] = entry
+end
+
+-- The generation of prev.order's first prev.cursor calls.
+local function materialize(prev)
+  local generation = { order = {}, cursor = 0 }
+  local order = prev.order
+  for i = 1, prev.cursor do
+    local entry = order[i]
+    local key = entry.props.key
+    add_call(generation, matched_by(key), entry.view, key, entry)
+  end
+  return generation
 end
 
 -- Runs fn(...) with scope current; on success what it called is what the next render matches
 -- against (what it no longer called is dropped), on an error last time's calls are kept.
 function M.within(scope, fn, ...)
   local outer = current
-  scope.next = false
+  local prev = scope.prev
+  if prev then
+    prev.cursor = 0
+    scope.next = PREFIX
+  else
+    scope.next = false
+  end
   current = scope
   local ok, tree = xpcall(fn, keep_trace, ...)
   current = outer
   if ok then
-    scope.prev = scope.next
+    local generation = scope.next
+    if generation == PREFIX then -- the calls of last time, or fewer
+      if prev.cursor < #prev.order then scope.prev = materialize(prev) end
+    else
+      scope.prev = generation
+    end
     scope.renders = scope.renders + 1 -- places found in the last render's tree hold no more
   end
   scope.next = false
@@ -142,36 +199,44 @@ function M.active() return current ~= false end
 function M.call(view, props, copy, validate)
   local scope = current
   if not scope then return end
-  local key, how = props.key, "keyed"
-  if key == nil then
-    how = "ranked"
-  elseif type(key) ~= "string" and math_type(key) ~= "integer" then
-    how = nil -- the renderer raises for this key: never matched
-  end
-  -- this render's calls of view, by key or by rank, and last render's (each list is inlined:
-  -- this runs for every row of every list a mounted view renders)
-  local now, id, entry
-  if how then
-    local generation = scope.next
-    if not generation then
-      generation = {}
+  local key = props.key
+  local generation, entry = scope.next, nil
+  if generation == PREFIX then -- the call at this place last time, when it is the same call
+    local prev = scope.prev
+    local n = prev.cursor + 1
+    entry = prev.order[n]
+    -- (entry's key was matched_by's "keyed" or "ranked": == leaves out only a float key
+    -- equal to an integer one, which the renderer raises for)
+    if entry and entry.view == view and entry.props.key == key then
+      prev.cursor = n
+    else
+      entry = nil
+      generation = materialize(prev)
       scope.next = generation
     end
-    local by_view = generation[how]
-    if not by_view then
-      by_view = {}
-      generation[how] = by_view
+  end
+  local how
+  if not entry then
+    -- this render's calls of view, by key or by rank, and last render's
+    how = matched_by(key)
+    if how then
+      if not generation then
+        generation = { order = {}, cursor = 0 }
+        scope.next = generation
+      end
+      local prev = scope.prev
+      local by_view = prev and prev[how]
+      local before = by_view and by_view[view]
+      if before then
+        if how == "ranked" then
+          by_view = generation.ranked
+          local now = by_view and by_view[view]
+          entry = before[now and #now + 1 or 1]
+        else
+          entry = before[key]
+        end
+      end
     end
-    now = by_view[view]
-    if not now then
-      now = {}
-      by_view[view] = now
-    end
-    id = how == "ranked" and #now + 1 or key
-    local prev = scope.prev
-    by_view = prev and prev[how]
-    local before = by_view and by_view[view]
-    entry = before and before[id]
   end
   if not (entry and same_props(entry.props, props, equal, entry.count)) then
     props = copy(props)
@@ -189,7 +254,7 @@ function M.call(view, props, copy, validate)
         atRender = false })
     end
   end
-  if now then now[id] = entry end
+  if how then add_call(generation, how, view, key, entry) end
   local tree = value_of(entry)
   -- (a tree it returned before is there already: the set is large, a lookup a cache miss;
   -- ~= first, as it costs no call, then rawequal for a tree whose metatable has __eq)

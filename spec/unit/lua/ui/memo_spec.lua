@@ -113,6 +113,77 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 
+  it("drops the calls a render no longer makes at the end of the list: back, they render again", function()
+    local app = list_app()
+    local m = clank.mount(app.List)
+    local before = rows(m)
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B" } }
+    assert.are.same({ a = 1, b = 1, c = 1 }, app.renders)
+    assert.are.equal(before[1], rows(m)[1])
+    assert.are.equal(before[2], rows(m)[2])
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B" }, { id = "c", title = "C" } }
+    assert.are.same({ a = 1, b = 1, c = 2 }, app.renders)
+    assert.are.equal('<ul><li>A</li><li>B</li><li>C</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("matches calls by key after the first one that leaves last time's order", function()
+    local app = list_app()
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B" }, { id = "c", title = "C" },
+      { id = "d", title = "D" } }
+    local m = clank.mount(app.List)
+    local before = rows(m)
+    app.tasks.value = { { id = "a", title = "A" }, { id = "b", title = "B" }, { id = "d", title = "D" },
+      { id = "c", title = "C" } }
+    assert.are.same({ a = 1, b = 1, c = 1, d = 1 }, app.renders)
+    local after = rows(m)
+    assert.are.equal(before[1], after[1])
+    assert.are.equal(before[2], after[2])
+    assert.are.equal(before[4], after[3])
+    assert.are.equal(before[3], after[4])
+    -- and each row is still its own: a change of c's signal renders c alone
+    app.done.c.value = true
+    assert.are.same({ a = 1, b = 1, c = 2, d = 1 }, app.renders)
+    assert.are.equal('<ul><li>A</li><li>B</li><li>D</li><li>C (done)</li></ul>', clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("renders a call of another View made where last time's was, with the same key and props", function()
+    local which = signal.signal("a")
+    local A = clank.defineView { name = "a", render = function() return h.i(nil, "A") end }
+    local B = clank.defineView { name = "b", render = function() return h.b(nil, "B") end }
+    local m = clank.mount(clank.defineView { name = "ab", render = function()
+      local V = which.value == "a" and A or B
+      return h.p(nil, V { key = "x" }, A { key = "y" })
+    end })
+    assert.are.equal("<p><i>A</i><i>A</i></p>", clank.render(m:tree()))
+    which.value = "b"
+    assert.are.equal("<p><b>B</b><i>A</i></p>", clank.render(m:tree()))
+    m:dispose()
+  end)
+
+  it("keeps last time's calls when a render raises after making some of them", function()
+    local app = list_app()
+    local fail = signal.signal(false)
+    local errors = 0
+    local List = clank.defineView { name = "failing", render = function()
+      local out = {}
+      for i, t in ipairs(app.tasks.value) do
+        out[i] = app.Row { key = t.id, task = t }
+        if i == 2 and fail.value then error("boom", 0) end
+      end
+      return h.ul(nil, out)
+    end }
+    local m = clank.mount(List, nil, { onError = function() errors = errors + 1 end })
+    local before = rows(m)
+    fail.value = true
+    assert.are.equal(1, errors)
+    fail.value = false
+    assert.are.same({ a = 1, b = 1, c = 1 }, app.renders)
+    assert.are.equal(before[3], rows(m)[3])
+    m:dispose()
+  end)
+
   it("matches calls without a key by their rank among the same View's calls", function()
     local renders, n = 0, signal.signal(2)
     local Cell = clank.defineView { name = "cell", render = function(p)
