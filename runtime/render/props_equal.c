@@ -10,10 +10,9 @@
 /* The values at a and b, both present: equal as memo.lua counts it. */
 static int same_value(lua_State *L, int a, int b, int deep) {
   int ta = lua_type(L, a);
-  if (ta != lua_type(L, b)) return 0;
-  if (ta == LUA_TNUMBER) return lua_isinteger(L, a) == lua_isinteger(L, b) && lua_rawequal(L, a, b);
-  if (lua_rawequal(L, a, b)) return 1;
-  if (ta != LUA_TTABLE && ta != LUA_TFUNCTION) return 0;
+  if (lua_rawequal(L, a, b)) /* the common case, one call: only 1 and 1.0 differ still */
+    return ta != LUA_TNUMBER || lua_isinteger(L, a) == lua_isinteger(L, b);
+  if ((ta != LUA_TTABLE && ta != LUA_TFUNCTION) || ta != lua_type(L, b)) return 0;
   lua_pushvalue(L, deep);
   lua_pushvalue(L, a);
   lua_pushvalue(L, b);
