@@ -152,6 +152,7 @@ function Mounted:start(version)
     self.swap = false
     local data = self.data.value
     local tick = self.tick.value -- setData's "render again" (data changes only with it)
+    local before = self.current
     if not self.rendered or not on_error then -- the first render raises; a woken one does not
       self.current = memo.within(self.scope, render_mounted, view, props, data)
     else
@@ -165,6 +166,12 @@ function Mounted:start(version)
     end
     self.failed, self.rendered, self.renderedTick = false, true, tick
     self.version = self.version + 1
+    -- a render that made components (a list of rows) and gave the last tree again but for some
+    -- of their trees is, for the page, the update a swap is (a list read again, one row changed)
+    if before ~= nil and self.scope.prev then
+      local olds, news = memo.treeSwaps(before, self.current)
+      if olds and #olds > 0 then self.swap = { version = self.version, olds = olds, news = news } end
+    end
     if self.version > 1 and on_render then on_render(self.current, self.version) end
   end)
 end

@@ -440,3 +440,74 @@ describe("Mounted:wake", function()
     m:dispose()
   end)
 end)
+
+describe("memo.treeSwaps", function()
+  -- two renders of a list of Row components (their trees are memo outputs), as a mounted view
+  -- makes them; extra(i) puts something more in row i's <li>, outside the component
+  local function two_renders(first, second)
+    local Row = clank.defineView { name = "row", render = function(p) return h.td({ key = p.key }, p.text) end }
+    local which = signal.signal(first)
+    local m = clank.mount(clank.defineView { name = "rows", render = function()
+      local cells = {}
+      for i, r in ipairs(which.value) do
+        cells[i] = r.plain and h.td({ key = r.key }, r.text) or Row { key = r.key, text = r.text }
+      end
+      return h.tr({ class = which.value.class, onClick = function() end }, cells)
+    end })
+    local before = m:tree()
+    which.value = second
+    local after = m:tree()
+    m:dispose()
+    return before, after
+  end
+
+  it("gives the components' old and new trees where only they changed, in order", function()
+    local old, new = two_renders({ { key = "a", text = "A" }, { key = "b", text = "B" }, { key = "c", text = "C" } },
+      { { key = "a", text = "A" }, { key = "b", text = "B2" }, { key = "c", text = "C2" } })
+    local olds, news = memo.treeSwaps(old, new)
+    assert.are.same({ old.children[2], old.children[3] }, olds)
+    assert.are.same({ new.children[2], new.children[3] }, news)
+    assert.are.equal(new.children[1], old.children[1]) -- unchanged: the same tree, not a swap
+  end)
+
+  it("takes a new event handler for the old one, and gives no swap when nothing changed", function()
+    local old, new = two_renders({ { key = "a", text = "A" } }, { { key = "a", text = "A" } })
+    assert.are_not.equal(old.props.onClick, new.props.onClick)
+    assert.are.same({}, (memo.treeSwaps(old, new)))
+  end)
+
+  it("gives nil when anything but components' trees differs", function()
+    local cases = {
+      -- an attribute of the element around them
+      { { { key = "a", text = "A" }, class = "x" }, { { key = "a", text = "B" }, class = "y" } },
+      -- an element that is not a component's tree
+      { { { key = "a", text = "A", plain = true } }, { { key = "a", text = "B", plain = true } } },
+      -- a component's tree in another's place (another key)
+      { { { key = "a", text = "A" } }, { { key = "b", text = "B" } } },
+      -- one row more
+      { { { key = "a", text = "A" } }, { { key = "a", text = "A" }, { key = "b", text = "B" } } },
+    }
+    for i, c in ipairs(cases) do
+      local old, new = two_renders(c[1], c[2])
+      assert.is_nil(memo.treeSwaps(old, new), "case " .. i)
+    end
+  end)
+
+  it("tells 1 from 1.0, in children and in attributes", function()
+    assert.is_nil(memo.treeSwaps(h.p(nil, 1), h.p(nil, 1.0)))
+    assert.is_nil(memo.treeSwaps(h.p({ tabindex = 1 }, "x"), h.p({ tabindex = 1.0 }, "x")))
+    assert.are.same({}, (memo.treeSwaps(h.p({ tabindex = 1 }, 2), h.p({ tabindex = 1 }, 2))))
+  end)
+
+  it("gives nil past 64 swaps", function()
+    local a, b = {}, {}
+    for i = 1, 65 do
+      a[i] = { key = "k" .. i, text = "A" }
+      b[i] = { key = "k" .. i, text = "B" }
+    end
+    local old, new = two_renders(a, b)
+    assert.is_nil(memo.treeSwaps(old, new))
+    local old64, new64 = two_renders({ table.unpack(a, 1, 64) }, { table.unpack(b, 1, 64) })
+    assert.are.equal(64, #memo.treeSwaps(old64, new64))
+  end)
+end)
