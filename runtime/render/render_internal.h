@@ -169,6 +169,8 @@ int clank_render_key_finder(lua_State *L);
 int clank_render_valid_key_path(lua_State *L);
 /* render_core.sameProps(before, props, deep) → boolean (props_equal.c). */
 int clank_render_same_props(lua_State *L);
+/* render_core.treeSwaps(old, new, outputs, deep) → olds, news | nil (tree_swaps.c). */
+int clank_render_tree_swaps(lua_State *L);
 
 /* Appends s with & < > " escaped. */
 void clank_render_escaped(clank_render_t *r, const char *s, size_t n);

@@ -25,7 +25,9 @@
 -- down, it re-runs the render the row is made in, which gets its other calls' trees back
 -- unchanged.
 local signal = require "clank.signal"
-local same_props = require("clank.render_core").sameProps -- the loop of equal over props, in C
+local render_core = require "clank.render_core"
+local same_props = render_core.sameProps -- the loop of equal over props, in C
+local tree_swaps = render_core.treeSwaps
 local value_of, invalidate = signal.valueInRun, signal.invalidate
 
 local type, next, xpcall, error, getmetatable, rawequal, setmetatable, ipairs, rawget =
@@ -350,85 +352,10 @@ end
 -- The trees of a render and of the one before it: equal but for components' trees, each new
 -- one where an old one was, with the same key (swapChanged's update, made by a render that ran
 -- again: a list read again with one row changed) → the old trees and the new ones, two lists;
--- nil when anything else differs, or more than MAX_SWAPS did. Elements are equal when their
--- tags, attributes and children are: an event handler for another (its HTML names the event,
--- not the function), and tables as props compare them.
-local MAX_SWAPS = 64
-
-local function same_attributes(a, b)
-  if rawequal(a, b) then return true end
-  if type(a) ~= "table" or type(b) ~= "table" or getmetatable(a) ~= nil or getmetatable(b) ~= nil then
-    return false
-  end
-  local n = 0
-  for k, v in next, a do
-    local w = rawget(b, k)
-    if w == nil then return false end
-    local t = type(v)
-    if t == "number" then -- (1 and 1.0 are rawequal, and render apart)
-      if math_type(v) ~= math_type(w) or v ~= w then return false end
-    elseif not rawequal(v, w) then
-      if t ~= type(w) then return false end
-      if t == "table" then
-        if not equal(v, w, 0) then return false end
-      elseif t ~= "function" then
-        return false
-      end
-    end
-    n = n + 1
-  end
-  for _ in next, b do n = n - 1 end
-  return n == 0
-end
-
-local function key_of(tree)
-  local props = rawget(tree, "props")
-  return type(props) == "table" and rawget(props, "key") or nil
-end
-
-local same_trees
-
-local function same_lists(a, b, olds, news, depth)
-  if rawequal(a, b) then return true end
-  if type(a) ~= "table" or type(b) ~= "table" then return false end
-  local n = #a
-  if n ~= #b then return false end
-  for i = 1, n do
-    local x, y = a[i], b[i]
-    if rawequal(x, y) then
-      if type(x) == "number" and math_type(x) ~= math_type(y) then return false end
-    elseif not same_trees(x, y, olds, news, depth + 1) then
-      return false
-    end
-  end
-  return true
-end
-
-function same_trees(old, new, olds, news, depth)
-  local t = type(old)
-  if rawequal(old, new) then return t ~= "number" or math_type(old) == math_type(new) end
-  if t ~= type(new) or depth > 200 then return false end
-  if t ~= "table" then return t == "string" and old == new end -- (a number: as it may render)
-  if outputs[old] and outputs[new] then
-    if #olds == MAX_SWAPS or key_of(old) ~= key_of(new) then return false end
-    olds[#olds + 1], news[#news + 1] = old, new
-    return true
-  end
-  if outputs[old] or outputs[new] then return false end
-  local mt = getmetatable(old)
-  if mt ~= getmetatable(new) then return false end
-  if mt == nil then return same_lists(old, new, olds, news, depth) end -- a list of nodes
-  local tag = rawget(old, "tag")
-  return type(tag) == "string" and tag == rawget(new, "tag")
-    and same_attributes(rawget(old, "props"), rawget(new, "props"))
-    and same_lists(rawget(old, "children"), rawget(new, "children"), olds, news, depth)
-end
-
-function M.treeSwaps(old, new)
-  local olds, news = {}, {}
-  if not same_trees(old, new, olds, news, 0) then return nil end
-  return olds, news
-end
+-- nil when anything else differs, or more than 64 did. Elements are equal when their tags,
+-- attributes and children are: an event handler for another (its HTML names the event, not the
+-- function), and tables as props compare them. (The walk is in C: render_core.treeSwaps.)
+function M.treeSwaps(old, new) return tree_swaps(old, new, outputs, equal) end
 
 M.outputs = outputs
 
