@@ -67,6 +67,33 @@ local function full_render(live, sess)
   return render.render(sess.mounted:tree(), { live = true, actions = live.renderOptions.actions })
 end
 
+-- A list that renders again on its own signals (as a publish's load gives new data): a row's
+-- label or number changes (its props: the list's tree is the last one but for that row's), a
+-- row goes or comes back, the order turns around, the title changes.
+local function make_list_app()
+  local labels, reversed, title = signal.signal({}), signal.signal(false), signal.signal("Rows")
+  local Row = clank.defineView {
+    name = "lrow", props = s.object { id = s.string(), label = s.string(), n = s.number() },
+    render = function(p)
+      return h.li({ key = p.key, agentId = "l-" .. p.id, class = p.n % 2 == 1 and "on" or nil },
+        p.label, " ", p.n, h.button({ onClick = function() end }, "x"))
+    end,
+  }
+  local View = clank.defineView { name = "list", render = function()
+    local ls, rows = labels.value, {}
+    for i = 1, 15 do
+      local j = reversed.value and (16 - i) or i
+      local l = ls[j]
+      if l ~= false then
+        rows[#rows + 1] = Row { key = "k" .. j, id = tostring(j), label = l and l.text or ("L" .. j),
+          n = l and l.n or 0 }
+      end
+    end
+    return h.main(nil, h.h1(nil, title.value), h.ul({ key = "l" }, rows))
+  end }
+  return clank.app { name = "t2", views = { View } }, labels, reversed, title
+end
+
 describe("clank.live: an update of components' trees written from the html held", function()
   it("gives the full render's html after each of 300 random changes, and takes that way", function()
     local app, state = make_app()
@@ -129,5 +156,63 @@ describe("clank.live: an update of components' trees written from the html held"
     assert(ok, err)
     assert.is_true(at_renders > 150, at_renders) -- most changes were written from the html held
     assert.is_true(at_renders < 340, at_renders) -- not all: some could not be
+  end)
+
+  it("gives the full render's html after each of 200 changes of a list that renders again", function()
+    local app, labels, reversed, title = make_list_app()
+    local live = live_mod.new { app = app, secret = "spec-secret" }
+    local id = token.sign("spec-secret", "list", {}, nil, os.time())
+    local sock = fake_socket()
+    local at_renders, real_render = 0, render.render
+    render.render = function(node, options)
+      if options and options.at then at_renders = at_renders + 1 end
+      return real_render(node, options)
+    end
+    local ok, err = pcall(function()
+      live:connect(id, DIFFS, sock)
+      local held, v = sock:last().html, sock:last().v
+      local sess = live.sessionsById[id]
+      local rng = 7
+      local function random(n)
+        rng = (rng * 1103515245 + 12345) % 2147483648
+        return rng % n + 1
+      end
+      for step = 1, 200 do
+        local what = random(20)
+        local copy = table.move(labels:peek(), 1, 15, 1, {})
+        if what <= 14 then -- one row's props, or two
+          for _ = 1, what <= 11 and 1 or 2 do
+            local j = random(15)
+            copy[j] = { text = "L" .. j .. " #" .. step .. (random(4) == 1 and " & <b>" or ""), n = random(3) }
+          end
+          labels.value = copy
+        elseif what <= 16 then -- a row goes, or comes back
+          local j = random(15)
+          copy[j] = copy[j] == false and nil or false
+          labels.value = copy
+        else -- the order turns, or the title changes, and a row's props with it
+          local j = random(15)
+          copy[j] = { text = "L" .. j .. " %" .. step, n = random(3) }
+          clank.signal.batch(function()
+            labels.value = copy
+            if what <= 18 then reversed.value = not reversed:peek() else title.value = "Rows " .. step end
+          end)
+        end
+        live:sendHtml(sess, step)
+        local f = sock:last()
+        assert.are.equal(step, f.seq)
+        if f.t == "diff" then
+          assert.are.equal(v, f.base)
+          held = apply(held, f.splices)
+        else
+          held = f.html
+        end
+        v = f.v
+        assert.are.equal(full_render(live, sess), held)
+      end
+    end)
+    render.render = real_render
+    assert(ok, err)
+    assert.is_true(at_renders > 100, at_renders) -- most were written from the html held
   end)
 end)
