@@ -1,6 +1,8 @@
-/* render_core.splices(old, new) → { {at, del, ins}, ... } | nil: what changed between two renders
-   of a view, as the splices of a "diff" frame (README, Live views), for every update of every
-   session, over pages of tens of KiB; old and new are strings or Html buffers (html.c).
+/* render_core.splices(old, new [, same_start, same_end]) → { {at, del, ins}, ... } | nil: what
+   changed between two renders of a view, as the splices of a "diff" frame (README, Live views),
+   for every update of every session, over pages of tens of KiB; old and new are strings or Html
+   buffers (html.c). same_start and same_end, when the caller knows them (htmlPatch's answer),
+   are how many bytes the two have the same at their start and at their end: not compared again.
 
    Applied in order to old, each splice removes del units at `at` and puts ins there; `at` counts
    in the old string, so splices never shift each other. Positions and lengths are in UTF-16 code
@@ -141,10 +143,13 @@ int clank_render_splices(lua_State *L) {
   /* the common prefix, then back to the start of its last token (a "<"), so that splices start
      and end on token boundaries, which are character boundaries; the common suffix (not into
      the prefix), its first byte a "<" unless it is empty */
-  size_t limit = lo < ln ? lo : ln, p = 0, s = 0;
+  size_t limit = lo < ln ? lo : ln;
+  size_t p = (size_t)luaL_optinteger(L, 3, 0), s = (size_t)luaL_optinteger(L, 4, 0);
+  if (p > limit) p = limit;
   while (p + 8 <= limit && memcmp(old + p, new + p, 8) == 0) p += 8;
   while (p < limit && old[p] == new[p]) p++;
   size_t rest = limit - p;
+  if (s > rest) s = rest;
   while (s + 8 <= rest && memcmp(old + lo - s - 8, new + ln - s - 8, 8) == 0) s += 8;
   while (s < rest && old[lo - s - 1] == new[ln - s - 1]) s++;
   if (p < limit || lo != ln)

@@ -89,8 +89,10 @@ static int by_place(const void *a, const void *b) {
 
 /* render_core.htmlPatch(base, into, olds, news) → whether into now holds base with each olds[i]
    (a text found there exactly once, none overlapping) replaced by news[i]; false (into as it
-   was) when one is not. base and into are Html buffers, olds and news lists of strings (at
-   most 64). A live session's update where only components' trees changed. */
+   was) when one is not; when true, then how many bytes into has the same as base at its start
+   and at its end (what render_core.splices need not compare). base and into are Html buffers,
+   olds and news lists of strings (at most 64). A live session's update where only components'
+   trees changed. */
 int clank_render_html_patch(lua_State *L) {
   html_t *base = to_html(L, 1), *into = to_html(L, 2);
   if (!base) luaL_typeerror(L, 1, "Html buffer");
@@ -148,7 +150,9 @@ int clank_render_html_patch(lua_State *L) {
   memcpy(into->data + len, base->data + from, base->len - from);
   into->len = len + base->len - from;
   lua_pushboolean(L, 1);
-  return 1;
+  lua_pushinteger(L, (lua_Integer)pieces[0].at);       /* bytes the same at the start, */
+  lua_pushinteger(L, (lua_Integer)(base->len - from)); /* and at the end */
+  return 3;
 }
 
 static html_t *check(lua_State *L) {

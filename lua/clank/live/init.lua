@@ -250,7 +250,10 @@ local function patched_html(self, s, v)
     olds[i], news[i] = sub(kept, nl + 1), html
   end
   local into = html_buffer(s)
-  if #olds == 0 or not patch_html(base, into, olds, news) then return nil end
+  if #olds == 0 then return nil end
+  local patched, same_start, same_end = patch_html(base, into, olds, news)
+  if not patched then return nil end
+  s.patchedFrom = { base = base, v = v, sameStart = same_start, sameEnd = same_end }
   return into
 end
 
@@ -267,6 +270,7 @@ function Live:html(s)
       s.fragments = fragments
     end
     local options = self.renderOptions
+    s.patchedFrom = nil
     s.html = patched_html(self, s, v) or render.render(s.mounted:tree(), { live = true,
       actions = options.actions, fragments = fragments, outputs = memo.outputs,
       into = html_buffer(s) })
@@ -347,9 +351,10 @@ function Live:appFailed(text)
 end
 
 -- A diff frame from what the connection last got (html of version base) to html, or nil when
--- it would not be much smaller than the html itself (or cannot be made).
-local function diff_frame(base, baseV, html, seq, v)
-  local splices = diff.splices(base, html)
+-- it would not be much smaller than the html itself (or cannot be made). same_start and same_end
+-- (optional): how many bytes the two have the same at their start and end, when known.
+local function diff_frame(base, baseV, html, seq, v, same_start, same_end)
+  local splices = diff.splices(base, html, same_start, same_end)
   if not splices then return nil end
   local bytes = 0
   for _, sp in ipairs(splices) do bytes = bytes + #sp[3] + 16 end
@@ -362,7 +367,15 @@ M.diffFrame = diff_frame
 -- or whole, and keeps it as what the connection holds.
 local function send_version(s, seq, full, html, v)
   local conn = s.conn
-  local frame = not full and conn and conn.sent and diff_frame(conn.sent, conn.sentV, html, seq, v)
+  local base = conn and conn.sent
+  local patched, same_start, same_end = s.patchedFrom, nil, nil
+  if patched then -- html was written from base (patched_html): what it kept is known
+    s.patchedFrom = nil
+    if patched.base == base and patched.v == v and rawequal(html, s.html) then
+      same_start, same_end = patched.sameStart, patched.sameEnd
+    end
+  end
+  local frame = not full and base and diff_frame(base, conn.sentV, html, seq, v, same_start, same_end)
   if send(conn, frame or { t = "html", seq = seq, v = v, html = tostring(html) }) then
     s.sentV = v
     -- what the browser holds now: the base of the next diff (one of the session's buffers)

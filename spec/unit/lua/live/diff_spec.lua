@@ -134,6 +134,27 @@ describe("clank.live.diff", function()
     end
   end)
 
+  it("gives the same splices when told how many bytes the two have the same at each end", function()
+    local function same_ends(a, b)
+      local n, p, q = math.min(#a, #b), 0, 0
+      while p < n and a:byte(p + 1) == b:byte(p + 1) do p = p + 1 end
+      while q < n - p and a:byte(#a - q) == b:byte(#b - q) do q = q + 1 end
+      return p, q
+    end
+    for _ = 1, 200 do
+      local tree = { tag = "section", attrs = {}, children = { gen(3), gen(3), gen(3) } }
+      local old = render(tree)
+      local edited = copy(tree)
+      for _ = 1, rand(3) do edit(edited) end
+      local new = render(edited)
+      local p, q = same_ends(old, new)
+      local want = diff.splices(old, new)
+      -- told all of it, or less (the rest is compared)
+      assert.are.same(want, diff.splices(old, new, p, q))
+      assert.are.same(want, diff.splices(old, new, rand(p + 1) - 1, rand(q + 1) - 1))
+    end
+  end)
+
   it("counts positions in UTF-16 units: a character past U+FFFF is two", function()
     -- the token "<p>😀a" is 3 + 2 + 1 units; "<p>😀a</p>" before "<i>" is 3 + 2 + 1 + 4
     assert.are.same({ { 0, 6, "<p>😀b" } }, diff.splices("<p>😀a</p><i>x</i>", "<p>😀b</p><i>x</i>"))
@@ -203,7 +224,11 @@ describe("Html buffers (render_core.htmlBuffer): a session's renders, rewritten 
     local base, into = core.htmlBuffer(), core.htmlBuffer()
     clank.render(h.ul(nil, h.li(nil, "aa"), h.li(nil, "bb"), h.li(nil, "cc")), { live = true, into = base })
     local before = tostring(base)
-    assert.is_true(core.htmlPatch(base, into, { "<li>cc</li>", "<li>aa</li>" }, { "<li>C</li>", "" }))
+    -- then how many bytes are the same at the start (up to <li>aa</li>) and at the end (after
+    -- <li>cc</li>)
+    assert.are.same({ true, #"<ul>", #"</ul>" },
+      { core.htmlPatch(base, into, { "<li>cc</li>", "<li>aa</li>" }, { "<li>C</li>", "" }) })
+    assert.are.equal("<ul><li>bb</li><li>C</li></ul>", tostring(into))
     assert.are.equal((before:gsub("<li>cc</li>", "<li>C</li>"):gsub("<li>aa</li>", "")), tostring(into))
     assert.are.equal(before, tostring(base)) -- the base is read, not written
     clank.render(h.p(nil, "kept"), { live = true, into = into })
