@@ -189,10 +189,10 @@ function event(session, rotate = false) {
 // not counted.
 const FAILED = Symbol("failed");
 
-async function loop(seconds, fn) {
+async function loop(seconds, fn, count = 0) {
   const latencies = [];
   const end = performance.now() + seconds * 1000;
-  while (performance.now() < end) {
+  while (count ? latencies.length < count : performance.now() < end) {
     const t0 = performance.now();
     if ((await fn()) === FAILED) continue;
     latencies.push(performance.now() - t0);
@@ -234,7 +234,10 @@ async function eventOn(h, rotate = false) {
 
 async function measure(name, seconds, workers) {
   const cpu0 = cpuSeconds(), t0 = performance.now(), closed0 = closesOf(), rq0 = runqueueSeconds();
-  const all = (await Promise.all(workers.map((fn) => loop(seconds, fn)))).flat();
+  // BENCH_EVENTS=N: each worker makes N round trips instead of running SECONDS, warm-ups aside
+  // (a count callgrind can divide by: bench/README.md)
+  const count = name === "warmup" ? 0 : Number(process.env.BENCH_EVENTS || 0);
+  const all = (await Promise.all(workers.map((fn) => loop(seconds, fn, count)))).flat();
   const wall = (performance.now() - t0) / 1000;
   const closed = closesSince(closed0);
   return { ...summary(name, all, wall, cpuSeconds() - cpu0), server_runqueue_s: +(runqueueSeconds() - rq0).toFixed(2),
