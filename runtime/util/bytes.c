@@ -49,7 +49,14 @@ size_t clank_utf16_units(const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s, *end = p + n;
   size_t units = 0;
   while (p < end) {
-    /* ASCII eight bytes at a time: the bulk of HTML */
+    /* ASCII 32, then eight bytes at a time: the bulk of HTML */
+    while (end - p >= 32) {
+      uint64_t w[4];
+      memcpy(w, p, 32);
+      if ((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080u) break;
+      p += 32;
+      units += 32;
+    }
     while (end - p >= 8) {
       uint64_t w;
       memcpy(&w, p, 8);
