@@ -94,28 +94,67 @@ local function make_list_app()
   return clank.app { name = "t2", views = { View } }, labels, reversed, title
 end
 
+-- Connects a session of view (with diffs), then runs body(t) with t.random(n) (seeded),
+-- t.push(step) (a push, applied to the html held, then checked against a full render) and
+-- t.click(step) (a click on one of the page's buttons, likewise) → how many renders wrote an
+-- element alone (the patched way).
+local function drive(app, view, seed, body)
+  local live = live_mod.new { app = app, secret = "spec-secret" }
+  local id = token.sign("spec-secret", view, {}, nil, os.time())
+  local sock = fake_socket()
+  local at_renders, real_render = 0, render.render
+  render.render = function(node, options)
+    if options and options.at then at_renders = at_renders + 1 end
+    return real_render(node, options)
+  end
+  local ok, err = pcall(function()
+    live:connect(id, DIFFS, sock)
+    local held, v = sock:last().html, sock:last().v
+    local sess = live.sessionsById[id]
+    local rng = seed
+    local t = {}
+    function t.random(n)
+      rng = (rng * 1103515245 + 12345) % 2147483648
+      return rng % n + 1
+    end
+    local function answered(step)
+      local f = sock:last()
+      assert.are.equal(step, f.seq)
+      if f.t == "diff" then
+        assert.are.equal(v, f.base)
+        held = apply(held, f.splices)
+      else
+        held = f.html
+      end
+      v = f.v
+      assert.are.equal(full_render(live, sess), held)
+    end
+    function t.push(step)
+      live:sendHtml(sess, step)
+      answered(step)
+    end
+    function t.click(step)
+      local keys = {}
+      for k in held:gmatch('data%-clank%-key="([^"]+)" data%-clank%-on="click"') do
+        keys[#keys + 1] = k
+      end
+      local key = keys[t.random(#keys)]
+      live:receive(id, json.encode { t = "event", seq = step, v = v, key = key, type = "click" }, sock)
+      answered(step)
+    end
+    body(t)
+  end)
+  render.render = real_render
+  assert(ok, err)
+  return at_renders
+end
+
 describe("clank.live: an update of components' trees written from the html held", function()
   it("gives the full render's html after each of 300 random changes, and takes that way", function()
     local app, state = make_app()
-    local live = live_mod.new { app = app, secret = "spec-secret" }
-    local id = token.sign("spec-secret", "rows", {}, nil, os.time())
-    local sock = fake_socket()
-    local at_renders, real_render = 0, render.render
-    render.render = function(node, options)
-      if options and options.at then at_renders = at_renders + 1 end
-      return real_render(node, options)
-    end
-    local ok, err = pcall(function()
-      live:connect(id, DIFFS, sock)
-      local held, v = sock:last().html, sock:last().v
-      local sess = live.sessionsById[id]
-      local rng = 29
-      local function random(n)
-        rng = (rng * 1103515245 + 12345) % 2147483648
-        return rng % n + 1
-      end
+    local at_renders = drive(app, "rows", 29, function(t)
       for step = 1, 300 do
-        local i, what = random(22), random(10)
+        local i, what = t.random(22), t.random(10)
         local st = state[i]
         -- a change from outside the page (as a publish's handler would make), then a push
         if what <= 6 then
@@ -125,60 +164,20 @@ describe("clank.live: an update of components' trees written from the html held"
         else
           st.rekey.value = not st.rekey.value
         end
-        live:sendHtml(sess, step)
-        local f = sock:last()
-        assert.are.equal(step, f.seq)
-        if f.t == "diff" then
-          assert.are.equal(v, f.base)
-          held = apply(held, f.splices)
-        else
-          held = f.html
-        end
-        v = f.v
-        assert.are.equal(full_render(live, sess), held)
+        t.push(step)
       end
       -- and by events on the rows' buttons
-      for step = 301, 340 do
-        local keys = {}
-        for k in held:gmatch('data%-clank%-key="([^"]+)" data%-clank%-on="click"') do
-          keys[#keys + 1] = k
-        end
-        local key = keys[random(#keys)]
-        live:receive(id, json.encode { t = "event", seq = step, v = v, key = key, type = "click" }, sock)
-        local f = sock:last()
-        assert.are.equal(step, f.seq)
-        held = f.t == "diff" and apply(held, f.splices) or f.html
-        v = f.v
-        assert.are.equal(full_render(live, sess), held)
-      end
+      for step = 301, 340 do t.click(step) end
     end)
-    render.render = real_render
-    assert(ok, err)
     assert.is_true(at_renders > 150, at_renders) -- most changes were written from the html held
     assert.is_true(at_renders < 340, at_renders) -- not all: some could not be
   end)
 
   it("gives the full render's html after each of 200 changes of a list that renders again", function()
     local app, labels, reversed, title = make_list_app()
-    local live = live_mod.new { app = app, secret = "spec-secret" }
-    local id = token.sign("spec-secret", "list", {}, nil, os.time())
-    local sock = fake_socket()
-    local at_renders, real_render = 0, render.render
-    render.render = function(node, options)
-      if options and options.at then at_renders = at_renders + 1 end
-      return real_render(node, options)
-    end
-    local ok, err = pcall(function()
-      live:connect(id, DIFFS, sock)
-      local held, v = sock:last().html, sock:last().v
-      local sess = live.sessionsById[id]
-      local rng = 7
-      local function random(n)
-        rng = (rng * 1103515245 + 12345) % 2147483648
-        return rng % n + 1
-      end
+    local at_renders = drive(app, "list", 7, function(t)
       for step = 1, 200 do
-        local what = random(20)
+        local what, random = t.random(20), t.random
         local copy = table.move(labels:peek(), 1, 15, 1, {})
         if what <= 14 then -- one row's props, or two
           for _ = 1, what <= 11 and 1 or 2 do
@@ -193,26 +192,14 @@ describe("clank.live: an update of components' trees written from the html held"
         else -- the order turns, or the title changes, and a row's props with it
           local j = random(15)
           copy[j] = { text = "L" .. j .. " %" .. step, n = random(3) }
-          clank.signal.batch(function()
+          signal.batch(function()
             labels.value = copy
             if what <= 18 then reversed.value = not reversed:peek() else title.value = "Rows " .. step end
           end)
         end
-        live:sendHtml(sess, step)
-        local f = sock:last()
-        assert.are.equal(step, f.seq)
-        if f.t == "diff" then
-          assert.are.equal(v, f.base)
-          held = apply(held, f.splices)
-        else
-          held = f.html
-        end
-        v = f.v
-        assert.are.equal(full_render(live, sess), held)
+        t.push(step)
       end
     end)
-    render.render = real_render
-    assert(ok, err)
     assert.is_true(at_renders > 100, at_renders) -- most were written from the html held
   end)
 end)
