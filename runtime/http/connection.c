@@ -1044,6 +1044,9 @@ static clank_conn_t *conn_new(clank_server_t *s) {
 
 static void conn_start(clank_conn_t *c) {
   clank_server_t *s = c->server;
+  /* The loop reads its clock once per iteration: after a long callback it is
+     behind, and a connection's first deadline would be shorter by as much. */
+  uv_update_time(s->loop);
   uv_tcp_nodelay(&c->tcp, 1);
   update_reading(c);
   if (s->nconns > s->limits.max_connections) {
