@@ -6,7 +6,8 @@
    or as raw bytes, and events whose value crosses the 64 KiB and 1 MiB limits.
    The server must answer 101, then send only whole, unmasked frames with valid
    opcodes (text frames whole JSON objects in UTF-8, nothing after a close
-   frame, close codes from the set the runtime uses), close its side once the
+   frame, close codes from the set the runtime uses or the client's own close
+   code echoed, as RFC 6455 §5.5.1 has it), close its side once the
    client shut its own, free the channel, and keep the app under its memory
    cap; no crash, no sanitizer report. */
 #include <stdint.h>
@@ -97,10 +98,19 @@ static void big_event(clank_buf_t *out, size_t n) {
   clank_buf_free(&msg);
 }
 
+/* The close codes the client sent, which the server may echo: those of its
+   close frames, and any valid code once raw bytes (which may hold a close
+   frame of their own) were sent. */
+typedef struct {
+  unsigned codes[64];
+  size_t ncodes;
+  int raw;
+} client_closes_t;
+
 /* The input as frames: a control byte (bits 0-2: the kind, 3: not FIN, 4:
    RSV1, 5: unmasked, 6 and 7 both: the payload as raw bytes), a 16-bit
    length, then that much payload (what is left, when less). */
-static void frames_of(clank_buf_t *out, const uint8_t *p, size_t size) {
+static void frames_of(clank_buf_t *out, const uint8_t *p, size_t size, client_closes_t *sent) {
   static const int opcodes[8] = {1, 1, 0, 2, 8, 9, 10, 1};
   const uint8_t *end = p + size;
   while (end - p >= 3) {
@@ -110,11 +120,13 @@ static void frames_of(clank_buf_t *out, const uint8_t *p, size_t size) {
     if (n > (size_t)(end - p)) n = (size_t)(end - p);
     int kind = ctl & 7;
     if ((ctl & 0xC0) == 0xC0)
-      clank_buf_append(out, (const char *)p, n);
+      clank_buf_append(out, (const char *)p, n), sent->raw = 1;
     else if (kind == 7)
       big_event(out, n * 32 > BIG_MAX ? BIG_MAX : n * 32);
     else
       frame(out, !(ctl & 0x08), ctl & 0x10, opcodes[kind], !(ctl & 0x20), (const char *)p, n);
+    if (kind == 4 && n >= 2 && sent->ncodes < sizeof sent->codes / sizeof sent->codes[0])
+      sent->codes[sent->ncodes++] = (unsigned)p[0] << 8 | p[1];
     p += n;
   }
 }
@@ -145,15 +157,23 @@ static int utf8_valid(const unsigned char *s, size_t n) {
   return 1;
 }
 
-static int close_code_known(unsigned code) {
+/* A code a peer may send (RFC 6455 §7.4): what wslay echoes at most. */
+static int close_code_valid(unsigned code) {
+  return (code >= 1000 && code <= 1011 && code != 1004 && code != 1005 && code != 1006) ||
+         (code >= 3000 && code <= 4999);
+}
+
+static int close_code_known(unsigned code, const client_closes_t *sent) {
   static const unsigned codes[] = {1000, 1002, 1003, 1007, 1008, 1009,
                                    1011, 1012, 1013, 4404, 4409};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
     if (codes[i] == code) return 1;
-  return 0;
+  for (size_t i = 0; i < sent->ncodes; i++)
+    if (sent->codes[i] == code) return close_code_valid(code);
+  return sent->raw && close_code_valid(code);
 }
 
-static void check_frames(const char *out, size_t len) {
+static void check_frames(const char *out, size_t len, const client_closes_t *sent) {
   const char *eoh = harness_find(out, len, "\r\n\r\n");
   if (len < 13 || memcmp(out, "HTTP/1.1 101 ", 13) != 0 || eoh == NULL)
     harness_fail("the upgrade was not answered 101", out, len);
@@ -185,7 +205,7 @@ static void check_frames(const char *out, size_t len) {
       harness_fail("a text frame that is no JSON object in UTF-8", out, len);
     if (op == 8) {
       closed = 1;
-      if (n == 1 || (n >= 2 && !close_code_known((unsigned)p[0] << 8 | p[1])))
+      if (n == 1 || (n >= 2 && !close_code_known((unsigned)p[0] << 8 | p[1], sent)))
         harness_fail("a close frame with an unknown code", out, len);
     }
     s = p + n;
@@ -205,13 +225,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
            id);
   send_text(&cl, upgrade);
   clank_buf_t frames = {0};
-  frames_of(&frames, data, size);
+  client_closes_t sent = {0};
+  frames_of(&frames, data, size, &sent);
   harness_send(host, &cl, (const uint8_t *)frames.data, frames.len);
   clank_buf_free(&frames);
   for (int i = 0; i < 8; i++) harness_turn(host, &cl, UV_RUN_NOWAIT);
   harness_finish(host, &cl);
   if (getenv("CLANK_FUZZ_SHOW")) fprintf(stderr, "%.*s\n", (int)cl.got.len, cl.got.data);
-  check_frames(cl.got.data, cl.got.len);
+  check_frames(cl.got.data, cl.got.len, &sent);
   if (host->lives != NULL) harness_fail("a live channel outlived its connection", NULL, 0);
   const clank_alloc_t *a = &host->gen->alloc;
   if (a->cap && a->used > a->cap) harness_fail("the app's Lua memory is over its cap", NULL, 0);
