@@ -169,6 +169,21 @@ int clank_render_key_finder(lua_State *L);
 int clank_render_valid_key_path(lua_State *L);
 /* render_core.sameProps(before, props, deep) → boolean (props_equal.c). */
 int clank_render_same_props(lua_State *L);
+/* Raw equality as a page renders it: a number's subtype too (1 and 1.0 render apart). */
+int clank_render_same_raw(lua_State *L, int a, int b);
+/* How clank_render_same_fields compares two fields' values that are not raw-equal: tables
+   (and functions, unless any_function says every function is as good as another) by calling
+   the function at index deep with them and depth. count >= 0: how many fields a has. */
+typedef struct {
+  int deep;
+  lua_Integer depth;
+  int any_function;
+  lua_Integer count;
+} clank_same_fields_t;
+/* Whether the tables at absolute indexes a and b have the same fields, each the same value
+   (clank_render_same_raw, or as how says); metatables are the caller's. Leaves the stack as
+   it was. */
+int clank_render_same_fields(lua_State *L, int a, int b, const clank_same_fields_t *how);
 /* render_core.treeSwaps(old, new, outputs, deep) → olds, news | nil (tree_swaps.c). */
 int clank_render_tree_swaps(lua_State *L);
 

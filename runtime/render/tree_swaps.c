@@ -25,12 +25,6 @@ typedef struct {
 
 static int same_tree(walk_t *w, int a, int b, int depth);
 
-/* Raw equality as a page renders it: a number's subtype too. */
-static int same_value(lua_State *L, int a, int b) {
-  if (!lua_rawequal(L, a, b)) return 0;
-  return lua_type(L, a) != LUA_TNUMBER || lua_isinteger(L, a) == lua_isinteger(L, b);
-}
-
 static int is_output(lua_State *L, int idx) {
   lua_pushvalue(L, idx);
   int yes = lua_rawget(L, OUTPUTS) != LUA_TNIL;
@@ -39,55 +33,15 @@ static int is_output(lua_State *L, int idx) {
 }
 
 /* The props at a and b (absolute indexes): render the same attributes. */
-static int same_props(walk_t *w, int a, int b) {
-  lua_State *L = w->L;
+static int same_props(lua_State *L, int a, int b) {
   if (lua_rawequal(L, a, b)) return 1;
   if (!lua_istable(L, a) || !lua_istable(L, b)) return 0;
   if (lua_getmetatable(L, a) || lua_getmetatable(L, b)) {
     lua_pop(L, 1);
     return 0;
   }
-  luaL_checkstack(L, 8, "treeSwaps");
-  lua_Integer n = 0;
-  int top = lua_gettop(L);
-  lua_pushnil(L);
-  while (lua_next(L, a)) { /* key at top + 1, value at top + 2 */
-    lua_pushvalue(L, top + 1);
-    int t = lua_rawget(L, b); /* at top + 3 */
-    int same;
-    if (t == LUA_TNIL)
-      same = 0;
-    else if (same_value(L, top + 2, top + 3))
-      same = 1;
-    else if (lua_type(L, top + 2) != t)
-      same = 0;
-    else if (t == LUA_TFUNCTION)
-      same = 1;
-    else if (t == LUA_TTABLE) {
-      lua_pushvalue(L, DEEP);
-      lua_pushvalue(L, top + 2);
-      lua_pushvalue(L, top + 3);
-      lua_pushinteger(L, 0);
-      lua_call(L, 3, 1);
-      same = lua_toboolean(L, -1);
-    } else
-      same = 0;
-    if (!same) {
-      lua_settop(L, top);
-      return 0;
-    }
-    lua_settop(L, top + 1);
-    n++;
-  }
-  lua_pushnil(L);
-  while (lua_next(L, b)) {
-    lua_pop(L, 1);
-    if (--n < 0) {
-      lua_settop(L, top);
-      return 0;
-    }
-  }
-  return n == 0;
+  static const clank_same_fields_t how = {.deep = DEEP, .depth = 0, .any_function = 1, .count = -1};
+  return clank_render_same_fields(L, a, b, &how);
 }
 
 /* The lists at a and b (absolute indexes): the same length, and the same trees in order. */
@@ -117,7 +71,7 @@ static int raw_field(lua_State *L, int idx, const char *name) {
 }
 
 /* The key in the props of the tree at idx (pushed: nil when none). */
-static void push_key(lua_State *L, int idx) {
+static void push_props_key(lua_State *L, int idx) {
   if (raw_field(L, idx, "props") == LUA_TTABLE) {
     raw_field(L, -1, "key");
     lua_remove(L, -2);
@@ -131,9 +85,9 @@ static void push_key(lua_State *L, int idx) {
 static int swap(walk_t *w, int a, int b) {
   lua_State *L = w->L;
   if (w->swaps == MAX_SWAPS) return 0;
-  push_key(L, a);
-  push_key(L, b);
-  int same = same_value(L, -2, -1);
+  push_props_key(L, a);
+  push_props_key(L, b);
+  int same = clank_render_same_raw(L, -2, -1);
   lua_pop(L, 2);
   if (!same) return 0;
   w->swaps++;
@@ -147,7 +101,7 @@ static int swap(walk_t *w, int a, int b) {
 static int same_tree(walk_t *w, int a, int b, int depth) {
   lua_State *L = w->L;
   int t = lua_type(L, a);
-  if (lua_rawequal(L, a, b)) return t != LUA_TNUMBER || lua_isinteger(L, a) == lua_isinteger(L, b);
+  if (clank_render_same_raw(L, a, b)) return 1;
   if (t != lua_type(L, b) || t != LUA_TTABLE || depth > MAX_DEPTH) return 0; /* strings: rawequal */
   int old_out = is_output(L, a), new_out = is_output(L, b);
   if (old_out || new_out) return old_out && new_out && swap(w, a, b);
@@ -164,7 +118,7 @@ static int same_tree(walk_t *w, int a, int b, int depth) {
   if (!same) return 0;
   raw_field(L, a, "props");
   raw_field(L, b, "props");
-  same = same_props(w, top + 1, top + 2);
+  same = same_props(L, top + 1, top + 2);
   lua_settop(L, top);
   if (!same) return 0;
   raw_field(L, a, "children");
