@@ -221,7 +221,7 @@ end
 local function drop_html(s)
   if s.htmlA then s.htmlA:free() end
   if s.htmlB then s.htmlB:free() end
-  s.htmlA, s.htmlB, s.html, s.htmlV = nil, nil, nil, nil
+  s.htmlA, s.htmlB, s.html, s.htmlV, s.patchBase = nil, nil, nil, nil, nil
   if s.conn then s.conn.sent, s.conn.sentV = nil, nil end
 end
 
@@ -253,8 +253,7 @@ local function patched_html(self, s, v)
   if #olds == 0 then return nil end
   local patched, same_start, same_end = patch_html(base, into, olds, news)
   if not patched then return nil end
-  s.patchedFrom = { base = base, v = v, sameStart = same_start, sameEnd = same_end }
-  return into
+  return into, base, same_start, same_end
 end
 
 -- The current html of s (an Html buffer of s's: tostring gives the text) and its version.
@@ -270,8 +269,11 @@ function Live:html(s)
       s.fragments = fragments
     end
     local options = self.renderOptions
-    s.patchedFrom = nil
-    s.html = patched_html(self, s, v) or render.render(s.mounted:tree(), { live = true,
+    -- patched from the html the connection holds (patchBase): the bytes from sameStart to
+    -- sameEnd of its end are those of the base, which the diff need not compare
+    local html, base, same_start, same_end = patched_html(self, s, v)
+    s.patchBase, s.sameStart, s.sameEnd = base, same_start, same_end
+    s.html = html or render.render(s.mounted:tree(), { live = true,
       actions = options.actions, fragments = fragments, outputs = memo.outputs,
       into = html_buffer(s) })
     s.htmlV = v
@@ -368,12 +370,9 @@ M.diffFrame = diff_frame
 local function send_version(s, seq, full, html, v)
   local conn = s.conn
   local base = conn and conn.sent
-  local patched, same_start, same_end = s.patchedFrom, nil, nil
-  if patched then -- html was written from base (patched_html): what it kept is known
-    s.patchedFrom = nil
-    if patched.base == base and patched.v == v and rawequal(html, s.html) then
-      same_start, same_end = patched.sameStart, patched.sameEnd
-    end
+  local same_start, same_end
+  if base and s.patchBase == base and s.htmlV == v and rawequal(html, s.html) then
+    same_start, same_end = s.sameStart, s.sameEnd -- html was written from base (patched_html)
   end
   local frame = not full and base and diff_frame(base, conn.sentV, html, seq, v, same_start, same_end)
   if send(conn, frame or { t = "html", seq = seq, v = v, html = tostring(html) }) then
