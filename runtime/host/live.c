@@ -35,7 +35,7 @@ struct clank_live_s {
   const char *in; /* bytes being fed to wslay */
   size_t in_len;
   int feeding;     /* inside wslay_event_recv: sends wait until it returns */
-  int sending;     /* inside wslay_event_send */
+  int sending;     /* inside wslay_event_send, or writing what it sent */
   int dead;        /* its connection closed inside one of those: freed when it returns */
   char *id;        /* the session id: its token */
   char *request;   /* the upgrade request as canonical JSON, to mount it again after a reload */
@@ -303,7 +303,7 @@ static ssize_t ws_send(wslay_event_context_ptr ws, const uint8_t *data, size_t l
   (void)ws;
   (void)flags;
   clank_live_t *live = ud;
-  clank_conn_write(live->conn, (const char *)data, len);
+  clank_conn_append(live->conn, (const char *)data, len); /* pump writes it */
   return (ssize_t)len;
 }
 
@@ -342,6 +342,7 @@ static void pump(clank_live_t *live) {
   if (live->feeding || live->sending || live->conn->closing) return;
   live->sending = 1;
   int rc = wslay_event_send(live->ws);
+  clank_conn_flush(live->conn); /* what wslay sent, frames' heads and payloads, in one write */
   live->sending = 0;
   if (live->dead) { /* a write failed and closed the connection under wslay */
     free_live(live);

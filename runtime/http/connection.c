@@ -510,10 +510,14 @@ int clank_conn_stream_full(clank_conn_t *c) {
   return 1;
 }
 
-void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
+void clank_conn_append(clank_conn_t *c, const char *data, size_t len) {
   if (c->closing) return;
   clank_buf_append(&c->out, data, len);
   if (clank_conn_pending(c) >= OUTPUT_HIGH) c->draining = 1;
+}
+
+void clank_conn_write(clank_conn_t *c, const char *data, size_t len) {
+  clank_conn_append(c, data, len);
   clank_conn_flush(c);
 }
 

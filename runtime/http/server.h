@@ -293,6 +293,9 @@ void clank_conn_upgrade(clank_conn_t *c, const clank_upgrade_handler_t *h, const
                         const char *header_lines);
 /* Raw bytes on an upgraded connection. */
 void clank_conn_write(clank_conn_t *c, const char *data, size_t len);
+/* The same, held until clank_conn_flush: the pieces of one message (a
+   frame's head and its payload) leave in one write, not one each. */
+void clank_conn_append(clank_conn_t *c, const char *data, size_t len);
 /* Ends an upgraded connection gracefully: once its output is written the
    write side is shut down, and input is read and dropped until the peer
    closes or ms pass; then it closes. A close frame thus reaches a peer that
