@@ -70,13 +70,17 @@ static int build(lua_State *L) {
     return luaL_error(L, "clank.h: props must be nil or a plain table (not an element, not %s)",
                       luaL_typename(L, 1));
   }
+  /* Sized as most calls fill them, for fewer allocations per element: no
+     props (h.td(nil, ...)) take no room, and the children given one slot
+     each (a list among them grows the array). */
+  int has_props = nargs >= 1 && lua_istable(L, props);
   lua_createtable(L, 0, 3); /* the element */
   int el = lua_gettop(L);
-  lua_createtable(L, 0, 4); /* its props */
+  lua_createtable(L, 0, has_props ? 4 : 0); /* its props */
   int copy = lua_gettop(L);
-  lua_newtable(L); /* its children */
+  lua_createtable(L, nargs > 1 ? nargs - 1 : 0, 0); /* its children */
   int children = lua_gettop(L);
-  if (nargs >= 1 && lua_istable(L, props)) {
+  if (has_props) {
     for (lua_pushnil(L); lua_next(L, props); lua_pop(L, 1)) {
       if (lua_type(L, -2) != LUA_TSTRING)
         return luaL_error(L, "clank.h: prop names must be strings (children go after the props)");
