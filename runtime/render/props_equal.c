@@ -14,9 +14,8 @@ int clank_render_same_raw(lua_State *L, int a, int b) {
 
 /* The values at a and b, both present (see clank_render_same_fields). */
 static int same_value(lua_State *L, int a, int b, const clank_same_fields_t *how) {
+  if (clank_render_same_raw(L, a, b)) return 1; /* the common case */
   int ta = lua_type(L, a);
-  if (lua_rawequal(L, a, b)) /* the common case, one call: only 1 and 1.0 differ still */
-    return ta != LUA_TNUMBER || lua_isinteger(L, a) == lua_isinteger(L, b);
   if ((ta != LUA_TTABLE && ta != LUA_TFUNCTION) || ta != lua_type(L, b)) return 0;
   if (ta == LUA_TFUNCTION && how->any_function) return 1;
   lua_pushvalue(L, how->deep);
