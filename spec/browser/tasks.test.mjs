@@ -464,7 +464,9 @@ describe('the tasks page', () => {
     try {
       await page.click(`[data-clank-id="complete-${id}"]`);
       const alert = page.locator('[data-clank-id="action-error"]');
-      await alert.waitFor({ timeout: 15000 });
+      // the busy timeout is 5 s of SQLite's own sleeps, which run late on a loaded machine:
+      // 15 s was once not enough under the sanitizers beside the other specs
+      await alert.waitFor({ timeout: 30000 });
       assert.equal(await alert.getAttribute('role'), 'alert');
       assert.equal(await alert.textContent(), 'Could not complete \u201cBlocked by a lock\u201d: The action failed.');
     } finally {
