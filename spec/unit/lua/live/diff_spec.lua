@@ -121,14 +121,18 @@ end
 
 local function render(n) return clank.render(h.div(nil, build(n)), LIVE) end
 
+-- The renders of a random tree and of a copy given one to three random edits: old, new.
+local function render_edited()
+  local tree = { tag = "section", attrs = {}, children = { gen(3), gen(3), gen(3) } }
+  local edited = copy(tree)
+  for _ = 1, rand(3) do edit(edited) end
+  return render(tree), render(edited)
+end
+
 describe("clank.live.diff", function()
   it("gives splices that turn the old render into the new one, for random trees and edits", function()
     for _ = 1, 300 do
-      local tree = { tag = "section", attrs = {}, children = { gen(3), gen(3), gen(3) } }
-      local old = render(tree)
-      local edited = copy(tree)
-      for _ = 1, rand(3) do edit(edited) end
-      local new = render(edited)
+      local old, new = render_edited()
       local splices = diff.splices(old, new)
       assert.are.equal(new, apply(old, splices))
     end
@@ -142,11 +146,7 @@ describe("clank.live.diff", function()
       return p, q
     end
     for _ = 1, 200 do
-      local tree = { tag = "section", attrs = {}, children = { gen(3), gen(3), gen(3) } }
-      local old = render(tree)
-      local edited = copy(tree)
-      for _ = 1, rand(3) do edit(edited) end
-      local new = render(edited)
+      local old, new = render_edited()
       local p, q = same_ends(old, new)
       local want = diff.splices(old, new)
       -- told all of it, or less (the rest is compared)
