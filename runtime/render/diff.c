@@ -27,6 +27,9 @@ typedef struct {
   size_t at, len;
 } token_t;
 
+/* The scratch a diff takes on the stack (below, in a userdata): some 170 tokens. */
+#define SMALL_DIFF_BYTES 8192
+
 typedef struct {
   size_t at, del;         /* in UTF-16 units of old */
   size_t ins_at, ins_end; /* bytes of new */
@@ -164,9 +167,12 @@ int clank_render_splices(lua_State *L) {
   diff_t d = {.old = old, .new = new};
   d.na = tokens(old, p, lo - s, NULL);
   d.nb = tokens(new, p, ln - s, NULL);
-  /* the tokens and the splices, in a userdata: what a memory error leaves, the collector takes */
-  size_t n = d.na + d.nb + 1;
-  d.out = lua_newuserdatauv(L, n * (sizeof(splice_t) + sizeof(token_t)), 0);
+  /* the tokens and the splices: on the C stack for the usual update (a row or two changed),
+     else in a userdata (what a memory error leaves, the collector takes). A kilobyte or more of
+     garbage per update was a large block for malloc, and work for the collector, each time. */
+  size_t n = d.na + d.nb + 1, bytes = n * (sizeof(splice_t) + sizeof(token_t));
+  splice_t small[SMALL_DIFF_BYTES / sizeof(splice_t)];
+  d.out = bytes <= sizeof small ? small : lua_newuserdatauv(L, bytes, 0);
   d.a = (token_t *)(d.out + n);
   d.b = d.a + d.na;
   tokens(old, p, lo - s, d.a);

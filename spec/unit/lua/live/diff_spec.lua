@@ -184,6 +184,23 @@ describe("clank.live.diff", function()
     for _, sp in ipairs(splices) do bytes = bytes + #sp[3] end
     assert.is_true(bytes < 64, ("%d bytes inserted"):format(bytes))
   end)
+
+  -- (diff.c works on the C stack up to some 170 tokens, in a userdata beyond)
+  it("gives splices however many tokens differ: one, then every row of a 300-row list", function()
+    local function list(word, from, to)
+      local rows = {}
+      for i = 1, 300 do
+        rows[i] = h.li(nil, h.b(nil, (i >= from and i <= to) and word or "same"), " ", i)
+      end
+      return clank.render(h.ul(nil, rows), LIVE)
+    end
+    local old = list("old", 1, 300)
+    for _, case in ipairs({ { 150, 150 }, { 100, 130 }, { 1, 300 } }) do
+      local new = list("new", case[1], case[2])
+      local splices = diff.splices(old, new)
+      assert.are.equal(new, apply(old, splices))
+    end
+  end)
 end)
 
 describe("Html buffers (render_core.htmlBuffer): a session's renders, rewritten in place", function()
