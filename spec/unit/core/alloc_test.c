@@ -1,0 +1,87 @@
+/* core/alloc.c's cache of freed small blocks: a block Lua frees is handed
+   out again for the next one of its size class, the cache holds at most
+   CLANK_ALLOC_CACHE_BYTES (the rest goes back to malloc), cached bytes are
+   not counted as used, and a drain empties it. Exit status 0 when every
+   case passes; each failure prints a line. */
+#include <lua.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+
+static int failures;
+
+#define CHECK(cond, ...)   \
+  do {                     \
+    if (!(cond)) {         \
+      printf("FAIL ");     \
+      printf(__VA_ARGS__); \
+      printf("\n");        \
+      failures++;          \
+    }                      \
+  } while (0)
+
+static void *new_block(clank_alloc_t *a, size_t n) { return clank_alloc(a, NULL, LUA_TTABLE, n); }
+static void free_block(clank_alloc_t *a, void *p, size_t n) { clank_alloc(a, p, n, 0); }
+
+static void reuses_a_freed_block(void) {
+  clank_alloc_t a = {0};
+  void *p = new_block(&a, 56);
+  CHECK(p != NULL && a.used == 56, "a 56-byte block: used %zu", a.used);
+  free_block(&a, p, 56);
+  CHECK(a.used == 0 && a.cached == 64, "freed: used %zu, cached %zu (its class is 64)", a.used,
+        a.cached);
+  void *q = new_block(&a, 50); /* the same class: 49..64 bytes */
+  CHECK(q == p, "the next block of its class is the freed one");
+  CHECK(a.cached == 0 && a.used == 50, "taken again: cached %zu, used %zu", a.cached, a.used);
+  free_block(&a, q, 50);
+  clank_alloc_drain(&a);
+  CHECK(a.cached == 0, "drained: cached %zu", a.cached);
+}
+
+static void resizes_in_place_within_a_class(void) {
+  clank_alloc_t a = {0};
+  char *p = new_block(&a, 40);
+  memcpy(p, "0123456789", 10);
+  CHECK(clank_alloc(&a, p, 40, 48) == p, "40 to 48 bytes stays in its block");
+  char *q = clank_alloc(&a, p, 48, 200);
+  CHECK(q != NULL && memcmp(q, "0123456789", 10) == 0, "48 to 200 bytes keeps the content");
+  CHECK(a.used == 200, "used %zu after growing to 200", a.used);
+  free_block(&a, q, 200);
+  clank_alloc_drain(&a);
+}
+
+/* Twice the bound in 64-byte blocks, all freed: the cache fills to its
+   bound and the rest goes back to malloc. */
+static void holds_at_most_its_bound(void) {
+  clank_alloc_t a = {0};
+  size_t n = CLANK_ALLOC_CACHE_BYTES / 64 * 2;
+  void **blocks = malloc(n * sizeof *blocks);
+  if (!blocks) {
+    CHECK(0, "out of memory for the test");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) blocks[i] = new_block(&a, 64);
+  CHECK(a.used == n * 64, "used %zu of %zu", a.used, n * 64);
+  for (size_t i = 0; i < n; i++) free_block(&a, blocks[i], 64);
+  CHECK(a.used == 0, "all freed: used %zu", a.used);
+  CHECK(a.cached == CLANK_ALLOC_CACHE_BYTES, "cached %zu, bound %zu", a.cached,
+        (size_t)CLANK_ALLOC_CACHE_BYTES);
+  /* blocks larger than CLANK_ALLOC_SMALL are never kept */
+  void *big = new_block(&a, CLANK_ALLOC_SMALL + 1);
+  free_block(&a, big, CLANK_ALLOC_SMALL + 1);
+  CHECK(a.cached == CLANK_ALLOC_CACHE_BYTES, "a large block is not cached: %zu", a.cached);
+  clank_alloc_drain(&a);
+  CHECK(a.cached == 0, "drained: cached %zu", a.cached);
+  free(blocks);
+}
+
+int main(void) {
+  reuses_a_freed_block();
+  resizes_in_place_within_a_class();
+  holds_at_most_its_bound();
+  if (failures) printf("%d failure(s)\n", failures);
+  return failures != 0;
+}
