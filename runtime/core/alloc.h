@@ -14,10 +14,10 @@
 #include "core/scheduler.h"
 
 /* Blocks up to this size are kept for reuse once freed (alloc.c), up to
-   CLANK_ALLOC_CACHE_BYTES in all: what a collection cycle frees of a busy
-   live session's heap, so that Lua's blocks rarely reach malloc (whose
-   bins, fed a megabyte at a time, cost a keyed click some 15 % of its CPU:
-   bench/live.sh). Cached bytes are not `used`: the cap counts Lua's. */
+   CLANK_ALLOC_CACHE_BYTES in all: about what a collection cycle frees of a
+   busy live session's heap, so that Lua's blocks rarely go through malloc
+   and free (whose bins cost a keyed click over a tenth of its CPU when the
+   bound was 1 MiB). Cached bytes are not `used`: the cap counts Lua's. */
 #define CLANK_ALLOC_SMALL 512
 #define CLANK_ALLOC_CACHE_BYTES ((size_t)16 << 20)
 
