@@ -129,6 +129,7 @@ static void tick_live(uv_timer_t *t) {
   clank_host_t *h = t->data;
   clank_live_tick(h);
   clank_host_memory_tick(h);
+  clank_idle_gc_tick(h);
   if (h->worker) clank_metrics_publish(h); /* for its siblings' scrapes */
 }
 
@@ -306,6 +307,7 @@ int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
   uv_timer_start(&h->live_tick, tick_live, 1000, 1000);
   h->memory_checked_at = uv_now(&h->loop); /* checks count from the start */
   uv_unref((uv_handle_t *)&h->live_tick);
+  clank_idle_gc_init(h);
   uv_timer_init(&h->loop, &h->reap);
   h->reap.data = h;
   uv_unref((uv_handle_t *)&h->reap);

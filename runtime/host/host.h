@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "host/generation.h"
+#include "host/idle_gc.h"
 #include "host/inspector.h"
 #include "host/metrics.h"
 #include "host/reload.h"
@@ -36,6 +37,7 @@ typedef struct clank_host_s {
   struct static_watch_s *static_watches; /* stylesheets changing under app.static */
   void *db; /* clank.db's pools (io/db.h), shared by every generation */
   uv_timer_t live_tick;
+  clank_idle_gc_t idle_gc;             /* collection after sessions hibernated */
   clank_metrics_t *metrics;            /* health and metrics (SPEC §15): own_metrics, or */
   clank_metrics_t own_metrics;         /* this worker's slot in the master's shared region */
   const struct clank_worker_s *worker; /* forked by a master (host/master.h); NULL: alone */

@@ -117,3 +117,35 @@ describe("live sessions that hibernate", function()
     session.ws:close()
   end)
 end)
+
+-- Lua collects as it allocates: the trees quiet sessions let go would stay in a quiet server's
+-- heap, counted by the memory cap, until something allocated. A cycle runs in slices once
+-- sessions hibernated (runtime/host/idle_gc.c), with no request asking for it.
+describe("a quiet server whose sessions hibernated", function()
+  local s = server.for_describe(server.fixture("hibernate_memory"),
+    { env = { CLANK_TEST_LIMITS = "live_hibernate_ms=300" } })
+
+  it("collects the trees they let go, without a request to make it", function()
+    local before = counter(s, "clank_lua_memory_bytes")
+    local sessions = {}
+    for i = 1, 10 do sessions[i] = open(s) end
+    local open_bytes = counter(s, "clank_lua_memory_bytes")
+    assert.is_true(open_bytes - before > 8 * 1024 * 1024,
+      ("ten sessions of 400 rows hold %d bytes"):format(open_bytes - before))
+    hibernated(s, 10)
+    -- polled every 2 s: each poll allocates a little, far from what a cycle over the heap needs
+    local low = before + (open_bytes - before) * 0.3
+    local deadline, now = socket.gettime() + 30, nil
+    repeat
+      socket.sleep(2)
+      now = counter(s, "clank_lua_memory_bytes")
+    until now < low or socket.gettime() > deadline
+    assert.is_true(now < low, ("the heap holds %d bytes, %d with the sessions open, %d before")
+      :format(now, open_bytes, before))
+    -- and the sessions still answer
+    local key = assert(sessions[1].html:match('data%-clank%-key="([^"]+)"[^>]*>toggle</button>'))
+    sessions[1].ws:send_json({ t = "event", seq = 1, v = sessions[1].v, key = key, type = "click" })
+    assert.are.equal("html", next_frame(sessions[1], 1).t)
+    for _, session in ipairs(sessions) do session.ws:close() end
+  end)
+end)
