@@ -462,15 +462,15 @@ if (mode === "roundtrip") {
   while ((await hibernations()) < count && performance.now() - quietT0 < 40000) await sleep(500);
   const rss1 = rssKiB(), lua1 = await luaKiB();
   // then what the server's own collection in idle time leaves (runtime/host/idle_gc.c): until
-  // its Lua memory stops falling (two readings 2 s apart within 1 %), at most 40 s
-  let luaIdle = lua1, rssIdle = rss1;
-  for (const idleT0 = performance.now(); lua1 !== null && performance.now() - idleT0 < 40000;) {
+  // its Lua memory has not fallen by 1 % for three readings 2 s apart, at most 60 s
+  let luaIdle = lua1;
+  for (let still = 0, t0 = performance.now(); lua1 !== null && still < 3 && performance.now() - t0 < 60000;) {
     await sleep(2000);
     const now = await luaKiB();
-    if (now > luaIdle * 0.99) { luaIdle = Math.min(luaIdle, now); break; }
-    luaIdle = now;
+    still = now < luaIdle * 0.99 ? 0 : still + 1;
+    luaIdle = Math.min(luaIdle, now);
   }
-  rssIdle = rssKiB();
+  const rssIdle = rssKiB();
   const collected0 = Number((await request("GET", "/bench/gc")).body);
   console.log(JSON.stringify({ ...idle, view: viewPath, kind: "idle" }));
   console.log(JSON.stringify({
