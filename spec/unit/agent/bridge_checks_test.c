@@ -10,18 +10,7 @@
 #include "agent/bridge_checks.h"
 #include "agent/bridge_envelope.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    checks++;                                              \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-    }                                                      \
-  } while (0)
+#include "../check.h"
 
 static const char *const step_names[] = {
     "PASS",     "MANIFEST",  "PREFLIGHT",    "NO_ENDPOINT", "ORIGIN",    "DECODE",

@@ -9,19 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "core/alloc.h"
-
-static int failures;
-
-#define CHECK(cond, ...)   \
-  do {                     \
-    if (!(cond)) {         \
-      printf("FAIL ");     \
-      printf(__VA_ARGS__); \
-      printf("\n");        \
-      failures++;          \
-    }                      \
-  } while (0)
 
 static void *new_block(clank_alloc_t *a, size_t n) { return clank_alloc(a, NULL, LUA_TTABLE, n); }
 static void free_block(clank_alloc_t *a, void *p, size_t n) { clank_alloc(a, p, n, 0); }
@@ -82,6 +71,6 @@ int main(void) {
   reuses_a_freed_block();
   resizes_in_place_within_a_class();
   holds_at_most_its_bound();
-  if (failures) printf("%d failure(s)\n", failures);
+  printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

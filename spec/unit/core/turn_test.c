@@ -14,17 +14,7 @@
 #include "core/preempt.h"
 #include "core/scheduler.h"
 
-static int failures;
-
-#define CHECK(cond, ...)   \
-  do {                     \
-    if (!(cond)) {         \
-      printf("FAIL ");     \
-      printf(__VA_ARGS__); \
-      printf("\n");        \
-      failures++;          \
-    }                      \
-  } while (0)
+#include "../check.h"
 
 /* ---- what the tasks call ---- */
 

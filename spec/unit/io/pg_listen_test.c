@@ -19,18 +19,7 @@
 
 #include "io/pg_listen.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    checks++;                                              \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fputc('\n', stderr);                                 \
-    }                                                      \
-  } while (0)
+#include "../check.h"
 
 /* The password of the unreachable URLs: no reason may show it. */
 #define SECRET "s3cretpw"
