@@ -353,7 +353,7 @@ function report(file) {
       `${mem.open_rss_per_session_kib} / ${mem.open_lua_per_session_kib} KiB`);
     row(`the same once quiet (${mem.hibernated} hibernated after ${mem.quiet_s} s): RSS / Lua per session`,
       `${mem.per_session_kib} / ${mem.lua_per_session_kib} KiB`);
-    row(`then once the server's idle collection is done: RSS / Lua per session; Lua after a full collection`,
+    row(`then once the server's idle collection is done (${mem.idle_collection_s} s later): RSS / Lua per session; Lua after a full collection`,
       `${mem.idle_rss_per_session_kib} / ${mem.idle_lua_per_session_kib} KiB; ${mem.collected_lua_per_session_kib} KiB`,
       t ? `≤ ${t} KiB` : "", t ? verdict(mem.idle_lua_per_session_kib <= t) + " (Lua)" : "");
     const idle = one("idle", mem.view), loaded = one("loaded", mem.view);
@@ -461,16 +461,14 @@ if (mode === "roundtrip") {
   const quietT0 = performance.now();
   while ((await hibernations()) < count && performance.now() - quietT0 < 40000) await sleep(500);
   const rss1 = rssKiB(), lua1 = await luaKiB();
-  // then what the server's own collection in idle time leaves (runtime/host/idle_gc.c): until
-  // its Lua memory has not fallen by 1 % for three readings 2 s apart, at most 60 s
-  let luaIdle = lua1;
-  for (let still = 0, t0 = performance.now(); lua1 !== null && still < 3 && performance.now() - t0 < 60000;) {
-    await sleep(2000);
-    const now = await luaKiB();
-    still = now < luaIdle * 0.99 ? 0 : still + 1;
-    luaIdle = Math.min(luaIdle, now);
-  }
-  const rssIdle = rssKiB();
+  // then what the server's own collection in idle time leaves (runtime/host/idle_gc.c): once
+  // it completed a cycle that started after the last hibernation, at most 180 s
+  const idleCycles = async () => Number((await request("GET", "/__clank/metrics")).body
+    .match(/^clank_lua_idle_collections_total (\d+)$/m)?.[1] ?? 0);
+  const cycles0 = await idleCycles(), idleT0 = performance.now();
+  while ((await idleCycles()) === cycles0 && performance.now() - idleT0 < 180000) await sleep(1000);
+  const idle_collection_s = +((performance.now() - idleT0) / 1000).toFixed(1);
+  const luaIdle = await luaKiB(), rssIdle = rssKiB();
   const collected0 = Number((await request("GET", "/bench/gc")).body);
   console.log(JSON.stringify({ ...idle, view: viewPath, kind: "idle" }));
   console.log(JSON.stringify({
@@ -481,7 +479,7 @@ if (mode === "roundtrip") {
     open_rss_per_session_kib: +((rssOpen - rss0) / count).toFixed(1),
     open_lua_per_session_kib: lua0 === null ? null : +((luaOpen - lua0) / count).toFixed(1),
     lua_before_kib: lua0, lua_after_kib: lua1, lua_per_session_kib: lua0 === null ? null : +((lua1 - lua0) / count).toFixed(1),
-    idle_lua_per_session_kib: lua0 === null ? null : +((luaIdle - lua0) / count).toFixed(1),
+    idle_lua_per_session_kib: lua0 === null ? null : +((luaIdle - lua0) / count).toFixed(1), idle_collection_s,
     idle_rss_per_session_kib: +((rssIdle - rss0) / count).toFixed(1),
   }));
   console.log(JSON.stringify({ ...(await measure(`event round trip, ${count} sessions of ${viewPath} open (pinged)`, seconds,

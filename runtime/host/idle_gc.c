@@ -36,6 +36,7 @@ static void slice(uv_timer_t *t) {
   uint64_t until = uv_hrtime() + SLICE_NS;
   do {
     if (lua_gc(g->L, LUA_GCSTEP, 0)) { /* the cycle completed */
+      h->metrics->idle_collections++;
       stop(h);
       return;
     }

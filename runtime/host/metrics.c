@@ -301,6 +301,7 @@ static void add_worker(clank_metrics_t *t, const clank_metrics_t *w) {
   t->rerenders += w->rerenders;
   t->hibernations += w->hibernations;
   t->wakes += w->wakes;
+  t->idle_collections += w->idle_collections;
   t->topics_dropped += w->topics_dropped;
   t->lua_bytes += w->lua_bytes;
   t->connections += w->connections;
@@ -459,6 +460,10 @@ static void metrics(clank_conn_t *c, clank_host_t *h, clank_metrics_t *own) {
   clank_buf_appendf(b, "clank_live_hibernations_total %llu\n", (unsigned long long)m->hibernations);
   family(b, "clank_live_wakes_total", "counter", "Hibernated view sessions rendered again.");
   clank_buf_appendf(b, "clank_live_wakes_total %llu\n", (unsigned long long)m->wakes);
+  family(b, "clank_lua_idle_collections_total", "counter",
+         "Collection cycles run in idle time after sessions hibernated.");
+  clank_buf_appendf(b, "clank_lua_idle_collections_total %llu\n",
+                    (unsigned long long)m->idle_collections);
   family(b, "clank_reloads_total", "counter", "Reloads, by result.");
   clank_buf_appendf(b, "clank_reloads_total{result=\"ok\"} %llu\n",
                     (unsigned long long)m->reloads_ok);

@@ -65,6 +65,7 @@ typedef struct clank_metrics_s {
   uint64_t reloads_ok, reloads_failed;
   uint64_t published, delivered, rerenders; /* topics (issue 28), counted by clank.core.count */
   uint64_t hibernations, wakes;             /* live sessions letting their trees go, and back */
+  uint64_t idle_collections;                /* cycles host/idle_gc.c completed */
   uint64_t topics_dropped; /* publishes not sent on to other workers or instances (pubsub.h) */
   int pubsub_listener;     /* its PostgreSQL listener: CLANK_LISTENER_* */
   clank_metrics_action_t actions[CLANK_METRICS_ACTIONS];

@@ -142,6 +142,7 @@ describe("a quiet server whose sessions hibernated", function()
     until now < low or socket.gettime() > deadline
     assert.is_true(now < low, ("the heap holds %d bytes, %d with the sessions open, %d before")
       :format(now, open_bytes, before))
+    assert.is_true(counter(s, "clank_lua_idle_collections_total") >= 1)
     -- and the sessions still answer
     local key = assert(sessions[1].html:match('data%-clank%-key="([^"]+)"[^>]*>toggle</button>'))
     sessions[1].ws:send_json({ t = "event", seq = 1, v = sessions[1].v, key = key, type = "click" })
