@@ -135,7 +135,7 @@ describe("a quiet server whose sessions hibernated", function()
     hibernated(s, 10)
     -- polled every 2 s: each poll allocates a little, far from what a cycle over the heap needs
     local low = before + (open_bytes - before) * 0.3
-    local deadline, now = socket.gettime() + 30, nil
+    local deadline, now = socket.gettime() + 30
     repeat
       socket.sleep(2)
       now = counter(s, "clank_lua_memory_bytes")
