@@ -6,6 +6,7 @@
 #include "core/scheduler.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,9 +199,18 @@ clank_wait_t *clank_wait_new(lua_State *L, clank_sched_t *s, double ms) {
   w->next = s->waits;
   if (s->waits) s->waits->prev = w;
   s->waits = w;
-  /* The loop's clock is stale after it sat idle (a top-level call): ms count from now. */
+  /* The loop's clock is stale after it sat idle (a top-level call): ms count from now. It
+     also counts whole milliseconds, truncated: due at now + ms, a timer could fire up to a
+     millisecond short of ms. The due time is rounded up from the precise clock instead. */
   uv_update_time(s->loop);
-  uv_timer_start(&w->timer, wait_fired, ms > 0 ? (uint64_t)ms : 0, 0);
+  uint64_t due_ms = 0;
+  if (ms > 0) {
+    uint64_t now_ms = uv_now(s->loop);
+    double precise_ms = (double)uv_hrtime() / 1e6;
+    double target = ceil(precise_ms + ms);
+    due_ms = target > (double)now_ms ? (uint64_t)target - now_ms : 0;
+  }
+  uv_timer_start(&w->timer, wait_fired, due_ms, 0);
   return w;
 }
 

@@ -196,6 +196,19 @@ describe("clank-run health and metrics", function()
     assert.is_true(count - old_count > buckets[4].v - old_025)
   end)
 
+  it("counts a sleeping request's whole wait while other timers wake the loop", function()
+    -- The loop's clock counts whole milliseconds: a 30 ms timer due on it alone fires when
+    -- the clock turns, up to a millisecond early, as soon as anything else wakes the loop.
+    for _ = 1, 8 do
+      local before = scrape(s)
+      assert.are.equal(200, assert(http.get(s.port, "/sleep-ticking?ms=30")).status)
+      local after = scrape(s)
+      local took = value(after, "clank_request_duration_seconds", "clank_request_duration_seconds_sum")
+        - value(before, "clank_request_duration_seconds", "clank_request_duration_seconds_sum")
+      assert.is_true(took >= 0.030, ("the sleep took %.6f s"):format(took))
+    end
+  end)
+
   it("shows a request in flight and its connection", function()
     local conn = assert(http.connect(s.port))
     assert(conn:send(http.build("GET", "/sleep?ms=400")))
