@@ -26,10 +26,10 @@ local function mount(port)
 end
 
 -- The next push of a session that shows one more load than before, with seq 0 (no event of its own).
-local function sees_reload(session)
+local function sees_reload(session, timeout)
   local msg, err = session.live:next_json(function(m)
     return m.t == "html" and m.html:find("loads " .. (session.loads + 1), 1, true) ~= nil
-  end)
+  end, timeout)
   assert.truthy(msg, "session of pid " .. session.pid .. " (" .. (session.name or "?")
     .. ") saw no re-load after " .. session.loads .. " loads: " .. tostring(err))
   assert.are.equal(0, msg.seq)
@@ -311,9 +311,11 @@ describe("topics across instances on one PostgreSQL (--pubsub; a with --workers 
     assert.are.equal(dropped + 3, dropped_total(a.port))
     http.sleep(1) -- a few retries of the listener
     pg("up", dir)
-    -- back: every subscribed session re-loads once, without a publish
-    sees_reload(on_b)
-    sees_reload(on_a)
+    -- back: every subscribed session re-loads once, without a publish, at the listener's next
+    -- retry (they double from 100 ms to 5 s: the outage lasted long enough to reach 5 s)
+    local back_within = http.timeout + 5
+    sees_reload(on_b, back_within)
+    sees_reload(on_a, back_within)
     eventually("health ok again", function()
       local _, ha = health(a.port)
       local _, hb = health(b.port)
