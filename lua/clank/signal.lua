@@ -55,6 +55,39 @@ local pack, unpack = table.pack, table.unpack
 local running, co_status = coroutine.running, coroutine.status
 
 local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
+
+-- A node's fields are array slots, named by these constants (compiled to GETI/SETI): a
+-- list's render reads a few fields of a hundred computeds, and slots next to each other are
+-- a cache line or two where string keys are spread over a hash part. A signal has the first
+-- five; a computed the first twenty-two; an effect all of them, false where it has none.
+-- (one per statement: only the last of several locals declared together is folded)
+local KIND <const> = 1
+local V <const> = 2
+local VER <const> = 3
+local FIRST <const> = 4
+local LAST <const> = 5
+local ERR <const> = 6
+local OUTDATED <const> = 7
+local SUBS <const> = 8
+local RUNNING <const> = 9
+local GV <const> = 10
+local DEPS <const> = 11
+local VERS <const> = 12
+local NOTIFIED <const> = 13
+local ND <const> = 14
+local NV <const> = 15
+local NS <const> = 16
+local NN <const> = 17
+local IDX <const> = 18
+local KEPT <const> = 19
+local FORCE <const> = 20
+local FN <const> = 21
+local SELF <const> = 22
+local QUEUED <const> = 23
+local DISPOSED <const> = 24
+local CLEANUP <const> = 25
+local HINTS <const> = 26
+local RUN_HINTS <const> = 27
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
 local MAX_HINTS = 32 -- sources an effect remembers as having notified it
 
@@ -102,7 +135,7 @@ local function same(a, b)
   return a == b or (a ~= a and b ~= b) -- NaN stays NaN
 end
 
----- edges: src._first .. src._last, a list of { s = src, t = target, p, n } ----
+---- edges: src[FIRST] .. src[LAST], a list of { s = src, t = target, p, n } ----
 
 local link, unlink
 
@@ -110,34 +143,34 @@ local link, unlink
 -- restart: outdated until checked, nobody notified yet.
 local function subscribe_sources(c)
   local subs = {}
-  c._subs = subs
-  c._outdated = true
-  c._notified = false
-  local deps = c._deps
+  c[SUBS] = subs
+  c[OUTDATED] = true
+  c[NOTIFIED] = false
+  local deps = c[DEPS]
   for i = 1, #deps do subs[deps[i]] = link(deps[i], c) end
 end
 
 function link(src, tgt)
-  local last = src._last
+  local last = src[LAST]
   local e = { s = src, t = tgt, p = last, n = false }
   if last then
     last.n = e
   else
-    src._first = e
+    src[FIRST] = e
   end
-  src._last = e
-  if not last and src._kind == COMPUTED then subscribe_sources(src) end
+  src[LAST] = e
+  if not last and src[KIND] == COMPUTED then subscribe_sources(src) end
   return e
 end
 
 function unlink(e)
   local src, p, n = e.s, e.p, e.n
-  if p then p.n = n else src._first = n end
-  if n then n.p = p else src._last = p end
-  if not src._first and src._kind == COMPUTED then
+  if p then p.n = n else src[FIRST] = n end
+  if n then n.p = p else src[LAST] = p end
+  if not src[FIRST] and src[KIND] == COMPUTED then
     -- its last subscriber left: it lets go of its sources
-    local subs = src._subs
-    src._subs = false
+    local subs = src[SUBS]
+    src[SUBS] = false
     if subs then
       for _, e2 in pairs(subs) do unlink(e2) end
     end
@@ -163,26 +196,26 @@ end
 -- tracked: an effect's hints and kept runs look sources up; a hibernated view's watch, which
 -- reads a hundred signals and never asks, does not hold it).
 local function index_of(node)
-  local idx = node._idx
+  local idx = node[IDX]
   if idx then return idx end
   idx = {}
-  local deps = node._deps
+  local deps = node[DEPS]
   for i = 1, #deps do idx[deps[i]] = i end
-  node._idx = idx
+  node[IDX] = idx
   return idx
 end
 
 -- A kept run (retrack) reads something its last run did not: what that run read becomes this
 -- run's tracking so far, as if read again.
 local function unkeep(obs)
-  local deps, vers = obs._deps, obs._vers
+  local deps, vers = obs[DEPS], obs[VERS]
   local nd, nv, ns = {}, {}, {}
   for i = 1, #deps do
     nd[i], nv[i] = deps[i], vers[i]
     ns[deps[i]] = i
   end
-  obs._nd, obs._nv, obs._ns, obs._nn = nd, nv, ns, #deps
-  obs._kept = false
+  obs[ND], obs[NV], obs[NS], obs[NN] = nd, nv, ns, #deps
+  obs[KEPT] = false
   return ns
 end
 
@@ -194,13 +227,13 @@ end
 local PREFIX = {}
 
 local function materialize(obs)
-  local deps, n = obs._nd, obs._nn
+  local deps, n = obs[ND], obs[NN]
   local nd, seen = {}, {}
   for i = 1, n do
     nd[i] = deps[i]
     seen[deps[i]] = i
   end
-  obs._ns, obs._nd = seen, nd
+  obs[NS], obs[ND] = seen, nd
   return seen
 end
 
@@ -210,36 +243,36 @@ local function track(src)
     obs = current_observer()
     if not obs then return end
   end
-  local seen = obs._ns
+  local seen = obs[NS]
   if seen == PREFIX then
-    local n, deps = obs._nn, obs._nd
+    local n, deps = obs[NN], obs[ND]
     if deps[n + 1] == src then -- (no __eq on signals: == is rawequal without the call)
       n = n + 1
-      obs._nn = n
-      obs._nv[n] = src._ver
+      obs[NN] = n
+      obs[NV][n] = src[VER]
       return
     end
     if deps[n] == src then return end -- the same source read again
     seen = materialize(obs)
   elseif not seen then -- the run's first read (tables made only for runs that track)
-    if obs._kept then
+    if obs[KEPT] then
       if index_of(obs)[src] then return end
       seen = unkeep(obs)
-    elseif obs._deps[1] == src then
-      obs._ns, obs._nd, obs._nv, obs._nn = PREFIX, obs._deps, { src._ver }, 1
+    elseif obs[DEPS][1] == src then
+      obs[NS], obs[ND], obs[NV], obs[NN] = PREFIX, obs[DEPS], { src[VER] }, 1
       return
     else
       seen = {}
-      obs._ns, obs._nd, obs._nv = seen, {}, {}
+      obs[NS], obs[ND], obs[NV] = seen, {}, {}
     end
   end
   if seen[src] then return end
-  local n = obs._nn + 1
+  local n = obs[NN] + 1
   seen[src] = n
-  obs._nn = n
-  obs._nd[n] = src
-  obs._nv[n] = src._ver
-  local subs = obs._subs
+  obs[NN] = n
+  obs[ND][n] = src
+  obs[NV][n] = src[VER]
+  local subs = obs[SUBS]
   if subs and not subs[src] then subs[src] = link(src, obs) end
 end
 
@@ -247,14 +280,14 @@ end
 -- reads, and keeps what it read. A kept run (retrack) read what the last one
 -- did: nothing changes.
 local function settle(node)
-  if node._kept then
-    node._kept = false
-    node._running = false
+  if node[KEPT] then
+    node[KEPT] = false
+    node[RUNNING] = false
     return
   end
-  local seen, subs = node._ns or EMPTY, node._subs
+  local seen, subs = node[NS] or EMPTY, node[SUBS]
   if seen == PREFIX then -- what it read is the start of the last run's list
-    local deps, n = node._deps, node._nn
+    local deps, n = node[DEPS], node[NN]
     if n < #deps then
       if subs then
         for i = n + 1, #deps do
@@ -263,11 +296,11 @@ local function settle(node)
           subs[src] = nil
         end
       end
-      node._deps, node._idx = table.move(deps, 1, n, 1, {}), false
+      node[DEPS], node[IDX] = table.move(deps, 1, n, 1, {}), false
     end
-    node._vers = node._nv
-    node._nd, node._nv, node._ns = false, false, false
-    node._running = false
+    node[VERS] = node[NV]
+    node[ND], node[NV], node[NS] = false, false, false
+    node[RUNNING] = false
     return
   end
   if subs then
@@ -278,17 +311,17 @@ local function settle(node)
       end
     end
   end
-  node._deps, node._vers, node._idx = node._nd or EMPTY, node._nv or EMPTY, false
-  node._nd, node._nv, node._ns = false, false, false
-  node._running = false
+  node[DEPS], node[VERS], node[IDX] = node[ND] or EMPTY, node[NV] or EMPTY, false
+  node[ND], node[NV], node[NS] = false, false, false
+  node[RUNNING] = false
 end
 
 -- (Atomic.) Runs fn as node in coroutine co, recording what it reads; the
 -- observer is set and put back (to prev) with no other task in between.
--- node._running is co until the run is settled.
+-- node[RUNNING] is co until the run is settled.
 local function tracked(node, fn, co, prev, prev_co, self)
-  node._running = co
-  node._nd, node._nv, node._ns, node._nn, node._kept = false, false, false, 0, false
+  node[RUNNING] = co
+  node[ND], node[NV], node[NS], node[NN], node[KEPT] = false, false, false, 0, false
   observer, observer_co = node, co
   local v
   if self then v = fn(self) else v = fn() end
@@ -300,7 +333,7 @@ end
 -- (Atomic.) The run of node by co raised: settled as any run, unless another
 -- one started since.
 local function settle_failed(node, co)
-  if node._running == co then settle(node) end
+  if node[RUNNING] == co then settle(node) end
 end
 
 -- The observer to put back after a run in co: the one there now, if it is
@@ -345,27 +378,27 @@ end
 -- check looks at those instead of everything it read (a list of a hundred rows' computeds, one
 -- of which changed). Past MAX_HINTS it checks everything (_hints false).
 local function notify(node, from)
-  if node._kind == COMPUTED then
-    if not node._notified then
-      node._outdated = true
-      local e = node._first
+  if node[KIND] == COMPUTED then
+    if not node[NOTIFIED] then
+      node[OUTDATED] = true
+      local e = node[FIRST]
       while e do
         notify(e.t, node)
         e = e.n
       end
-      node._notified = true
+      node[NOTIFIED] = true
     end
   else
-    local hints = node._hints
+    local hints = node[HINTS]
     if hints then
       local n = #hints + 1
-      if n > MAX_HINTS then node._hints = false else hints[n] = from end
+      if n > MAX_HINTS then node[HINTS] = false else hints[n] = from end
     end
-    if not node._queued then
+    if not node[QUEUED] then
       local i = pushed + 1
       queue[i - base] = node
       pushed = i
-      node._queued = true
+      node[QUEUED] = true
     end
   end
 end
@@ -373,10 +406,10 @@ end
 -- A write's change and what it marks, in one atomic call: no other task sees
 -- the one without the other, or adds to the queue in between.
 local function change(s, v)
-  s._v = v
-  s._ver = s._ver + 1
+  s[V] = v
+  s[VER] = s[VER] + 1
   global_version = global_version + 1
-  local e = s._first
+  local e = s[FIRST]
   while e do
     notify(e.t, s)
     e = e.n
@@ -389,16 +422,16 @@ local refresh
 -- to date first, in the order node read them).
 -- Whether src is past the version ver a run read (a computed brought up to date first).
 local function moved(src, ver)
-  if src._ver ~= ver then return true end
-  if src._kind == COMPUTED then
+  if src[VER] ~= ver then return true end
+  if src[KIND] == COMPUTED then
     refresh(src)
-    return src._ver ~= ver
+    return src[VER] ~= ver
   end
   return false
 end
 
 local function stale(node)
-  local deps, vers = node._deps, node._vers
+  local deps, vers = node[DEPS], node[VERS]
   for i = 1, #deps do
     if moved(deps[i], vers[i]) then return true end
   end
@@ -407,7 +440,7 @@ end
 
 -- stale(e) for an effect whose notifiers are known (hints): only those can have changed.
 local function stale_hinted(e, hints)
-  local idx, vers = index_of(e), e._vers
+  local idx, vers = index_of(e), e[VERS]
   for k = 1, #hints do
     local i = idx[hints[k]]
     if i and moved(hints[k], vers[i]) then return true end
@@ -416,55 +449,55 @@ local function stale_hinted(e, hints)
 end
 
 local function stale_effect(e)
-  local hints = e._hints
-  if hints and e._deps ~= EMPTY then return stale_hinted(e, hints) end
+  local hints = e[HINTS]
+  if hints and e[DEPS] ~= EMPTY then return stale_hinted(e, hints) end
   return stale(e)
 end
 
 local function keep(c, ok, v)
   if v == nil then v = NIL end
   if ok then
-    if c._err or c._ver == 0 or not same(c._v, v) then
-      c._v, c._err = v, false
-      c._ver = c._ver + 1
+    if c[ERR] or c[VER] == 0 or not same(c[V], v) then
+      c[V], c[ERR] = v, false
+      c[VER] = c[VER] + 1
     end
   else
-    c._v, c._err = v, true
-    c._ver = c._ver + 1
+    c[V], c[ERR] = v, true
+    c[VER] = c[VER] + 1
   end
 end
 
 -- (Atomic.) Runs c's function and keeps its value: no other task sees c
 -- between the two.
 local function recompute(c, co, prev, prev_co)
-  keep(c, true, tracked(c, c._fn, co, prev, prev_co, c._self and c or nil))
+  keep(c, true, tracked(c, c[FN], co, prev, prev_co, c[SELF] and c or nil))
 end
 
 -- (Atomic.) c's function raised err: cached, unless another run of c
 -- started since.
 local function recompute_failed(c, co, err)
-  if c._running ~= co then return end
+  if c[RUNNING] ~= co then return end
   settle(c)
   keep(c, false, err)
 end
 
 function refresh(c)
-  c._notified = false
-  local co = c._running
+  c[NOTIFIED] = false
+  local co = c[RUNNING]
   if co then
     if co == running() or co_status(co) == "normal" then
       error("clank.signal: cycle detected (a computed reads itself)", 0)
     end
     -- left by a run whose task was stopped: that run counts for nothing
-    c._outdated, c._gv = false, global_version
+    c[OUTDATED], c[GV] = false, global_version
   else
-    if c._subs and not c._outdated then return end
-    c._outdated = false
-    if c._gv == global_version then return end
-    c._gv = global_version
-    if c._ver > 0 and not c._force and not stale(c) then return end
+    if c[SUBS] and not c[OUTDATED] then return end
+    c[OUTDATED] = false
+    if c[GV] == global_version then return end
+    c[GV] = global_version
+    if c[VER] > 0 and not c[FORCE] and not stale(c) then return end
   end
-  c._force = false
+  c[FORCE] = false
   co = running()
   local prev, prev_co = observer, observer_co
   if prev and prev_co ~= co then prev, prev_co = observer_before(co) end
@@ -486,30 +519,30 @@ end
 local function run_effect(e, co)
   -- what notified it before this run: changed() reads them; what notifies it from now on is
   -- for the next one
-  e._runHints = e._hints
-  e._hints = {}
-  local cleanup = e._cleanup
+  e[RUN_HINTS] = e[HINTS]
+  e[HINTS] = {}
+  local cleanup = e[CLEANUP]
   if cleanup then
-    e._cleanup = false
+    e[CLEANUP] = false
     run_cleanup(cleanup)
   end
-  local ok, r = run_tracked(e, e._fn, co)
-  e._runHints = false
+  local ok, r = run_tracked(e, e[FN], co)
+  e[RUN_HINTS] = false
   if not ok then error(r, 0) end
   if type(r) == "function" then
-    if e._disposed then run_cleanup(r) else e._cleanup = r end
+    if e[DISPOSED] then run_cleanup(r) else e[CLEANUP] = r end
   end
 end
 
 local function dispose(e)
-  if e._disposed then return end
-  e._disposed = true
-  local subs = e._subs
-  e._subs = false
+  if e[DISPOSED] then return end
+  e[DISPOSED] = true
+  local subs = e[SUBS]
+  e[SUBS] = false
   for _, edge in pairs(subs) do unlink(edge) end
-  local cleanup = e._cleanup
+  local cleanup = e[CLEANUP]
   if cleanup then
-    e._cleanup = false
+    e[CLEANUP] = false
     run_cleanup(cleanup)
   end
 end
@@ -523,22 +556,22 @@ local function run_next(co)
   if i > pushed then return end
   local k = i - base
   local e = queue[k]
-  if e then e._queued = false end
+  if e then e[QUEUED] = false end
   popped = i
   queue[k] = nil
   if i == pushed then base = i end -- empty: the next one goes to queue[1]
-  if not e or e._disposed then return end
+  if not e or e[DISPOSED] then return end
   if stale_effect(e) then
     run_effect(e, co)
     return
   end
-  local hints = e._hints -- checked: what notified it changed nothing
+  local hints = e[HINTS] -- checked: what notified it changed nothing
   if hints then
     for h = #hints, 1, -1 do hints[h] = nil end
   else
-    e._hints = {} -- checked in full: up to date, so what notifies it from now on is all
+    e[HINTS] = {} -- checked in full: up to date, so what notifies it from now on is all
   end
-  if e._running and e._deps == EMPTY then
+  if e[RUNNING] and e[DEPS] == EMPTY then
     -- its first run was stopped: effect() never returned its disposer, so nobody can
     dispose(e)
   end
@@ -548,7 +581,7 @@ end
 local function drop_queue()
   for i = popped + 1, pushed do
     local e = queue[i - base]
-    if e then e._queued = false end
+    if e then e[QUEUED] = false end
     queue[i - base] = nil
   end
   popped = pushed
@@ -620,10 +653,10 @@ end
 
 local function write(s, v)
   if v == nil then v = NIL end
-  if same(s._v, v) then return end
-  if not s._first then -- nothing depends on it
-    s._v = v
-    s._ver = s._ver + 1
+  if same(s[V], v) then return end
+  if not s[FIRST] then -- nothing depends on it
+    s[V] = v
+    s[VER] = s[VER] + 1
     global_version = global_version + 1
     return
   end
@@ -637,7 +670,7 @@ end
 
 local signal_methods = {
   -- s:peek(): the value, without tracking the read
-  peek = function(s) return unwrap(s._v) end,
+  peek = function(s) return unwrap(s[V]) end,
 }
 
 SIGNAL_MT = {
@@ -645,7 +678,7 @@ SIGNAL_MT = {
   __index = function(s, k)
     if k == "value" then
       if observer then track(s) end
-      return unwrap(s._v)
+      return unwrap(s[V])
     end
     return signal_methods[k]
   end,
@@ -655,7 +688,7 @@ SIGNAL_MT = {
     end
     if observer then
       local obs = current_observer()
-      if obs and obs._kind == COMPUTED then error("clank.signal: a computed cannot write signals", 2) end
+      if obs and obs[KIND] == COMPUTED then error("clank.signal: a computed cannot write signals", 2) end
     end
     write(s, v)
   end,
@@ -665,8 +698,8 @@ local computed_methods = {
   peek = function(c)
     local ok, err = untracked_pcall(refresh, c)
     if not ok then error(err, 0) end
-    if c._err then error(unwrap(c._v), 0) end
-    return unwrap(c._v)
+    if c[ERR] then error(unwrap(c[V]), 0) end
+    return unwrap(c[V])
   end,
 }
 
@@ -674,29 +707,29 @@ local computed_methods = {
 -- is up to date (refresh would return at once: the check is inlined, for the component calls
 -- of a list's render, a hundred per render).
 local function computed_value(c)
-  if c._outdated or not c._subs or c._running then refresh(c) end
+  if c[OUTDATED] or not c[SUBS] or c[RUNNING] then refresh(c) end
   if observer then track(c) end
-  if c._err then error(unwrap(c._v), 0) end
-  return unwrap(c._v)
+  if c[ERR] then error(unwrap(c[V]), 0) end
+  return unwrap(c[V])
 end
 
 -- computed_value for a read made inside the observer's own run (a render: runs are atomic, so
 -- the observer is this coroutine's or that of one that resumed it, as track would find). The
 -- read a prefix run expects next costs no call.
 local function value_in_run(c)
-  if c._outdated or not c._subs or c._running then refresh(c) end
+  if c[OUTDATED] or not c[SUBS] or c[RUNNING] then refresh(c) end
   local obs = observer
   if obs then
-    local n = obs._nn + 1
-    if obs._ns == PREFIX and obs._nd[n] == c then
-      obs._nn = n
-      obs._nv[n] = c._ver
+    local n = obs[NN] + 1
+    if obs[NS] == PREFIX and obs[ND][n] == c then
+      obs[NN] = n
+      obs[NV][n] = c[VER]
     else
       track(c)
     end
   end
-  local v = c._v
-  if c._err then error(unwrap(v), 0) end
+  local v = c[V]
+  if c[ERR] then error(unwrap(v), 0) end
   if v == NIL then return nil end
   return v
 end
@@ -720,32 +753,31 @@ local M = {}
 -- signal(v): a writable value; `s.value` reads (tracked) and writes.
 function M.signal(v)
   if v == nil then v = NIL end
-  return setmetatable({ _kind = SIGNAL, _v = v, _ver = 0, _first = false, _last = false }, SIGNAL_MT)
+  return setmetatable({ SIGNAL, v, 0, false, false }, SIGNAL_MT) -- KIND, V, VER, FIRST, LAST
 end
 
--- A computed's fields, as it starts (_fn and _self are set by computed()).
-local COMPUTED_FIELDS = {
-  _kind = COMPUTED, _v = NIL, _err = false, _ver = 0, _gv = -1,
-  _deps = EMPTY, _vers = EMPTY, _subs = false, _outdated = true, _notified = false,
-  _running = false, _first = false, _last = false,
-  _nd = false, _nv = false, _ns = false, _nn = 0, _idx = false, _kept = false, _force = false,
-}
-
 -- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
--- computed(fn, host): host (a table without a metatable, whose keys do not start with "_")
--- becomes the computed, and fn is called with it: a thing that is one computed each (a memo
--- entry) holds its own fields and needs no closure. Its fields must never be set to nil (a
--- computed takes no new fields).
+-- computed(fn, host): host (a table without a metatable) becomes the computed, and fn is
+-- called with it: a thing that is one computed each (a memo entry) holds its own fields and
+-- needs no closure. Array slots 1 to M.hostSlots are the computed's (a host made with them
+-- present, false, takes them with no rehash); the host's own are its other keys. Its fields
+-- must never be set to nil (a computed takes no new fields).
 function M.computed(fn, host)
   if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
-  local c = host
-  if c == nil then
-    c = {}
-  elseif type(c) ~= "table" or getmetatable(c) ~= nil then
+  local c
+  if host == nil then
+    c = { COMPUTED, NIL, 0, false, false, false, true, false, false, -1, EMPTY, EMPTY, false,
+      false, false, false, 0, false, false, false, fn, false }
+  elseif type(host) ~= "table" or getmetatable(host) ~= nil then
     error("clank.signal.computed: the host must be a table without a metatable", 2)
+  else
+    c = host
+    c[KIND], c[V], c[VER], c[FIRST], c[LAST], c[ERR], c[OUTDATED], c[SUBS] =
+      COMPUTED, NIL, 0, false, false, false, true, false
+    c[RUNNING], c[GV], c[DEPS], c[VERS], c[NOTIFIED], c[ND], c[NV], c[NS] =
+      false, -1, EMPTY, EMPTY, false, false, false, false
+    c[NN], c[IDX], c[KEPT], c[FORCE], c[FN], c[SELF] = 0, false, false, false, fn, true
   end
-  for k, v in next, COMPUTED_FIELDS do c[k] = v end
-  c._fn, c._self = fn, host ~= nil
   return setmetatable(c, COMPUTED_MT)
 end
 
@@ -753,11 +785,8 @@ end
 -- disposer. Inside a batch or another effect it still runs at once.
 function M.effect(fn)
   if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
-  local e = {
-    _kind = EFFECT, _fn = fn, _deps = EMPTY, _vers = EMPTY, _subs = {}, _queued = false,
-    _disposed = false, _cleanup = false, _running = false, _nd = false, _nv = false, _ns = false,
-    _nn = 0, _idx = false, _kept = false, _hints = {}, _runHints = false,
-  }
+  local e = { EFFECT, false, false, false, false, false, false, {}, false, false, EMPTY, EMPTY,
+    false, false, false, false, 0, false, false, false, fn, false, false, false, false, {}, false }
   local co = open_batch()
   local ok, err = pcall(run_effect, e, co)
   if not ok then dispose(e) end
@@ -780,12 +809,12 @@ function M.sources(disposer)
   local e = effects[disposer]
   local out, seen = {}, {}
   local function walk(node)
-    local deps = node._deps
+    local deps = node[DEPS]
     for i = 1, #deps do
       local src = deps[i]
       if not seen[src] then
         seen[src] = true
-        if src._kind == COMPUTED then walk(src) else out[#out + 1] = src end
+        if src[KIND] == COMPUTED then walk(src) else out[#out + 1] = src end
       end
     end
   end
@@ -819,17 +848,17 @@ end
 -- retrack(), and reads the changed sources itself.
 function M.changed()
   local obs = observer and current_observer()
-  if not obs or obs._deps == EMPTY then return nil end
-  local deps, vers, out = obs._deps, obs._vers, {}
-  local hints = obs._runHints
+  if not obs or obs[DEPS] == EMPTY then return nil end
+  local deps, vers, out = obs[DEPS], obs[VERS], {}
+  local hints = obs[RUN_HINTS]
   if hints then -- an effect that knows what notified it: only those can have changed
     local idx, at = index_of(obs), {}
     for k = 1, #hints do
       local src = hints[k]
       local i = idx[src]
       if i then
-        if src._kind == COMPUTED then refresh(src) end
-        if src._ver ~= vers[i] then at[#at + 1] = i end
+        if src[KIND] == COMPUTED then refresh(src) end
+        if src[VER] ~= vers[i] then at[#at + 1] = i end
       end
     end
     table.sort(at)
@@ -840,8 +869,8 @@ function M.changed()
   end
   for i = 1, #deps do
     local src = deps[i]
-    if src._kind == COMPUTED then refresh(src) end -- (the run's start checked them up to the first change)
-    if src._ver ~= vers[i] then out[#out + 1] = src end
+    if src[KIND] == COMPUTED then refresh(src) end -- (the run's start checked them up to the first change)
+    if src[VER] ~= vers[i] then out[#out + 1] = src end
   end
   return out
 end
@@ -853,8 +882,8 @@ end
 function M.retrack()
   local obs = observer and current_observer()
   if not obs then return end
-  local deps, nd, nn = obs._deps, obs._nd, obs._nn
-  local prefix = deps ~= EMPTY and obs._kind == EFFECT and not obs._kept and nn <= #deps
+  local deps, nd, nn = obs[DEPS], obs[ND], obs[NN]
+  local prefix = deps ~= EMPTY and obs[KIND] == EFFECT and not obs[KEPT] and nn <= #deps
   if prefix and nd then
     for i = 1, nn do
       if nd[i] ~= deps[i] then
@@ -867,9 +896,9 @@ function M.retrack()
     for i = 1, #deps do track(deps[i]) end
     return
   end
-  local vers, nv = obs._vers, obs._nv
+  local vers, nv = obs[VERS], obs[NV]
   for i = 1, nn do vers[i] = nv[i] end
-  local hints = obs._runHints
+  local hints = obs[RUN_HINTS]
   if hints then
     -- only what notified it can be at a new version (every source of an effect notifies it):
     -- a hundred rows' computeds are not visited for the one that changed
@@ -877,25 +906,27 @@ function M.retrack()
     for k = 1, #hints do
       local src = hints[k]
       local i = idx[src]
-      if i and i > nn then vers[i] = src._ver end
+      if i and i > nn then vers[i] = src[VER] end
     end
   else
-    for i = nn + 1, #deps do vers[i] = deps[i]._ver end
+    for i = nn + 1, #deps do vers[i] = deps[i][VER] end
   end
-  obs._nd, obs._nv, obs._ns, obs._nn, obs._kept = false, false, false, 0, true
+  obs[ND], obs[NV], obs[NS], obs[NN], obs[KEPT] = false, false, false, 0, true
 end
 
 -- invalidate(c): c's function runs again when c is next read, whether or not what it read
 -- changed (memo: a component call whose props changed). Its subscribers are not told.
 function M.invalidate(c)
   if getmetatable(c) ~= COMPUTED_MT then error("clank.signal.invalidate: expected a computed", 2) end
-  c._force, c._outdated, c._gv = true, true, -1
+  c[FORCE], c[OUTDATED], c[GV] = true, true, -1
 end
 
 -- valueOf(c): c.value of a computed c, without the metamethod's dispatch (memo reads one per
 -- component call).
 M.valueOf = computed_value
 M.valueInRun = value_in_run
+
+M.hostSlots = SELF -- the last array slot of a computed
 
 -- isSignal(x): true for signals and computeds.
 function M.isSignal(x)

@@ -37,6 +37,14 @@ local getinfo, getupvalue, dump = debug.getinfo, debug.getupvalue, string.dump
 
 local M = {}
 
+-- The fields of an entry a component call reads, array slots after the computed's own (see
+-- signal.computed): with them, a call that matches reads a few cache lines of its entry.
+local VIEW <const> = 23
+local PROPS <const> = 24
+local COUNT <const> = 25
+local TREE <const> = 26
+assert(signal.hostSlots == VIEW - 1, "clank.ui.memo: the computed's slots moved")
+
 local current = false -- the scope whose render is running (renders never yield: see signal)
 local outputs = setmetatable({}, { __mode = "k" })
 
@@ -152,8 +160,8 @@ local function materialize(prev)
   local order = prev.order
   for i = 1, prev.cursor do
     local entry = order[i]
-    local key = entry.props.key
-    add_call(generation, matched_by(key), entry.view, key, entry)
+    local key = entry[PROPS].key
+    add_call(generation, matched_by(key), entry[VIEW], key, entry)
   end
   return generation
 end
@@ -189,7 +197,7 @@ end
 local NOTHING = {} -- an entry's tree before its first render
 
 local function render_entry(entry)
-  return M.within(entry, entry.view.render, entry.props, nil)
+  return M.within(entry, entry[VIEW].render, entry[PROPS], nil)
 end
 
 -- Whether a render of a mounted view is running: then View(props) calls M.call.
@@ -209,7 +217,7 @@ function M.call(view, props, copy, validate)
     entry = prev.order[n]
     -- (entry's key was matched_by's "keyed" or "ranked": == leaves out only a float key
     -- equal to an integer one, which the renderer raises for)
-    if entry and entry.view == view and entry.props.key == key then
+    if entry and entry[VIEW] == view and entry[PROPS].key == key then
       prev.cursor = n
     else
       entry = nil
@@ -240,30 +248,32 @@ function M.call(view, props, copy, validate)
       end
     end
   end
-  if not (entry and same_props(entry.props, props, equal, entry.count)) then
+  if not (entry and same_props(entry[PROPS], props, equal, entry[COUNT])) then
     props = copy(props)
     validate(view, props)
     local count = 0
     for _ in next, props do count = count + 1 end
     if entry then -- the same call with new props: it runs again, with them
-      entry.props, entry.count = props, count
+      entry[PROPS], entry[COUNT] = props, count
       invalidate(entry)
     else
       -- an entry is a scope too, and the computed of the call's render (its fields never nil:
       -- the tree is NOTHING until there is one)
-      entry = signal.computed(render_entry, { view = view, props = props, count = count,
-        prev = false, next = false, renders = 0, parent = scope, tree = NOTHING, at = false,
-        atRender = false })
+      -- (slots 1 to 22, the computed's, made in the array part with the entry's own)
+      entry = signal.computed(render_entry, { false, false, false, false, false, false, false,
+        false, false, false, false, false, false, false, false, false, false, false, false, false,
+        false, false, view, props, count, NOTHING, prev = false, next = false, renders = 0,
+        parent = scope, at = false, atRender = false })
     end
   end
   if how then add_call(generation, how, view, key, entry) end
   local tree = value_of(entry)
   -- (a tree it returned before is there already: the set is large, a lookup a cache miss;
   -- ~= first, as it costs no call, then rawequal for a tree whose metatable has __eq)
-  if tree ~= entry.tree and type(tree) == "table" and not rawequal(tree, entry.tree) then
+  if tree ~= entry[TREE] and type(tree) == "table" and not rawequal(tree, entry[TREE]) then
     outputs[tree] = true
   end
-  if tree == nil then entry.tree = NOTHING else entry.tree = tree end
+  if tree == nil then entry[TREE] = NOTHING else entry[TREE] = tree end
   return tree, true
 end
 
@@ -295,7 +305,7 @@ local NOWHERE = {}
 local function placed(scope, entry, tree)
   local at = entry.at
   if at and entry.atRender == scope.renders then
-    local old = entry.tree
+    local old = entry[TREE]
     for k = 1, #at, 2 do
       if not rawequal(at[k][at[k + 1]], old) then
         at = nil
@@ -305,7 +315,7 @@ local function placed(scope, entry, tree)
     if at then return at end
   end
   at = {}
-  places(tree, entry.tree, at, 0)
+  places(tree, entry[TREE], at, 0)
   if #at == 0 then return nil end
   entry.at, entry.atRender = at, scope.renders
   return at
@@ -323,7 +333,7 @@ function M.swapChanged(scope, tree)
   for i = 1, #changed do
     local entry = changed[i] -- a call's entry (the computed of its render), or another source
     if entry.parent ~= scope then return nil end
-    local new, old = entry:peek(), entry.tree -- read untracked: retrack() below tracks it
+    local new, old = entry:peek(), entry[TREE] -- read untracked: retrack() below tracks it
     if old == NOTHING then old = nil end
     if not rawequal(new, old) then
       local at = NOWHERE
@@ -340,10 +350,10 @@ function M.swapChanged(scope, tree)
     if #at == 0 then tree = new end
     for k = 1, #at, 2 do at[k][at[k + 1]] = new end
     if type(new) == "table" then outputs[new] = true end
-    local old = entry.tree
+    local old = entry[TREE]
     if old == NOTHING then old = nil end
     olds[i], news[i] = old, new
-    if new == nil then entry.tree = NOTHING else entry.tree = new end
+    if new == nil then entry[TREE] = NOTHING else entry[TREE] = new end
   end
   signal.retrack()
   return tree, olds, news

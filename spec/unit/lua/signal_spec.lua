@@ -1131,6 +1131,24 @@ describe("clank.signal.computed with a host", function()
     assert.matches("cannot set 'other'", raised(function() c.other = 1 end))
   end)
 
+  it("leaves the host its array slots after hostSlots, and its string keys", function()
+    -- (memo keeps a component call's view, props and tree there: README, Live views)
+    local after = S.hostSlots + 1
+    local slots = {}
+    for i = 1, S.hostSlots do slots[i] = false end
+    slots[after], slots[after + 1], slots.name = "view", "props", "row"
+    local a = S.signal(1)
+    local c = S.computed(function(self) return self[after] .. a.value .. self.name end, slots)
+    assert.are.equal("view1row", c.value)
+    a.value = 2
+    assert.are.equal("view2row", c.value)
+    assert.are.equal("props", c[after + 1])
+    c[after] = "other" -- its own slot: no error, and the next run reads it
+    a.value = 3
+    assert.are.equal("other3row", c.value)
+    assert.matches("cannot set 'extra'", raised(function() c.extra = 1 end))
+  end)
+
   it("calls a computed without a host with no argument", function()
     local n
     local c = S.computed(function(...) n = select("#", ...) return 1 end)
