@@ -220,8 +220,8 @@ local function unkeep(obs)
 end
 
 -- A run that reads what its last run read, in the same order (a list re-rendered with the
--- same rows), tracks in "prefix" mode: _ns is PREFIX, _nd is the last run's list itself and
--- _nn how much of it this run read again; only the versions are new. The first read that
+-- same rows), tracks in "prefix" mode: NS is PREFIX, ND is the last run's list itself and
+-- NN how much of it this run read again; only the versions are new. The first read that
 -- leaves the order makes the run's tables from that prefix (materialize), and it tracks as
 -- usual from there.
 local PREFIX = {}
@@ -376,7 +376,7 @@ end
 -- a notify its task was stopped in is done again by the next.
 -- An effect keeps the sources that notified it (from) as hints, up to MAX_HINTS: its next
 -- check looks at those instead of everything it read (a list of a hundred rows' computeds, one
--- of which changed). Past MAX_HINTS it checks everything (_hints false).
+-- of which changed). Past MAX_HINTS it checks everything (HINTS false).
 local function notify(node, from)
   if node[KIND] == COMPUTED then
     if not node[NOTIFIED] then
