@@ -756,6 +756,10 @@ function M.signal(v)
   return setmetatable({ SIGNAL, v, 0, false, false }, SIGNAL_MT) -- KIND, V, VER, FIRST, LAST
 end
 
+-- A computed's slots as it starts (FN and SELF are set by computed()).
+local COMPUTED_START = { COMPUTED, NIL, 0, false, false, false, true, false, false, -1, EMPTY,
+  EMPTY, false, false, false, false, 0, false, false, false, false, false }
+
 -- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
 -- computed(fn, host): host (a table without a metatable) becomes the computed, and fn is
 -- called with it: a thing that is one computed each (a memo entry) holds its own fields and
@@ -764,20 +768,14 @@ end
 -- must never be set to nil (a computed takes no new fields).
 function M.computed(fn, host)
   if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
-  local c
-  if host == nil then
-    c = { COMPUTED, NIL, 0, false, false, false, true, false, false, -1, EMPTY, EMPTY, false,
-      false, false, false, 0, false, false, false, fn, false }
-  elseif type(host) ~= "table" or getmetatable(host) ~= nil then
+  local c = host
+  if c == nil then
+    c = {}
+  elseif type(c) ~= "table" or getmetatable(c) ~= nil then
     error("clank.signal.computed: the host must be a table without a metatable", 2)
-  else
-    c = host
-    c[KIND], c[V], c[VER], c[FIRST], c[LAST], c[ERR], c[OUTDATED], c[SUBS] =
-      COMPUTED, NIL, 0, false, false, false, true, false
-    c[RUNNING], c[GV], c[DEPS], c[VERS], c[NOTIFIED], c[ND], c[NV], c[NS] =
-      false, -1, EMPTY, EMPTY, false, false, false, false
-    c[NN], c[IDX], c[KEPT], c[FORCE], c[FN], c[SELF] = 0, false, false, false, fn, true
   end
+  table.move(COMPUTED_START, 1, SELF, 1, c)
+  c[FN], c[SELF] = fn, host ~= nil
   return setmetatable(c, COMPUTED_MT)
 end
 
