@@ -59,7 +59,7 @@ local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
 -- A node's fields are array slots, named by these constants (compiled to GETI/SETI): a
 -- list's render reads a few fields of a hundred computeds, and slots next to each other are
 -- a cache line or two where string keys are spread over a hash part. A signal has the first
--- five; a computed the first twenty-two; an effect all of them, false where it has none.
+-- five; a computed the first thirty-nine; an effect all of them, false where it has none.
 -- (one per statement: only the last of several locals declared together is folded)
 local KIND <const> = 1
 local V <const> = 2
@@ -70,24 +70,28 @@ local ERR <const> = 6
 local OUTDATED <const> = 7
 local SUBS <const> = 8
 local RUNNING <const> = 9
-local GV <const> = 10
-local DEPS <const> = 11
-local VERS <const> = 12
-local NOTIFIED <const> = 13
-local ND <const> = 14
-local NV <const> = 15
-local NS <const> = 16
-local NN <const> = 17
-local IDX <const> = 18
-local KEPT <const> = 19
-local FORCE <const> = 20
-local FN <const> = 21
-local SELF <const> = 22
-local QUEUED <const> = 23
-local DISPOSED <const> = 24
-local CLEANUP <const> = 25
-local HINTS <const> = 26
-local RUN_HINTS <const> = 27
+-- Slots 10 to 26 are a host's (see computed(fn, host)): next to the few a read of an up to
+-- date computed looks at, so that a memo hit reads its entry's fields in the same lines.
+local HOST_FIRST <const> = 10
+local HOST_LAST <const> = 26
+local GV <const> = 27
+local DEPS <const> = 28
+local VERS <const> = 29
+local NOTIFIED <const> = 30
+local ND <const> = 31
+local NV <const> = 32
+local NS <const> = 33
+local NN <const> = 34
+local IDX <const> = 35
+local KEPT <const> = 36
+local FORCE <const> = 37
+local FN <const> = 38
+local SELF <const> = 39
+local QUEUED <const> = 40
+local DISPOSED <const> = 41
+local CLEANUP <const> = 42
+local HINTS <const> = 43
+local RUN_HINTS <const> = 44
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
 local MAX_HINTS = 32 -- sources an effect remembers as having notified it
 
@@ -757,15 +761,18 @@ function M.signal(v)
 end
 
 -- A computed's slots as it starts (FN and SELF are set by computed()).
-local COMPUTED_START = { COMPUTED, NIL, 0, false, false, false, true, false, false, -1, EMPTY,
-  EMPTY, false, false, false, false, 0, false, false, false, false, false }
+local COMPUTED_START = { COMPUTED, NIL, 0, false, false, false, true, false, false,
+  false, false, false, false, false, false, false, false, false, false, false, false, false, false,
+  false, false, false, -- the host's
+  -1, EMPTY, EMPTY, false, false, false, false, 0, false, false, false, false, false }
 
 -- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
 -- computed(fn, host): host (a table without a metatable) becomes the computed, and fn is
 -- called with it: a thing that is one computed each (a memo entry) holds its own fields and
--- needs no closure. Array slots 1 to M.hostSlots are the computed's (a host made with them
--- present, false, takes them with no rehash); the host's own are its other keys. Its fields
--- must never be set to nil (a computed takes no new fields).
+-- needs no closure. The host's own fields are array slots M.hostFirst to M.hostLast, those
+-- after M.computedSlots, and its string keys; the other slots, 1 to M.computedSlots, are the
+-- computed's (a host made with all of them present, false where it has nothing, takes them
+-- with no rehash). Its fields must never be set to nil (a computed takes no new fields).
 function M.computed(fn, host)
   if type(fn) ~= "function" then error("clank.signal.computed: expected a function", 2) end
   local c = host
@@ -774,7 +781,12 @@ function M.computed(fn, host)
   elseif type(c) ~= "table" or getmetatable(c) ~= nil then
     error("clank.signal.computed: the host must be a table without a metatable", 2)
   end
-  table.move(COMPUTED_START, 1, SELF, 1, c)
+  if host == nil then
+    table.move(COMPUTED_START, 1, SELF, 1, c)
+  else
+    table.move(COMPUTED_START, 1, HOST_FIRST - 1, 1, c)
+    table.move(COMPUTED_START, HOST_LAST + 1, SELF, HOST_LAST + 1, c)
+  end
   c[FN], c[SELF] = fn, host ~= nil
   return setmetatable(c, COMPUTED_MT)
 end
@@ -783,8 +795,11 @@ end
 -- disposer. Inside a batch or another effect it still runs at once.
 function M.effect(fn)
   if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
-  local e = { EFFECT, false, false, false, false, false, false, {}, false, false, EMPTY, EMPTY,
-    false, false, false, false, 0, false, false, false, fn, false, false, false, false, {}, false }
+  local e = { EFFECT, false, false, false, false, false, false, {}, false,
+    false, false, false, false, false, false, false, false, false, false, false, false, false,
+    false, false, false, false, -- no host
+    false, EMPTY, EMPTY, false, false, false, false, 0, false, false, false, fn, false, false,
+    false, false, {}, false }
   local co = open_batch()
   local ok, err = pcall(run_effect, e, co)
   if not ok then dispose(e) end
@@ -924,7 +939,8 @@ end
 M.valueOf = computed_value
 M.valueInRun = value_in_run
 
-M.hostSlots = SELF -- the last array slot of a computed
+M.hostFirst, M.hostLast = HOST_FIRST, HOST_LAST -- a host's array slots (computed(fn, host))
+M.computedSlots = SELF -- a computed's last slot: those after it are a host's too
 
 -- isSignal(x): true for signals and computeds.
 function M.isSignal(x)

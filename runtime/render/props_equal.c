@@ -1,8 +1,7 @@
-/* render_core.sameProps(before, props, deep [, count]) → whether a component's props equal last
-   time's (lua/clank/ui/memo.lua): a live list compares every row's props on every change, so
-   the loop is here. props has no metatable and the same fields as before, each the same value
-   (1 and 1.0 are not: they render apart), or tables or functions deep(a, b, 1) finds equal.
-   count, when given, is how many fields before has (memo counts them once, when it copies). */
+/* Whether a component's props equal last time's (lua/clank/ui/memo.lua): a live list compares
+   every row's props on every change, so the loop is here. props has no metatable and the same
+   fields as before, each the same value (1 and 1.0 are not: they render apart), or tables or
+   functions deep(a, b, 1) finds equal. */
 #include <lauxlib.h>
 
 #include "render/render_internal.h"
@@ -29,7 +28,7 @@ static int same_value(lua_State *L, int a, int b, const clank_same_fields_t *how
 }
 
 int clank_render_same_fields(lua_State *L, int a, int b, const clank_same_fields_t *how) {
-  luaL_checkstack(L, 8, "sameProps");
+  luaL_checkstack(L, 8, "props");
   int top = lua_gettop(L);
   lua_Integer n = 0;
   lua_pushnil(L);
@@ -54,17 +53,79 @@ int clank_render_same_fields(lua_State *L, int a, int b, const clank_same_fields
   return n == 0;
 }
 
-int clank_render_same_props(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaL_checktype(L, 3, LUA_TFUNCTION);
+/* The fields of a component call's props as memo keeps them in its entry (an array): up to
+   max_pairs names and values in slots first, first + 1, ... in the order the caller's table
+   gave them (the same constructor gives them in the same order next time: each name is found
+   at once), their count in slot count; more fields than that are compared with the props table
+   in slot props. */
+enum { SM_DEEP = 1, SM_COUNT, SM_PROPS, SM_FIRST, SM_MAX };
+
+static lua_Integer upvalue_integer(lua_State *L, int i) {
+  return lua_tointeger(L, lua_upvalueindex(i));
+}
+
+/* same(entry, props) → whether props (the caller's table) equal the fields entry keeps, as
+   sameProps compares them; entry is memo's, never checked (an internal function). */
+static int same_slots(lua_State *L) {
+  lua_settop(L, 2);
+  lua_pushvalue(L, lua_upvalueindex(SM_DEEP)); /* 3 */
   clank_same_fields_t how = {.deep = 3, .depth = 1, .count = -1};
-  if (!lua_isnoneornil(L, 4)) how.count = luaL_checkinteger(L, 4);
-  lua_settop(L, 3);
-  if (lua_getmetatable(L, 2)) {
+  if (lua_type(L, 2) != LUA_TTABLE || lua_getmetatable(L, 2)) {
     lua_pushboolean(L, 0);
     return 1;
   }
-  lua_pushboolean(L, clank_render_same_fields(L, 1, 2, &how));
+  lua_rawgeti(L, 1, upvalue_integer(L, SM_COUNT));
+  lua_Integer count = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  if (count > upvalue_integer(L, SM_MAX)) { /* the props table's fields */
+    how.count = count;
+    lua_rawgeti(L, 1, upvalue_integer(L, SM_PROPS)); /* 4 */
+    lua_pushboolean(L, lua_type(L, 4) == LUA_TTABLE && clank_render_same_fields(L, 4, 2, &how));
+    return 1;
+  }
+  luaL_checkstack(L, 8, "props");
+  lua_Integer first = upvalue_integer(L, SM_FIRST), n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) { /* name at 4, value at 5 */
+    if (n == count) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    lua_Integer at = first + 2 * n;
+    lua_rawgeti(L, 1, at);        /* 6 */
+    if (!lua_rawequal(L, 4, 6)) { /* another order: look for the name */
+      at = -1;
+      for (lua_Integer i = 0; i < count; i++) {
+        lua_rawgeti(L, 1, first + 2 * i);
+        int found = lua_rawequal(L, 4, -1);
+        lua_pop(L, 1);
+        if (found) {
+          at = first + 2 * i;
+          break;
+        }
+      }
+      if (at < 0) {
+        lua_pushboolean(L, 0);
+        return 1;
+      }
+    }
+    lua_rawgeti(L, 1, at + 1); /* 7 */
+    if (!same_value(L, 7, 5, &how)) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    lua_settop(L, 4);
+    n++;
+  }
+  lua_pushboolean(L, n == count);
+  return 1;
+}
+
+/* render_core.slotsMatcher(deep, countSlot, propsSlot, firstSlot, maxPairs) → same */
+int clank_render_slots_matcher(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  for (int i = 2; i <= 5; i++) luaL_checkinteger(L, i);
+  lua_settop(L, 5);
+  lua_pushcclosure(L, same_slots, 5);
   return 1;
 }

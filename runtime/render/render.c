@@ -874,7 +874,7 @@ static int render_renderer(lua_State *L) {
 static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
     {"elementMaker", clank_render_element_maker},  /* element.c */
-    {"sameProps", clank_render_same_props},        /* props_equal.c */
+    {"slotsMatcher", clank_render_slots_matcher},  /* props_equal.c */
     {"treeSwaps", clank_render_tree_swaps},        /* tree_swaps.c */
     {"splices", clank_render_splices},             /* diff.c */
     {"htmlBuffer", clank_render_html_buffer},      /* html.c */

@@ -167,8 +167,9 @@ int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n);
 /* render_core.keyFinder(ELEMENT) → find(tree, path); validKeyPath(path) → boolean (keys.c). */
 int clank_render_key_finder(lua_State *L);
 int clank_render_valid_key_path(lua_State *L);
-/* render_core.sameProps(before, props, deep) → boolean (props_equal.c). */
-int clank_render_same_props(lua_State *L);
+/* render_core.slotsMatcher(deep, countSlot, propsSlot, firstSlot, maxPairs) → same(entry,
+   props) → boolean: props against the fields memo keeps in an entry's slots (props_equal.c). */
+int clank_render_slots_matcher(lua_State *L);
 /* Raw equality as a page renders it: a number's subtype too (1 and 1.0 render apart). */
 int clank_render_same_raw(lua_State *L, int a, int b);
 /* How clank_render_same_fields compares two fields' values that are not raw-equal: tables

@@ -26,7 +26,6 @@
 -- unchanged.
 local signal = require "clank.signal"
 local render_core = require "clank.render_core"
-local same_props = render_core.sameProps -- the loop of equal over props, in C
 local tree_swaps = render_core.treeSwaps
 local value_of, invalidate = signal.valueInRun, signal.invalidate
 
@@ -37,20 +36,35 @@ local getinfo, getupvalue, dump = debug.getinfo, debug.getupvalue, string.dump
 
 local M = {}
 
--- The fields of an entry a component call reads, array slots after the computed's own (see
--- signal.computed): with them, a call that matches reads a few cache lines of its entry.
-local VIEW <const> = 23
-local PROPS <const> = 24
-local COUNT <const> = 25
-local TREE <const> = 26
-assert(signal.hostSlots == VIEW - 1, "clank.ui.memo: the computed's slots moved")
+-- The fields of an entry a component call reads, the array slots the computed leaves its host
+-- (see signal.computed): next to the computed's own a read looks at, so that a call that
+-- matches reads a few cache lines of its entry. Its props' fields are kept there too, up to
+-- MAX_FIELDS names and values from FIELDS on (the caller's table, in the order it gave them),
+-- so that comparing the next call's props reads neither the props table nor a hash part.
+local VIEW <const> = 10
+local KEY <const> = 11 -- props.key, or NO_KEY
+local COUNT <const> = 12 -- how many fields the props have
+local TREE <const> = 13
+local FIELDS <const> = 14
+local MAX_FIELDS <const> = 6
+local PROPS <const> = 26 -- the props (a copy): what the render is called with
+-- An entry is a scope too (see M.scope), and the slots after the computed's are its fields
+-- (a mount's scope has them as keys of its hash part).
+local PREV <const> = 40
+local NEXT <const> = 41
+local RENDERS <const> = 42
+local PARENT <const> = 43 -- the scope the call was made in
+local AT <const> = 44 -- where its tree is in the parent's (see placed)
+local AT_RENDER <const> = 45
+assert(signal.hostFirst == VIEW and signal.hostLast == PROPS and signal.computedSlots == PREV - 1,
+  "clank.ui.memo: the computed's slots moved")
+local NO_KEY = {}
 
 local current = false -- the scope whose render is running (renders never yield: see signal)
 local outputs = setmetatable({}, { __mode = "k" })
+local equal
 
 local MAX_DEPTH = 20 -- plain tables nested deeper compare by identity only
-
-local equal
 
 local function equal_tables(a, b, depth)
   if depth > MAX_DEPTH or getmetatable(a) ~= nil or getmetatable(b) ~= nil then return false end
@@ -96,6 +110,26 @@ function equal(a, b, depth)
 end
 M.equal = function(a, b) return equal(a, b, 0) end
 
+-- same_fields(entry, props): whether props equal the entry's, each field as equal compares
+-- them (the loop in C: a list's render compares every row's).
+local same_fields = render_core.slotsMatcher(equal, COUNT, PROPS, FIELDS, MAX_FIELDS)
+
+-- Keeps props (the caller's table; its copy is entry[PROPS]) in entry's slots: their count, and
+-- up to MAX_FIELDS names and values, the slots after them false.
+local function keep_fields(entry, props, before)
+  local at, count = FIELDS, 0
+  for k, v in next, props do
+    count = count + 1
+    if count <= MAX_FIELDS then
+      entry[at], entry[at + 1] = k, v
+      at = at + 2
+    end
+  end
+  if before > MAX_FIELDS then before = MAX_FIELDS end
+  for i = at, FIELDS + 2 * before - 1 do entry[i] = false end
+  entry[COUNT] = count
+end
+
 -- The traceback of the last error a render raised, taken where it was raised (within's pcall
 -- would otherwise leave only the frames above it): memo.traceback(err).
 local raised, raised_trace = nil, nil
@@ -113,13 +147,16 @@ function M.traceback(err, level)
   return debug.traceback(err, (level or 1) + 1)
 end
 
--- A scope (a mount, or a call's entry): the calls of its last render (prev) and of the one
--- running (next), each false until a call is made, then a generation:
+-- A scope (a mount, or a call's entry): the calls of its last render (PREV) and of the one
+-- running (NEXT), each false until a call is made, then a generation:
 -- { order = { entry, ... } (in call order), keyed = { [view] = { [key] = entry } }?,
---   ranked = { [view] = { entry, ... } }?, cursor = n }.
+--   ranked = { [view] = { entry, ... } }?, cursor = n }; how many renders it made (RENDERS).
 function M.scope()
-  return { prev = false, next = false, renders = 0 }
+  return { [PREV] = false, [NEXT] = false, [RENDERS] = 0 }
 end
+
+-- Whether scope's last render made component calls.
+function M.madeCalls(scope) return scope[PREV] ~= false end
 
 -- A render that makes the calls its last render made, in the same order (a list rendered again
 -- with the same rows), runs in "prefix" mode: next is PREFIX, and each call is matched with the
@@ -160,7 +197,8 @@ local function materialize(prev)
   local order = prev.order
   for i = 1, prev.cursor do
     local entry = order[i]
-    local key = entry[PROPS].key
+    local key = entry[KEY]
+    if key == NO_KEY then key = nil end
     add_call(generation, matched_by(key), entry[VIEW], key, entry)
   end
   return generation
@@ -170,26 +208,26 @@ end
 -- against (what it no longer called is dropped), on an error last time's calls are kept.
 function M.within(scope, fn, ...)
   local outer = current
-  local prev = scope.prev
+  local prev = scope[PREV]
   if prev then
     prev.cursor = 0
-    scope.next = PREFIX
+    scope[NEXT] = PREFIX
   else
-    scope.next = false
+    scope[NEXT] = false
   end
   current = scope
   local ok, tree = xpcall(fn, keep_trace, ...)
   current = outer
   if ok then
-    local generation = scope.next
+    local generation = scope[NEXT]
     if generation == PREFIX then -- the calls of last time, or fewer
-      if prev.cursor < #prev.order then scope.prev = materialize(prev) end
+      if prev.cursor < #prev.order then scope[PREV] = materialize(prev) end
     else
-      scope.prev = generation
+      scope[PREV] = generation
     end
-    scope.renders = scope.renders + 1 -- places found in the last render's tree hold no more
+    scope[RENDERS] = scope[RENDERS] + 1 -- places found in the last render's tree hold no more
   end
-  scope.next = false
+  scope[NEXT] = false
   if not ok then error(tree, 0) end
   return tree
 end
@@ -210,19 +248,21 @@ function M.call(view, props, copy, validate)
   local scope = current
   if not scope then return end
   local key = props.key
-  local generation, entry = scope.next, nil
+  local generation, entry = scope[NEXT], nil
+  local kept_key = key
+  if key == nil then kept_key = NO_KEY end
   if generation == PREFIX then -- the call at this place last time, when it is the same call
-    local prev = scope.prev
+    local prev = scope[PREV]
     local n = prev.cursor + 1
     entry = prev.order[n]
     -- (entry's key was matched_by's "keyed" or "ranked": == leaves out only a float key
     -- equal to an integer one, which the renderer raises for)
-    if entry and entry[VIEW] == view and entry[PROPS].key == key then
+    if entry and entry[VIEW] == view and entry[KEY] == kept_key then
       prev.cursor = n
     else
       entry = nil
       generation = materialize(prev)
-      scope.next = generation
+      scope[NEXT] = generation
     end
   end
   local how
@@ -232,9 +272,9 @@ function M.call(view, props, copy, validate)
     if how then
       if not generation then
         generation = { order = {}, cursor = 0 }
-        scope.next = generation
+        scope[NEXT] = generation
       end
-      local prev = scope.prev
+      local prev = scope[PREV]
       local by_view = prev and prev[how]
       local before = by_view and by_view[view]
       if before then
@@ -248,22 +288,23 @@ function M.call(view, props, copy, validate)
       end
     end
   end
-  if not (entry and same_props(entry[PROPS], props, equal, entry[COUNT])) then
+  if not (entry and same_fields(entry, props)) then
+    local given = props
     props = copy(props)
     validate(view, props)
-    local count = 0
-    for _ in next, props do count = count + 1 end
     if entry then -- the same call with new props: it runs again, with them
-      entry[PROPS], entry[COUNT] = props, count
+      entry[PROPS] = props
+      keep_fields(entry, given, entry[COUNT])
       invalidate(entry)
     else
       -- an entry is a scope too, and the computed of the call's render (its fields never nil:
-      -- the tree is NOTHING until there is one)
-      -- (slots 1 to 22, the computed's, made in the array part with the entry's own)
+      -- the tree is NOTHING until there is one); its 45 slots made in the array part, the
+      -- computed's false until signal.computed sets them
       entry = signal.computed(render_entry, { false, false, false, false, false, false, false,
-        false, false, false, false, false, false, false, false, false, false, false, false, false,
-        false, false, view, props, count, NOTHING, prev = false, next = false, renders = 0,
-        parent = scope, at = false, atRender = false })
+        false, false, view, kept_key, 0, NOTHING, false, false, false, false, false, false, false,
+        false, false, false, false, false, props, false, false, false, false, false, false, false,
+        false, false, false, false, false, false, false, false, 0, scope, false, false })
+      keep_fields(entry, given, 0)
     end
   end
   if how then add_call(generation, how, view, key, entry) end
@@ -303,8 +344,8 @@ local NOWHERE = {}
 -- the scope renders no more (a render makes new tables; a swap puts the new tree where the
 -- old one was), so that a row's change does not walk the list to find it again.
 local function placed(scope, entry, tree)
-  local at = entry.at
-  if at and entry.atRender == scope.renders then
+  local at = entry[AT]
+  if at and entry[AT_RENDER] == scope[RENDERS] then
     local old = entry[TREE]
     for k = 1, #at, 2 do
       if not rawequal(at[k][at[k + 1]], old) then
@@ -317,7 +358,7 @@ local function placed(scope, entry, tree)
   at = {}
   places(tree, entry[TREE], at, 0)
   if #at == 0 then return nil end
-  entry.at, entry.atRender = at, scope.renders
+  entry[AT], entry[AT_RENDER] = at, scope[RENDERS]
   return at
 end
 
@@ -332,7 +373,7 @@ function M.swapChanged(scope, tree)
   local swaps = {}
   for i = 1, #changed do
     local entry = changed[i] -- a call's entry (the computed of its render), or another source
-    if entry.parent ~= scope then return nil end
+    if entry[PARENT] ~= scope then return nil end
     local new, old = entry:peek(), entry[TREE] -- read untracked: retrack() below tracks it
     if old == NOTHING then old = nil end
     if not rawequal(new, old) then

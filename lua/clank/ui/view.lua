@@ -168,7 +168,7 @@ function Mounted:start(version)
     self.version = self.version + 1
     -- a render that made components (a list of rows) and gave the last tree again but for some
     -- of their trees is, for the page, the update a swap is (a list read again, one row changed)
-    if before ~= nil and self.scope.prev then
+    if before ~= nil and memo.madeCalls(self.scope) then
       local olds, news = memo.treeSwaps(before, self.current)
       if olds and #olds > 0 then self.swap = { version = self.version, olds = olds, news = news } end
     end

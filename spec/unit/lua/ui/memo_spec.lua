@@ -300,17 +300,97 @@ describe("clank.ui.memo", function()
     m:dispose()
   end)
 
-  it("compares props in C, with last time's field count when given (render_core.sameProps)", function()
-    local same = require("clank.render_core").sameProps
-    local before = { a = 1, b = "x" }
-    assert.is_true(same(before, { a = 1, b = "x" }, memo.equal))
-    assert.is_true(same(before, { a = 1, b = "x" }, memo.equal, 2))
-    assert.is_false(same(before, { a = 1 }, memo.equal))
-    assert.is_false(same(before, { a = 1 }, memo.equal, 2))
-    assert.is_false(same(before, { a = 1, b = "x", c = true }, memo.equal, 2))
-    assert.is_false(same(before, { a = 1.0, b = "x" }, memo.equal, 2))
-    assert.is_false(same(before, { a = 1, b = "x" }, memo.equal, 3)) -- a count that is not before's
-    assert.has_error(function() same(before, {}, memo.equal, "two") end)
+  it("compares props with the fields an entry keeps in its slots (render_core.slotsMatcher)", function()
+    -- an entry as memo keeps one: the count in slot 2, the props table in slot 3, up to two
+    -- names and values from slot 4 on; deep compares tables (here: by their field x)
+    local deep_calls = 0
+    local function deep(a, b, depth)
+      deep_calls = deep_calls + 1
+      assert.are.equal(1, depth)
+      return type(a) == "table" and type(b) == "table" and a.x == b.x
+    end
+    local same = require("clank.render_core").slotsMatcher(deep, 2, 3, 4, 2)
+    local function entry(props)
+      local e, at, n = { false, 0, props, false, false, false, false }, 4, 0
+      for k, v in next, props do
+        n = n + 1
+        if n <= 2 then e[at], e[at + 1], at = k, v, at + 2 end
+      end
+      e[2] = n
+      return e
+    end
+    local kept = entry({ a = 1, b = "x" })
+    assert.is_true(same(kept, { a = 1, b = "x" }))
+    assert.is_true(same(kept, { b = "x", a = 1 })) -- made in another order
+    local reordered = entry({ a = 1, b = "x" })
+    reordered[4], reordered[5], reordered[6], reordered[7] = reordered[6], reordered[7], reordered[4], reordered[5]
+    assert.is_true(same(reordered, { a = 1, b = "x" })) -- kept in another order
+    assert.is_false(same(kept, { a = 1 }))
+    assert.is_false(same(kept, { a = 1, b = "x", c = true }))
+    assert.is_false(same(kept, { a = 1, c = "x" }))
+    assert.is_false(same(kept, { a = 1.0, b = "x" })) -- 1 and 1.0 render apart
+    assert.is_false(same(kept, { a = 2, b = "x" }))
+    assert.is_false(same(kept, setmetatable({ a = 1, b = "x" }, {})))
+    assert.is_false(same(kept, "props"))
+    assert.are.equal(0, deep_calls)
+    local t = entry({ t = { x = 1 } })
+    assert.is_true(same(t, { t = { x = 1 } }))
+    assert.is_false(same(t, { t = { x = 2 } }))
+    assert.are.equal(2, deep_calls)
+    -- more fields than the slots hold: compared with the props table in slot 3
+    local many = entry({ a = 1, b = 2, c = { x = 3 } })
+    assert.are.equal(3, many[2])
+    assert.is_true(same(many, { a = 1, b = 2, c = { x = 3 } }))
+    assert.is_false(same(many, { a = 1, b = 2, c = { x = 4 } }))
+    assert.is_false(same(many, { a = 1, b = 2 }))
+    assert.is_false(same(many, { a = 1, b = 2, c = { x = 3 }, d = 4 }))
+    assert.has_error(function() require("clank.render_core").slotsMatcher(deep, "two", 3, 4, 2) end)
+  end)
+
+  it("keeps a call's props in the entry and compares the next call's with them", function()
+    local renders = 0
+    local Cell = clank.defineView { name = "cell", render = function(p)
+      renders = renders + 1
+      return h.td(nil, p.a, p.b, p.c and p.c.x or "", p.d, p.e, p.f, p.g)
+    end }
+    local props = signal.signal({ a = 1, b = "x" })
+    local row_renders = 0
+    local m = clank.mount(clank.defineView { name = "row", render = function()
+      row_renders = row_renders + 1
+      local p = props.value
+      local given = {}
+      -- the fields given in a different order from one render to the next
+      local names = {}
+      for k in pairs(p) do names[#names + 1] = k end
+      table.sort(names, row_renders % 2 == 0 and function(x, y) return x > y end or nil)
+      for _, k in ipairs(names) do given[k] = p[k] end
+      return h.tr(nil, Cell(given))
+    end })
+    assert.are.equal(1, renders)
+    props.value = { a = 1, b = "x" }
+    assert.are.equal(1, renders)
+    props.value = { b = "x", a = 1, c = { x = 2 } }
+    assert.are.equal(2, renders)
+    assert.are.equal("<tr><td>1x2</td></tr>", clank.render(m:tree()))
+    props.value = { a = 1, b = "x", c = { x = 2 } } -- an equal table
+    assert.are.equal(2, renders)
+    props.value = { a = 1, b = "x" } -- one field fewer
+    assert.are.equal(3, renders)
+    assert.are.equal("<tr><td>1x</td></tr>", clank.render(m:tree()))
+    local seven = { a = 1, b = "x", c = { x = 3 }, d = "d", e = "e", f = "f", g = "g" }
+    props.value = seven -- more fields than an entry keeps
+    assert.are.equal(4, renders)
+    assert.are.equal("<tr><td>1x3defg</td></tr>", clank.render(m:tree()))
+    props.value = { a = 1, b = "x", c = { x = 3 }, d = "d", e = "e", f = "f", g = "g" }
+    assert.are.equal(4, renders)
+    props.value = { a = 1, b = "x", c = { x = 3 }, d = "d", e = "e", f = "f", g = "G" }
+    assert.are.equal(5, renders)
+    props.value = { a = 2 } -- fewer again: the slots of the ones gone are not compared
+    assert.are.equal(6, renders)
+    props.value = { a = 2 }
+    assert.are.equal(6, renders)
+    assert.are.equal("<tr><td>2</td></tr>", clank.render(m:tree()))
+    m:dispose()
   end)
 
   it("renders the mounted view itself again on setData, its rows not", function()
