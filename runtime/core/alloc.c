@@ -78,8 +78,13 @@ static inline __attribute__((always_inline)) void *take(clank_alloc_t *a, size_t
   return b;
 }
 
+/* How much the cache may hold (see CLANK_ALLOC_CACHE_BYTES). */
+static inline size_t cache_bound(const clank_alloc_t *a) {
+  return a->used / 2 > CLANK_ALLOC_CACHE_BYTES ? a->used / 2 : CLANK_ALLOC_CACHE_BYTES;
+}
+
 static inline __attribute__((always_inline)) void give(clank_alloc_t *a, void *p, size_t n) {
-  if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > CLANK_ALLOC_CACHE_BYTES) {
+  if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > cache_bound(a)) {
     free(p);
     return;
   }

@@ -14,10 +14,12 @@
 #include "core/scheduler.h"
 
 /* Blocks up to this size are kept for reuse once freed (alloc.c), up to
-   CLANK_ALLOC_CACHE_BYTES in all: about what a collection cycle frees of a
-   busy live session's heap, so that Lua's blocks rarely go through malloc
-   and free (whose bins cost a keyed click over a tenth of its CPU when the
-   bound was 1 MiB). Cached bytes are not `used`: the cap counts Lua's. */
+   CLANK_ALLOC_CACHE_BYTES in all, or half of what Lua holds when that is
+   more: about what a collection cycle frees, so that Lua's blocks rarely go
+   through malloc and free (whose bins cost a keyed click over a tenth of its
+   CPU when the bound was 1 MiB, and a publish to a thousand sessions a
+   second in the round whose sweep freed hundreds of megabytes). Cached bytes
+   are not `used`: the cap counts Lua's. */
 #define CLANK_ALLOC_SMALL 512
 #define CLANK_ALLOC_CACHE_BYTES ((size_t)16 << 20)
 

@@ -1,6 +1,7 @@
 /* core/alloc.c's cache of freed small blocks: a block Lua frees is handed
    out again for the next one of its size class, the cache holds at most
-   CLANK_ALLOC_CACHE_BYTES (the rest goes back to malloc), cached bytes are
+   CLANK_ALLOC_CACHE_BYTES or half of what Lua holds, the larger (the rest
+   goes back to malloc), cached bytes are
    not counted as used, and a drain empties it. Exit status 0 when every
    case passes; each failure prints a line. */
 #include <lua.h>
@@ -67,10 +68,36 @@ static void holds_at_most_its_bound(void) {
   free(blocks);
 }
 
+/* While Lua holds more than twice the bound, the cache may hold half of what
+   it holds: 96 MiB live (one large block), then 64 MiB of 64-byte blocks
+   freed. The cache stops at c = (96 + 64 - c) / 2, 160/3 MiB, and a block
+   freed after that goes back to malloc. */
+static void holds_half_of_a_large_heap(void) {
+  clank_alloc_t a = {0};
+  size_t mib = (size_t)1 << 20, n = 64 * mib / 64;
+  void **blocks = malloc(n * sizeof *blocks);
+  void *live = new_block(&a, 96 * mib);
+  if (!blocks || !live) {
+    CHECK(0, "out of memory for the test");
+    free(blocks);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) blocks[i] = new_block(&a, 64);
+  for (size_t i = 0; i < n; i++) free_block(&a, blocks[i], 64);
+  CHECK(a.used == 96 * mib, "the large block is left: used %zu", a.used);
+  CHECK(a.cached > 53 * mib && a.cached <= 160 * mib / 3,
+        "cached %zu, above the 16 MiB bound, at most a third of 160 MiB", a.cached);
+  free_block(&a, live, 96 * mib);
+  clank_alloc_drain(&a);
+  CHECK(a.cached == 0 && a.used == 0, "drained: cached %zu, used %zu", a.cached, a.used);
+  free(blocks);
+}
+
 int main(void) {
   reuses_a_freed_block();
   resizes_in_place_within_a_class();
   holds_at_most_its_bound();
+  holds_half_of_a_large_heap();
   printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
