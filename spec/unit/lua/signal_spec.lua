@@ -1131,14 +1131,14 @@ describe("clank.signal.computed with a host", function()
     assert.matches("cannot set 'other'", raised(function() c.other = 1 end))
   end)
 
-  it("leaves the host its array slots from hostFirst to hostLast, and its string keys", function()
+  it("leaves the host its slots hostFirst to hostLast and after computedSlots, and its string keys", function()
     -- (memo keeps a component call's view, props and tree there: README, Live views)
     assert.is_true(S.hostFirst > 5 and S.hostLast >= S.hostFirst + 1) -- a signal's five before
     local after = S.hostFirst
     local slots = {}
-    for i = 1, 39 do slots[i] = false end
+    for i = 1, S.computedSlots do slots[i] = false end
     slots[after], slots[after + 1], slots.name = "view", "props", "row"
-    slots[S.hostLast] = "last"
+    slots[S.hostLast], slots[S.computedSlots + 1] = "last", "after"
     local a = S.signal(1)
     local c = S.computed(function(self) return self[after] .. a.value .. self.name end, slots)
     assert.are.equal("view1row", c.value)
@@ -1149,6 +1149,7 @@ describe("clank.signal.computed with a host", function()
     a.value = 3
     assert.are.equal("other3row", c.value)
     assert.are.equal("last", c[S.hostLast])
+    assert.are.equal("after", c[S.computedSlots + 1])
     assert.matches("cannot set 'extra'", raised(function() c.extra = 1 end))
   end)
 
