@@ -59,7 +59,7 @@ local SIGNAL, COMPUTED, EFFECT = 1, 2, 3
 -- A node's fields are array slots, named by these constants (compiled to GETI/SETI): a
 -- list's render reads a few fields of a hundred computeds, and slots next to each other are
 -- a cache line or two where string keys are spread over a hash part. A signal has the first
--- five; a computed the first thirty-nine; an effect all of them, false where it has none.
+-- five; a computed the first thirty-five; an effect all of them, false where it has none.
 -- (one per statement: only the last of several locals declared together is folded)
 local KIND <const> = 1
 local V <const> = 2
@@ -70,28 +70,28 @@ local ERR <const> = 6
 local OUTDATED <const> = 7
 local SUBS <const> = 8
 local RUNNING <const> = 9
--- Slots 10 to 26 are a host's (see computed(fn, host)): next to the few a read of an up to
+-- Slots 10 to 22 are a host's (see computed(fn, host)): next to the few a read of an up to
 -- date computed looks at, so that a memo hit reads its entry's fields in the same lines.
 local HOST_FIRST <const> = 10
-local HOST_LAST <const> = 26
-local GV <const> = 27
-local DEPS <const> = 28
-local VERS <const> = 29
-local NOTIFIED <const> = 30
-local ND <const> = 31
-local NV <const> = 32
-local NS <const> = 33
-local NN <const> = 34
-local IDX <const> = 35
-local KEPT <const> = 36
-local FORCE <const> = 37
-local FN <const> = 38
-local SELF <const> = 39
-local QUEUED <const> = 40
-local DISPOSED <const> = 41
-local CLEANUP <const> = 42
-local HINTS <const> = 43
-local RUN_HINTS <const> = 44
+local HOST_LAST <const> = 22
+local GV <const> = 23
+local DEPS <const> = 24
+local VERS <const> = 25
+local NOTIFIED <const> = 26
+local ND <const> = 27
+local NV <const> = 28
+local NS <const> = 29
+local NN <const> = 30
+local IDX <const> = 31
+local KEPT <const> = 32
+local FORCE <const> = 33
+local FN <const> = 34
+local SELF <const> = 35
+local QUEUED <const> = 36
+local DISPOSED <const> = 37
+local CLEANUP <const> = 38
+local HINTS <const> = 39
+local RUN_HINTS <const> = 40
 local MAX_PASSES = 100 -- flush passes before a cycle is assumed
 local MAX_HINTS = 32 -- sources an effect remembers as having notified it
 
@@ -762,8 +762,7 @@ end
 
 -- A computed's slots as it starts (FN and SELF are set by computed()).
 local COMPUTED_START = { COMPUTED, NIL, 0, false, false, false, true, false, false,
-  false, false, false, false, false, false, false, false, false, false, false, false, false, false,
-  false, false, false, -- the host's
+  false, false, false, false, false, false, false, false, false, false, false, false, false, -- the host's
   -1, EMPTY, EMPTY, false, false, false, false, 0, false, false, false, false, false }
 
 -- computed(fn): a read-only value fn derives from what it reads; lazy, cached.
@@ -796,8 +795,7 @@ end
 function M.effect(fn)
   if type(fn) ~= "function" then error("clank.signal.effect: expected a function", 2) end
   local e = { EFFECT, false, false, false, false, false, false, {}, false,
-    false, false, false, false, false, false, false, false, false, false, false, false, false,
-    false, false, false, false, -- no host
+    false, false, false, false, false, false, false, false, false, false, false, false, false, -- no host
     false, EMPTY, EMPTY, false, false, false, false, 0, false, false, false, fn, false, false,
     false, false, {}, false }
   local co = open_batch()

@@ -40,22 +40,23 @@ local M = {}
 -- (see signal.computed): next to the computed's own a read looks at, so that a call that
 -- matches reads a few cache lines of its entry. Its props' fields are kept there too, up to
 -- MAX_FIELDS names and values from FIELDS on (the caller's table, in the order it gave them),
--- so that comparing the next call's props reads neither the props table nor a hash part.
+-- so that comparing the next call's props reads neither the props table nor a hash part (a
+-- row's props are a key and a few values; more are compared with the props table).
 local VIEW <const> = 10
 local KEY <const> = 11 -- props.key, or NO_KEY
 local COUNT <const> = 12 -- how many fields the props have
 local TREE <const> = 13
 local FIELDS <const> = 14
-local MAX_FIELDS <const> = 6
-local PROPS <const> = 26 -- the props (a copy): what the render is called with
+local MAX_FIELDS <const> = 4
+local PROPS <const> = 22 -- the props (a copy): what the render is called with
 -- An entry is a scope too (see M.scope), and the slots after the computed's are its fields
 -- (a mount's scope has them as keys of its hash part).
-local PREV <const> = 40
-local NEXT <const> = 41
-local RENDERS <const> = 42
-local PARENT <const> = 43 -- the scope the call was made in
-local AT <const> = 44 -- where its tree is in the parent's (see placed)
-local AT_RENDER <const> = 45
+local PREV <const> = 36
+local NEXT <const> = 37
+local RENDERS <const> = 38
+local PARENT <const> = 39 -- the scope the call was made in
+local AT <const> = 40 -- where its tree is in the parent's (see placed)
+local AT_RENDER <const> = 41
 assert(signal.hostFirst == VIEW and signal.hostLast == PROPS and signal.computedSlots == PREV - 1,
   "clank.ui.memo: the computed's slots moved")
 local NO_KEY = {}
@@ -298,12 +299,12 @@ function M.call(view, props, copy, validate)
       invalidate(entry)
     else
       -- an entry is a scope too, and the computed of the call's render (its fields never nil:
-      -- the tree is NOTHING until there is one); its 45 slots made in the array part, the
+      -- the tree is NOTHING until there is one); its 41 slots made in the array part, the
       -- computed's false until signal.computed sets them
       entry = signal.computed(render_entry, { false, false, false, false, false, false, false,
         false, false, view, kept_key, 0, NOTHING, false, false, false, false, false, false, false,
-        false, false, false, false, false, props, false, false, false, false, false, false, false,
-        false, false, false, false, false, false, false, false, 0, scope, false, false })
+        false, props, false, false, false, false, false, false, false, false, false, false, false,
+        false, false, false, false, 0, scope, false, false })
       keep_fields(entry, given, 0)
     end
   end
