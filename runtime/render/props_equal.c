@@ -65,8 +65,9 @@ static lua_Integer upvalue_integer(lua_State *L, int i) {
 }
 
 /* same(entry, props) → whether props (the caller's table) equal the fields entry keeps, as
-   sameProps compares them; entry is memo's, never checked (an internal function). */
+   the file's opening comment says. */
 static int same_slots(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 2);
   lua_pushvalue(L, lua_upvalueindex(SM_DEEP)); /* 3 */
   clank_same_fields_t how = {.deep = 3, .depth = 1, .count = -1};

@@ -345,6 +345,7 @@ describe("clank.ui.memo", function()
     assert.is_false(same(many, { a = 1, b = 2 }))
     assert.is_false(same(many, { a = 1, b = 2, c = { x = 3 }, d = 4 }))
     assert.has_error(function() require("clank.render_core").slotsMatcher(deep, "two", 3, 4, 2) end)
+    assert.has_error(function() same("entry", { a = 1 }) end)
   end)
 
   it("keeps a call's props in the entry and compares the next call's with them", function()
