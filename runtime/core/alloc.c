@@ -1,8 +1,17 @@
 /* The capped, accounted allocator (see alloc.h). */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* sbrk, getpagesize, madvise */
+#endif
 #include "core/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#if CLANK_ALLOC_HUGE_HEAP
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "core/preempt.h"
 
@@ -66,11 +75,48 @@ static inline int admit(clank_alloc_t *a, size_t grow) {
   return admit_over(a, t, grow);
 }
 
+#if CLANK_ALLOC_HUGE_HEAP
+/* The heap in huge pages. glibc grows its heap with brk, which cannot be
+   hooked: after a block comes from malloc, what the heap gained since the
+   last look is advised MADV_HUGEPAGE (with transparent huge pages in
+   "madvise" mode, the kernel then backs it in 2 MiB pages; in "never" mode
+   the advice does nothing). A 2 MiB page is only used for a range that lies
+   whole inside the heap when first touched, so glibc is told to grow it
+   HEAP_GROWTH at a time (M_TOP_PAD); that stops its moving mmap threshold,
+   which is set where it would end (large blocks stay in the heap too).
+   glibc's own tunable glibc.malloc.hugetlb=1 does this for every arena,
+   but is read from the environment at start only. */
+#define HEAP_GROWTH (32 << 20)
+
+static __attribute__((noinline)) void advise_heap(clank_alloc_t *a) {
+  char *top = sbrk(0);
+  if (top == (char *)-1) return;
+  if (a->advised_top == NULL) {
+    mallopt(M_TOP_PAD, HEAP_GROWTH);
+    mallopt(M_MMAP_THRESHOLD, HEAP_GROWTH);
+  } else if (top > a->advised_top) {
+    uintptr_t page = (uintptr_t)getpagesize();
+    uintptr_t from = (uintptr_t)a->advised_top & ~(page - 1);
+    (void)madvise((void *)from, (size_t)((uintptr_t)top - from), MADV_HUGEPAGE);
+  }
+  a->advised_top = top; /* lower too, after a trim: what grows again is advised again */
+}
+#else
+static void advise_heap(clank_alloc_t *a) { (void)a; }
+#endif
+
+/* A block from malloc, the heap it may have grown advised. */
+static __attribute__((noinline)) void *fresh(clank_alloc_t *a, size_t n) {
+  void *p = malloc(n);
+  advise_heap(a);
+  return p;
+}
+
 static inline __attribute__((always_inline)) void *take(clank_alloc_t *a, size_t n) {
-  if (n > CLANK_ALLOC_SMALL) return malloc(n);
+  if (n > CLANK_ALLOC_SMALL) return fresh(a, n);
   size_t c = class_of(n);
   clank_alloc_block_t *b = a->cache[c];
-  if (b == NULL) return malloc(class_bytes(c));
+  if (b == NULL) return fresh(a, class_bytes(c));
   UNPOISON(b, class_bytes(c));
   a->cache[c] = b->next;
   a->cached -= class_bytes(c);
@@ -104,6 +150,7 @@ static __attribute__((noinline)) void *resize(clank_alloc_t *a, void *ptr, size_
   void *p;
   if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
     p = realloc(ptr, nsize);
+    advise_heap(a);
   } else if (old <= CLANK_ALLOC_SMALL && nsize <= CLANK_ALLOC_SMALL &&
              class_of(old) == class_of(nsize)) {
     p = ptr; /* the block has room already */

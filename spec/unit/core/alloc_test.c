@@ -1,14 +1,19 @@
 /* core/alloc.c's cache of freed small blocks: a block Lua frees is handed
    out again for the next one of its size class, the cache holds at most
    CLANK_ALLOC_CACHE_BYTES or half of what Lua holds, the larger (the rest
-   goes back to malloc), cached bytes are
-   not counted as used, and a drain empties it. Exit status 0 when every
-   case passes; each failure prints a line. */
+   goes back to malloc), cached bytes are not counted as used, a drain
+   empties it, and the heap it grows is advised for huge pages. Exit status
+   0 when every case passes; each failure prints a line. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* sbrk */
+#endif
+#include <inttypes.h>
 #include <lua.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../check.h"
 #include "core/alloc.h"
@@ -93,11 +98,66 @@ static void holds_half_of_a_large_heap(void) {
   free(blocks);
 }
 
+/* The VmFlags of the mapping that holds p, from /proc/self/smaps, into
+   flags; 0 when not found. */
+static int flags_of_mapping(const void *p, char *flags, size_t size) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return 0;
+  char line[512];
+  int inside = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    uintptr_t from, to;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &from, &to) == 2) {
+      inside = (uintptr_t)p >= from && (uintptr_t)p < to;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      snprintf(flags, size, "%.*s", (int)(size - 1), line + 8);
+      found = 1;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* Where the kernel has transparent huge pages, the heap Lua's blocks grow
+   into is advised for them ("hg" among its mapping's VmFlags): 80 MiB of
+   64-byte blocks, past a few steps of the heap's growth (the earlier cases
+   left free room in it), then the mapping of the heap's last byte. */
+static void advises_the_heap_it_grows(void) {
+#if CLANK_ALLOC_HUGE_HEAP
+  FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (thp == NULL) {
+    printf("unit/core/alloc: no transparent huge pages here, the advice is not checked\n");
+    return;
+  }
+  fclose(thp);
+  clank_alloc_t a = {0};
+  size_t n = ((size_t)80 << 20) / 64;
+  void **blocks = malloc(n * sizeof *blocks);
+  char *top = sbrk(0);
+  if (!blocks) {
+    CHECK(0, "out of memory for the test");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) blocks[i] = new_block(&a, 64);
+  char *grown = sbrk(0), flags[512] = "";
+  CHECK(grown > top, "the heap grew: from %p to %p", (void *)top, (void *)grown);
+  CHECK(flags_of_mapping(grown - 1, flags, sizeof flags), "the heap's end is in smaps");
+  CHECK(strstr(flags, " hg") != NULL, "the heap it grew is advised for huge pages: VmFlags%s",
+        flags);
+  for (size_t i = 0; i < n; i++) free_block(&a, blocks[i], 64);
+  clank_alloc_drain(&a);
+  free(blocks);
+#else
+  printf("unit/core/alloc: this build does not advise its heap (CLANK_ALLOC_HUGE_HEAP 0)\n");
+#endif
+}
+
 int main(void) {
   reuses_a_freed_block();
   resizes_in_place_within_a_class();
   holds_at_most_its_bound();
   holds_half_of_a_large_heap();
+  advises_the_heap_it_grows();
   printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
