@@ -98,6 +98,7 @@ static void holds_half_of_a_large_heap(void) {
   free(blocks);
 }
 
+#if CLANK_ALLOC_HUGE_HEAP
 /* The VmFlags of the mapping that holds p, from /proc/self/smaps, into
    flags; 0 when not found. */
 static int flags_of_mapping(const void *p, char *flags, size_t size) {
@@ -117,6 +118,8 @@ static int flags_of_mapping(const void *p, char *flags, size_t size) {
   fclose(f);
   return found;
 }
+
+#endif
 
 /* Where the kernel has transparent huge pages, the heap Lua's blocks grow
    into is advised for them ("hg" among its mapping's VmFlags): 80 MiB of
