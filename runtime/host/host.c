@@ -250,6 +250,8 @@ int clank_host_serve(const clank_options_t *o, const clank_worker_t *w) {
   h->log.debug = getenv("CLANK_DEBUG") != NULL && *getenv("CLANK_DEBUG") != '\0';
   signal(SIGPIPE, SIG_IGN);
   uv_loop_init(&h->loop);
+  /* the time the loop waits for I/O: host/idle_gc.c's measure of how busy it is */
+  uv_loop_configure(&h->loop, UV_METRICS_IDLE_TIME);
   if (w && h->metrics->started_ns != 0)
     clank_metrics_restart(h->metrics);
   else

@@ -1,46 +1,107 @@
-/* Collection in slices after sessions hibernated (see idle_gc.h). */
+/* Collection in idle time (see idle_gc.h). */
 #include "host/idle_gc.h"
 
 #include <lua.h>
+#include <poll.h>
 
+#include "core/collector.h"
 #include "host/host.h"
 
-#define SLICE_NS 1000000u  /* a slice's Lua time at most */
-#define SLICE_EVERY_MS 10u /* so a cycle takes at most a tenth of the core */
-/* The next cycle starts no sooner than this many times the last one's length
-   after it (and 1 s): sessions that keep hibernating cost the core about 1 %. */
+/* A slice steps the cycle for SLICE_MIN_NS even when I/O is waiting (a
+   server with light steady traffic never has an empty loop), then on while
+   nothing is, up to SLICE_MAX_NS. It runs when the loop spent at most half
+   its time since the last one on other work: the next one PERIOD_MS later,
+   or 1 ms later when nothing came meanwhile. */
+#define SLICE_MIN_NS 1000000u
+#define SLICE_MAX_NS 8000000u
+#define PERIOD_MS 10u
+/* A cycle starts when the heap is GROWTH_NUM / GROWTH_DEN of what the last
+   one left; Lua's own starts at twice (its default pause), where the credit
+   given between slices ends too. */
+#define GROWTH_NUM 3u
+#define GROWTH_DEN 2u
+#define HOLD_FACTOR 2u
+/* After sessions hibernated the next cycle starts no sooner than this many
+   times the last one's length after it (and 1 s): sessions that keep
+   hibernating cost the core about a tenth. */
 #define AGAIN_FACTOR 10u
 #define AGAIN_MIN_MS 1000u
-/* A cycle stops after this many slices even if it did not complete: one over
-   a heap of gigabytes completes well within them, and a state the app
-   switched to the generational collector never reports one. */
+/* A cycle ends after this many slices even if it did not complete: one over
+   a heap of gigabytes completes well within them. */
 #define MAX_SLICES 6000u
 
+static void slice(uv_timer_t *t);
+
+static int io_waiting(uv_loop_t *loop) {
+  struct pollfd p = {.fd = uv_backend_fd(loop), .events = POLLIN};
+  return poll(&p, 1, 0) > 0;
+}
+
+/* Whether the loop spent more than half its time since the last look on
+   work other than the slices (host.c has libuv count the time it waits). */
+static int loop_busy(clank_host_t *h) {
+  clank_idle_gc_t *c = &h->idle_gc;
+  uint64_t now = uv_hrtime(), idle = uv_metrics_idle_time(&h->loop);
+  uint64_t span = now - c->looked_at, other = span - (idle - c->waited) - c->sliced;
+  if (other > span) other = 0; /* the clocks' rounding */
+  c->looked_at = now;
+  c->waited = idle;
+  c->sliced = 0;
+  return other > span / 2;
+}
+
 /* Ends the cycle, completed or not (one cut short counts as ending now). */
-static void stop(clank_host_t *h) {
+static void stop(clank_host_t *h, int completed) {
   clank_idle_gc_t *c = &h->idle_gc;
   uv_timer_stop(&c->slices);
   c->running = 0;
   c->ended_at = uv_now(&h->loop);
+  if (completed) {
+    h->metrics->idle_collections++;
+    c->base_kib = clank_collector_kib(h->gen->L);
+  }
 }
 
 static void slice(uv_timer_t *t) {
   clank_host_t *h = t->data;
   clank_idle_gc_t *c = &h->idle_gc;
   clank_gen_t *g = h->gen;
-  if (g == NULL || h->torn_down || c->left == 0 || !lua_gc(g->L, LUA_GCISRUNNING)) {
-    stop(h);
+  if (g == NULL || h->torn_down || c->generation != h->metrics->generation ||
+      !lua_gc(g->L, LUA_GCISRUNNING)) {
+    stop(h, 0);
+    return;
+  }
+  if (loop_busy(h) || g->sched.ready != NULL) { /* (a task preempted waits to go on) */
+    uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
+    return;
+  }
+  if (c->left == 0) {
+    c->gave_up = 1;
+    stop(h, 0);
+    return;
+  }
+  size_t hold = c->hold_kib;
+  if (clank_collector_kib(g->L) >= hold) { /* Lua's pace took the cycle over */
+    stop(h, 0);
     return;
   }
   c->left--;
-  uint64_t until = uv_hrtime() + SLICE_NS;
+  uint64_t now = uv_hrtime(), least = now + SLICE_MIN_NS, until = now + SLICE_MAX_NS, at;
+  int came = 0;
   do {
-    if (lua_gc(g->L, LUA_GCSTEP, 0)) { /* the cycle completed */
-      h->metrics->idle_collections++;
-      stop(h);
+    if (clank_collector_step(g->L)) {
+      stop(h, 1);
       return;
     }
-  } while (uv_hrtime() < until);
+    at = uv_hrtime();
+  } while (at < least || (at < until && !(came = io_waiting(&h->loop))));
+  c->sliced = at - now;
+  /* what the work until the next slice allocates leaves the cycle to idle time */
+  size_t kib = clank_collector_kib(g->L);
+  if (hold > kib) clank_collector_credit(g->L, hold - kib);
+  /* 1 ms, not 0: the loop polls for I/O before the next slice (a timer due at
+     once would run again before it) */
+  uv_timer_start(&c->slices, slice, came ? PERIOD_MS : 1, 0);
 }
 
 void clank_idle_gc_init(clank_host_t *h) {
@@ -50,21 +111,49 @@ void clank_idle_gc_init(clank_host_t *h) {
   uv_unref((uv_handle_t *)&c->slices);
 }
 
-void clank_idle_gc_tick(clank_host_t *h) {
+static void start(clank_host_t *h, uint64_t now, size_t kib) {
   clank_idle_gc_t *c = &h->idle_gc;
-  clank_gen_t *g = h->gen;
-  uint64_t hibernations = h->metrics->hibernations, now = uv_now(&h->loop);
+  /* a heap already past twice the base grew at Lua's pace, whose cycle may be under way:
+     the rest of it is left to idle time too, while the heap grows by a third at most */
+  c->hold_kib = c->base_kib * HOLD_FACTOR;
+  if (kib / 3 * 4 > c->hold_kib) c->hold_kib = kib / 3 * 4;
+  c->started_from = h->metrics->hibernations;
+  c->started_at = now;
+  c->running = 1;
+  c->left = MAX_SLICES;
+  c->looked_at = uv_hrtime();
+  c->waited = uv_metrics_idle_time(&h->loop);
+  c->sliced = 0;
+  uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
+}
+
+/* Hibernations settled since the last cycle, which ended long enough ago. */
+static int hibernated(clank_host_t *h, uint64_t now) {
+  clank_idle_gc_t *c = &h->idle_gc;
+  uint64_t hibernations = h->metrics->hibernations;
   /* sessions that hibernate together (opened together) do so over some seconds: the cycle
      starts once a tick found none more, so that it collects them all */
   int settled = hibernations == c->seen;
   c->seen = hibernations;
-  if (c->running || g == NULL || h->torn_down || !settled || hibernations == c->started_from)
-    return;
+  if (!settled || hibernations == c->started_from) return 0;
   uint64_t again = (c->ended_at - c->started_at) * AGAIN_FACTOR;
-  if (c->ended_at && now - c->ended_at < (again > AGAIN_MIN_MS ? again : AGAIN_MIN_MS)) return;
-  c->started_from = hibernations;
-  c->started_at = now;
-  c->running = 1;
-  c->left = MAX_SLICES;
-  uv_timer_start(&c->slices, slice, SLICE_EVERY_MS, SLICE_EVERY_MS);
+  return !c->ended_at || now - c->ended_at >= (again > AGAIN_MIN_MS ? again : AGAIN_MIN_MS);
+}
+
+void clank_idle_gc_tick(clank_host_t *h) {
+  clank_idle_gc_t *c = &h->idle_gc;
+  clank_gen_t *g = h->gen;
+  if (g == NULL || h->torn_down) return;
+  uint64_t now = uv_now(&h->loop);
+  size_t kib = clank_collector_kib(g->L);
+  if (c->generation != h->metrics->generation) { /* a new state: what it holds is its base */
+    c->generation = h->metrics->generation;
+    c->base_kib = kib;
+    c->gave_up = 0;
+  }
+  if (kib < c->base_kib) c->base_kib = kib; /* Lua's own cycles collected */
+  int grown = !c->gave_up && kib >= c->base_kib / GROWTH_DEN * GROWTH_NUM;
+  if (hibernated(h, now) || grown) {
+    if (!c->running && lua_gc(g->L, LUA_GCISRUNNING)) start(h, now, kib);
+  }
 }

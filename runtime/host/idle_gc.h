@@ -1,13 +1,23 @@
-/* Collection after sessions let their trees go (issue 29: hold less per
-   session). Lua collects as it allocates, so the trees of sessions that
-   hibernated stay in the heap as garbage for as long as the server is quiet:
-   counted by the memory cap and clank_lua_memory_bytes, and collected, if
-   ever, by a stop-the-world collection once the cap is near. Instead, a tick
-   after sessions hibernated starts a cycle that runs in slices of at most a
-   millisecond every 10 ms until it completes. */
+/* Collection in idle time (issue 29). Lua collects as it allocates: a cycle,
+   once started, is paid for by the allocations that follow, so a burst of
+   work that meets one (a publish re-rendering a thousand sessions) pays for
+   marking and sweeping the whole heap inside it, and the garbage of sessions
+   that hibernated stays in a quiet server's heap, counted by the memory cap,
+   for as long as nothing allocates. Instead, the host runs cycles in slices
+   while its loop has nothing else to do:
+   - a cycle starts once the heap grew half again over what the last cycle
+     left (before Lua's own, at twice), or once sessions hibernated;
+   - a slice runs when the loop spent at most half its time since the last
+     one on other work and no preempted task waits: it steps the cycle for
+     1 ms, then on while no I/O is waiting, 8 ms at most;
+   - between slices the allocation of the work that comes does no collection
+     work (core/collector.h's credit) until the heap reaches twice what the
+     last cycle left (or a third more than when the cycle started, if that is
+     more), where Lua's own pace takes over again. */
 #ifndef CLANK_HOST_IDLE_GC_H
 #define CLANK_HOST_IDLE_GC_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -15,20 +25,28 @@ struct clank_host_s;
 
 typedef struct clank_idle_gc_s {
   uv_timer_t slices;
+  uint64_t generation; /* the app's generation (metrics' count) these fields are of */
+  size_t base_kib;     /* the heap the last cycle left (or the least seen since) */
+  size_t hold_kib;     /* the heap up to which this cycle gives credit */
+  /* a cycle did not complete within its slices: growth no longer starts one in this
+     generation (an app that switched to the generational collector never completes one) */
+  int gave_up;
   uint64_t seen;         /* the hibernations counted at the last tick */
   uint64_t started_from; /* and when the last cycle started */
-  uint64_t started_at;   /* loop times the last cycle started and completed */
+  uint64_t started_at;   /* loop times the last cycle started and ended */
   uint64_t ended_at;     /* (0: none ran yet) */
   unsigned left;         /* slices this cycle may still take */
+  uint64_t looked_at;    /* when a slice last looked at the loop (uv_hrtime) */
+  uint64_t waited;       /* the loop's idle time then (uv_metrics_idle_time) */
+  uint64_t sliced;       /* how long the slice since took */
   int running;
 } clank_idle_gc_t;
 
 /* Sets up the timer (unreferenced: it never keeps the loop alive). */
 void clank_idle_gc_init(struct clank_host_s *h);
-/* About once a second (host.c's tick): starts a cycle when sessions
-   hibernated since the last one started but none since the last tick, and
-   the last one completed long enough ago (ten times its length, 1 s at
-   least): a server where sessions keep hibernating collects by allocating. */
+/* About once a second (host.c's tick): starts a cycle when the heap grew half
+   again over what the last one left, or when sessions hibernated since the
+   last one started but none since the last tick and the last one ended long
+   enough ago (ten times its length, 1 s at least). */
 void clank_idle_gc_tick(struct clank_host_s *h);
-
 #endif
