@@ -22,7 +22,7 @@
 #define GROWTH_DEN 2u
 #define HOLD_FACTOR 2u
 /* After sessions hibernated the next cycle starts no sooner than this many
-   times the last one's length after it (and 1 s): sessions that keep
+   times the last one's slices took after it (and 1 s): sessions that keep
    hibernating cost the core about a tenth. */
 #define AGAIN_FACTOR 10u
 #define AGAIN_MIN_MS 1000u
@@ -56,6 +56,7 @@ static void stop(clank_host_t *h, int completed) {
   uv_timer_stop(&c->slices);
   c->running = 0;
   c->ended_at = uv_now(&h->loop);
+  c->last_cycle_ms = c->cycle_ns / 1000000u;
   if (completed) {
     h->metrics->idle_collections++;
     c->base_kib = clank_collector_kib(h->gen->L);
@@ -96,6 +97,7 @@ static void slice(uv_timer_t *t) {
     at = uv_hrtime();
   } while (at < least || (at < until && !(came = io_waiting(&h->loop))));
   c->sliced = at - now;
+  c->cycle_ns += c->sliced;
   /* what the work until the next slice allocates leaves the cycle to idle time */
   size_t kib = clank_collector_kib(g->L);
   if (hold > kib) clank_collector_credit(g->L, hold - kib);
@@ -111,14 +113,14 @@ void clank_idle_gc_init(clank_host_t *h) {
   uv_unref((uv_handle_t *)&c->slices);
 }
 
-static void start(clank_host_t *h, uint64_t now, size_t kib) {
+static void start(clank_host_t *h, size_t kib) {
   clank_idle_gc_t *c = &h->idle_gc;
   /* a heap already past twice the base grew at Lua's pace, whose cycle may be under way:
      the rest of it is left to idle time too, while the heap grows by a third at most */
   c->hold_kib = c->base_kib * HOLD_FACTOR;
   if (kib / 3 * 4 > c->hold_kib) c->hold_kib = kib / 3 * 4;
   c->started_from = h->metrics->hibernations;
-  c->started_at = now;
+  c->cycle_ns = 0;
   c->running = 1;
   c->left = MAX_SLICES;
   c->looked_at = uv_hrtime();
@@ -136,7 +138,7 @@ static int hibernated(clank_host_t *h, uint64_t now) {
   int settled = hibernations == c->seen;
   c->seen = hibernations;
   if (!settled || hibernations == c->started_from) return 0;
-  uint64_t again = (c->ended_at - c->started_at) * AGAIN_FACTOR;
+  uint64_t again = c->last_cycle_ms * AGAIN_FACTOR;
   return !c->ended_at || now - c->ended_at >= (again > AGAIN_MIN_MS ? again : AGAIN_MIN_MS);
 }
 
@@ -154,6 +156,6 @@ void clank_idle_gc_tick(clank_host_t *h) {
   if (kib < c->base_kib) c->base_kib = kib; /* Lua's own cycles collected */
   int grown = !c->gave_up && kib >= c->base_kib / GROWTH_DEN * GROWTH_NUM;
   if (hibernated(h, now) || grown) {
-    if (!c->running && lua_gc(g->L, LUA_GCISRUNNING)) start(h, now, kib);
+    if (!c->running && lua_gc(g->L, LUA_GCISRUNNING)) start(h, kib);
   }
 }

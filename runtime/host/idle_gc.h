@@ -31,14 +31,15 @@ typedef struct clank_idle_gc_s {
   /* a cycle did not complete within its slices: growth no longer starts one in this
      generation (an app that switched to the generational collector never completes one) */
   int gave_up;
-  uint64_t seen;         /* the hibernations counted at the last tick */
-  uint64_t started_from; /* and when the last cycle started */
-  uint64_t started_at;   /* loop times the last cycle started and ended */
-  uint64_t ended_at;     /* (0: none ran yet) */
-  unsigned left;         /* slices this cycle may still take */
-  uint64_t looked_at;    /* when a slice last looked at the loop (uv_hrtime) */
-  uint64_t waited;       /* the loop's idle time then (uv_metrics_idle_time) */
-  uint64_t sliced;       /* how long the slice since took */
+  uint64_t seen;          /* the hibernations counted at the last tick */
+  uint64_t started_from;  /* and when the last cycle started */
+  uint64_t ended_at;      /* loop time the last cycle ended (0: none ran yet) */
+  uint64_t cycle_ns;      /* the time this cycle's slices took */
+  uint64_t last_cycle_ms; /* and the last one's */
+  unsigned left;          /* slices this cycle may still take */
+  uint64_t looked_at;     /* when a slice last looked at the loop (uv_hrtime) */
+  uint64_t waited;        /* the loop's idle time then (uv_metrics_idle_time) */
+  uint64_t sliced;        /* how long the slice since took */
   int running;
 } clank_idle_gc_t;
 
@@ -47,6 +48,6 @@ void clank_idle_gc_init(struct clank_host_s *h);
 /* About once a second (host.c's tick): starts a cycle when the heap grew half
    again over what the last one left, or when sessions hibernated since the
    last one started but none since the last tick and the last one ended long
-   enough ago (ten times its length, 1 s at least). */
+   enough ago (ten times what its slices took, 1 s at least). */
 void clank_idle_gc_tick(struct clank_host_s *h);
 #endif
