@@ -50,4 +50,5 @@ void clank_idle_gc_init(struct clank_host_s *h);
    last one started but none since the last tick and the last one ended long
    enough ago (ten times what its slices took, 1 s at least). */
 void clank_idle_gc_tick(struct clank_host_s *h);
+
 #endif
