@@ -39,7 +39,17 @@ results=$tmp/results.jsonl
 : >"$results"
 pid=
 stop() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=; }
-trap 'stop; rm -rf "$tmp"' EXIT
+# a run in which the server closed sessions under an event keeps the server's log: it says why
+finish() {
+  stop
+  if grep -q '"closes":{"' "$results" 2>/dev/null; then
+    local kept
+    kept=$(mktemp /tmp/clank-live-bench-server.XXXXXX)
+    cp "$log" "$kept" && echo "live.sh: the server closed sessions under an event; its log is $kept" >&2
+  fi
+  rm -rf "$tmp"
+}
+trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
