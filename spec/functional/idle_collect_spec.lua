@@ -8,10 +8,7 @@ local server = require "helpers.server"
 local http = require "helpers.http"
 local socket = require "socket"
 
-local function counter(s, name)
-  local res = assert(http.get(s.port, "/__clank/metrics"))
-  return tonumber(res.body:match("\n" .. name .. " (%d+)"))
-end
+local function counter(s, name) return http.metric(s.port, name) end
 
 local function get(s, path)
   local res = assert(http.get(s.port, path))

@@ -19,10 +19,7 @@ local function wait_until(what, fn, seconds)
   end
 end
 
-local function counter(s, name)
-  local res = assert(http.get(s.port, "/__clank/metrics"))
-  return tonumber(res.body:match("\n" .. name .. " (%d+)"))
-end
+local function counter(s, name) return http.metric(s.port, name) end
 
 -- The splices of a diff applied to the html held (the fixture's text is ASCII: UTF-16 units
 -- are bytes).

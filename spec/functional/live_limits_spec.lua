@@ -56,10 +56,7 @@ end
 
 local function handled(s) return tonumber(assert(http.get(s.port, "/handled")).body) end
 
-local function lua_memory(s)
-  local res = assert(http.get(s.port, "/__clank/metrics"))
-  return tonumber(res.body:match("\nclank_lua_memory_bytes (%d+)"))
-end
+local function lua_memory(s) return http.metric(s.port, "clank_lua_memory_bytes") end
 
 local function post_json(s, path, body, headers)
   local h = { ["content-type"] = "application/json" }

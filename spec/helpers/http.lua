@@ -347,6 +347,12 @@ function http.parse_lines(body)
   return t
 end
 
+-- The value of an unlabelled sample of GET /__clank/metrics (nil when it has none).
+function http.metric(port, name)
+  local res = assert(http.get(port, "/__clank/metrics"))
+  return tonumber(res.body:match("\n" .. name:gsub("%p", "%%%0") .. " (%d+)"))
+end
+
 http.sleep = socket.sleep
 http.now = socket.gettime
 
