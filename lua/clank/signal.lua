@@ -144,11 +144,14 @@ end
 local link, unlink
 
 -- A computed with a first subscriber subscribes to its own sources. Its flags
--- restart: outdated until checked, nobody notified yet.
+-- restart: nobody notified yet, and outdated until checked, unless it was
+-- checked at this global version (not running): no signal changed since, and
+-- from now on each change notifies it. (A list's render links the hundred
+-- rows' computeds it just brought up to date: its next render skips them.)
 local function subscribe_sources(c)
   local subs = {}
   c[SUBS] = subs
-  c[OUTDATED] = true
+  c[OUTDATED] = c[GV] ~= global_version or c[RUNNING] ~= false
   c[NOTIFIED] = false
   local deps = c[DEPS]
   for i = 1, #deps do subs[deps[i]] = link(deps[i], c) end

@@ -793,6 +793,29 @@ describe("clank.signal", function()
       a.value = 2
       assert.are.equal(2000, total)
     end)
+
+    -- (a list's render brings a hundred rows' computeds up to date, and the mount's effect
+    -- subscribes to them as it reads them: its next render must not check each one again)
+    it("does not check a computed again that an effect subscribed to as it read it", function()
+      local a, b = signal(1), signal(0)
+      local runs = 0
+      local c = computed(function() runs = runs + 1; return a.value * 2 end)
+      local seen
+      local stop = effect(function() seen = c.value end)
+      assert.are.same({ 2, 1 }, { seen, runs })
+      b.value = 1 -- a change elsewhere: c's own sources did not change
+      local checks = 0
+      debug.sethook(function()
+        local name = debug.getinfo(2, "n").name
+        if name == "refresh" or name == "stale" or name == "moved" then checks = checks + 1 end
+      end, "c")
+      local value = c.value
+      debug.sethook()
+      assert.are.same({ 2, 1, 0 }, { value, runs, checks })
+      a.value = 2 -- its own source: the effect sees the new value
+      assert.are.same({ 4, 2 }, { seen, runs })
+      stop()
+    end)
   end)
 end)
 
