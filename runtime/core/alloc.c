@@ -86,23 +86,79 @@ static inline int admit(clank_alloc_t *a, size_t grow) {
    which is set where it would end (large blocks stay in the heap too).
    glibc's own tunable glibc.malloc.hugetlb=1 does this for every arena,
    but is read from the environment at start only. */
-#define HEAP_GROWTH (32 << 20)
+#define HEAP_GROWTH ((size_t)32 << 20)
+/* Past this much Lua memory the heap grows by an eighth of it at a time, and
+   that room is faulted in ahead (see clank_alloc_populate in alloc.h). */
+#define POPULATE_FROM ((size_t)256 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define MAX_GROWTH ((size_t)1 << 30)
+
+static size_t growth_for(const clank_alloc_t *a) {
+  size_t eighth = a->used >= POPULATE_FROM ? (a->used / 8 + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : 0;
+  if (eighth > MAX_GROWTH) eighth = MAX_GROWTH; /* (mallopt takes an int) */
+  return eighth > HEAP_GROWTH ? eighth : HEAP_GROWTH;
+}
 
 static __attribute__((noinline)) void advise_heap(clank_alloc_t *a) {
   char *top = sbrk(0);
   if (top == (char *)-1) return;
   if (a->advised_top == NULL) {
-    mallopt(M_TOP_PAD, HEAP_GROWTH);
-    mallopt(M_MMAP_THRESHOLD, HEAP_GROWTH);
+    mallopt(M_TOP_PAD, (int)HEAP_GROWTH);
+    mallopt(M_MMAP_THRESHOLD, (int)HEAP_GROWTH);
+    a->populated_to = top; /* what the heap holds now is in use, or glibc's */
   } else if (top > a->advised_top) {
     uintptr_t page = (uintptr_t)getpagesize();
     uintptr_t from = (uintptr_t)a->advised_top & ~(page - 1);
     (void)madvise((void *)from, (size_t)((uintptr_t)top - from), MADV_HUGEPAGE);
+    /* (M_TOP_PAD is the process's: a worker's small state sets it no lower than the
+       large one's last growth, which the next growth of the large one sets again) */
+    size_t growth = growth_for(a);
+    if (growth > HEAP_GROWTH) mallopt(M_TOP_PAD, (int)growth);
   }
   a->advised_top = top; /* lower too, after a trim: what grows again is advised again */
+  if (a->populated_to > top) a->populated_to = top;
+}
+
+size_t clank_alloc_unpopulated(const clank_alloc_t *a) {
+  if (a->used < POPULATE_FROM || a->populated_to == NULL) return 0;
+  return a->advised_top > a->populated_to ? (size_t)(a->advised_top - a->populated_to) : 0;
+}
+
+size_t clank_alloc_populate(clank_alloc_t *a, size_t most) {
+  size_t left = clank_alloc_unpopulated(a);
+  if (left == 0) return 0;
+  /* the heap now: a trim since the last growth (by any thread) lowered it */
+  char *top = sbrk(0);
+  if (top == (char *)-1 || top <= a->populated_to) {
+    a->populated_to = a->advised_top;
+    return 0;
+  }
+  if (top < a->advised_top) a->advised_top = top;
+  uintptr_t page = (uintptr_t)getpagesize();
+  uintptr_t from = (uintptr_t)a->populated_to & ~(page - 1);
+  size_t n = (size_t)((uintptr_t)a->advised_top - from);
+  if (n > most) n = most & ~(page - 1);
+  if (n == 0) return left;
+  if (madvise((void *)from, n, MADV_POPULATE_WRITE) != 0) {
+    /* a kernel before 5.14 (EINVAL), or the heap trimmed meanwhile: the room is left to
+       the first writes, as without this */
+    a->populated_to = a->advised_top;
+    return 0;
+  }
+  a->populated_to = (char *)(from + n);
+  return (size_t)(a->advised_top - a->populated_to);
 }
 #else
 static void advise_heap(clank_alloc_t *a) { (void)a; }
+size_t clank_alloc_unpopulated(const clank_alloc_t *a) {
+  (void)a;
+  return 0;
+}
+size_t clank_alloc_populate(clank_alloc_t *a, size_t most) {
+  (void)a;
+  (void)most;
+  return 0;
+}
 #endif
 
 /* A block from malloc, the heap it may have grown advised. */

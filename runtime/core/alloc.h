@@ -43,6 +43,7 @@ typedef struct clank_alloc_s {
   int pressure;         /* a task was refused: the owner checks the generation once it ended */
   size_t cached;        /* bytes kept in cache */
   char *advised_top;    /* the heap's end when last advised (CLANK_ALLOC_HUGE_HEAP) */
+  char *populated_to;   /* the heap faulted in ahead up to here (clank_alloc_populate) */
   uint64_t tight_collected_at; /* loop time of clank_alloc_tight's last full collection */
   clank_alloc_block_t *cache[CLANK_ALLOC_SMALL / 16]; /* freed small blocks, by size class */
 } clank_alloc_t;
@@ -53,6 +54,19 @@ void *clank_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
    allocator holds over 80 % of its cap after a full collection, made at most
    every 2 s (in between, what it holds now says); 0 for an uncapped state. */
 int clank_alloc_tight(lua_State *L);
+/* A large heap's room ahead faulted in before it is used (CLANK_ALLOC_HUGE_HEAP): Lua's heap
+   grows by what the work allocates until a cycle frees its garbage, and the first write to each
+   new page is a fault in which the kernel clears it (2 MiB at a time in huge pages). A publish
+   to a thousand sessions allocated 33 MiB of new heap and spent a tenth to a fifth of its CPU
+   there. Once Lua holds POPULATE_FROM bytes, glibc grows the heap by an eighth of that at a
+   time (32 MiB at least), and clank_alloc_populate faults the room it grew in ahead, in idle
+   time. The room is at most an eighth of the largest heap Lua held (glibc's pad is the
+   process's) and the 128 KiB glibc keeps before it trims.
+   → the bytes of that room still to fault in (0: none, or the heap is small, or the kernel
+   cannot; populating again is then no cost). */
+size_t clank_alloc_unpopulated(const clank_alloc_t *a);
+/* Faults in up to most bytes of that room (MADV_POPULATE_WRITE) → the bytes still to do. */
+size_t clank_alloc_populate(clank_alloc_t *a, size_t most);
 /* Frees the blocks kept for reuse: after lua_close, or to give memory back. */
 void clank_alloc_drain(clank_alloc_t *a);
 

@@ -4,6 +4,7 @@
 #include <lua.h>
 #include <poll.h>
 
+#include "core/alloc.h"
 #include "core/collector.h"
 #include "host/host.h"
 
@@ -29,6 +30,10 @@
 /* A cycle ends after this many slices even if it did not complete: one over
    a heap of gigabytes completes well within them. */
 #define MAX_SLICES 6000u
+/* A slice that faults in the heap's room ahead (core/alloc.h) does this much
+   at most: a few huge pages (well under a millisecond each on bare metal;
+   several where a hypervisor backs the memory on first touch). */
+#define POPULATE_BYTES ((size_t)4 << 20)
 
 static void slice(uv_timer_t *t);
 
@@ -63,17 +68,38 @@ static void stop(clank_host_t *h, int completed) {
   }
 }
 
+static void collect(clank_host_t *h);
+
+/* Idle work, when the loop is idle: the heap's room ahead first (it is what
+   the next burst writes to), then the cycle's steps. */
 static void slice(uv_timer_t *t) {
   clank_host_t *h = t->data;
   clank_idle_gc_t *c = &h->idle_gc;
   clank_gen_t *g = h->gen;
-  if (g == NULL || h->torn_down || c->generation != h->metrics->generation ||
-      !lua_gc(g->L, LUA_GCISRUNNING)) {
-    stop(h, 0);
+  if (g == NULL || h->torn_down) {
+    if (c->running) stop(h, 0);
     return;
   }
   if (loop_busy(h) || g->sched.ready != NULL) { /* (a task preempted waits to go on) */
     uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
+    return;
+  }
+  if (clank_alloc_unpopulated(&g->alloc) > 0) {
+    uint64_t began = uv_hrtime();
+    clank_alloc_populate(&g->alloc, POPULATE_BYTES);
+    c->sliced = uv_hrtime() - began;
+    uv_timer_start(&c->slices, slice, 1, 0); /* (1 ms: see collect) */
+    return;
+  }
+  if (c->running) collect(h);
+}
+
+/* A slice of the cycle's steps. */
+static void collect(clank_host_t *h) {
+  clank_idle_gc_t *c = &h->idle_gc;
+  clank_gen_t *g = h->gen;
+  if (c->generation != h->metrics->generation || !lua_gc(g->L, LUA_GCISRUNNING)) {
+    stop(h, 0);
     return;
   }
   if (c->left == 0) {
@@ -106,11 +132,29 @@ static void slice(uv_timer_t *t) {
   uv_timer_start(&c->slices, slice, came ? PERIOD_MS : 1, 0);
 }
 
+/* After each turn of the loop: the heap grew, and its room ahead is to fault in. */
+static void watch_heap(uv_check_t *w) {
+  clank_host_t *h = w->data;
+  clank_idle_gc_t *c = &h->idle_gc;
+  if (h->gen == NULL || h->torn_down || uv_is_active((uv_handle_t *)&c->slices)) return;
+  if (clank_alloc_unpopulated(&h->gen->alloc) == 0) return;
+  if (!c->running) { /* the slices' measure of the loop starts now */
+    c->looked_at = uv_hrtime();
+    c->waited = uv_metrics_idle_time(&h->loop);
+    c->sliced = 0;
+  }
+  uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
+}
+
 void clank_idle_gc_init(clank_host_t *h) {
   clank_idle_gc_t *c = &h->idle_gc;
   uv_timer_init(&h->loop, &c->slices);
   c->slices.data = h;
   uv_unref((uv_handle_t *)&c->slices);
+  uv_check_init(&h->loop, &c->heap_watch);
+  c->heap_watch.data = h;
+  uv_check_start(&c->heap_watch, watch_heap);
+  uv_unref((uv_handle_t *)&c->heap_watch);
 }
 
 static void start(clank_host_t *h, size_t kib) {

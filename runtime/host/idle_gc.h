@@ -13,7 +13,10 @@
    - between slices the allocation of the work that comes does no collection
      work (core/collector.h's credit) until the heap reaches twice what the
      last cycle left (or a third more than when the cycle started, if that is
-     more), where Lua's own pace takes over again. */
+     more), where Lua's own pace takes over again.
+   The same slices fault in a large heap's room ahead first (core/alloc.h's
+   clank_alloc_populate), a few MiB each, armed after any turn of the loop in
+   which the heap grew. */
 #ifndef CLANK_HOST_IDLE_GC_H
 #define CLANK_HOST_IDLE_GC_H
 
@@ -25,9 +28,10 @@ struct clank_host_s;
 
 typedef struct clank_idle_gc_s {
   uv_timer_t slices;
-  uint64_t generation; /* the app's generation (metrics' count) these fields are of */
-  size_t base_kib;     /* the heap the last cycle left (or the least seen since) */
-  size_t hold_kib;     /* the heap up to which this cycle gives credit */
+  uv_check_t heap_watch; /* arms the slices when the heap's room ahead is to fault in */
+  uint64_t generation;   /* the app's generation (metrics' count) these fields are of */
+  size_t base_kib;       /* the heap the last cycle left (or the least seen since) */
+  size_t hold_kib;       /* the heap up to which this cycle gives credit */
   /* a cycle did not complete within its slices: growth no longer starts one in this
      generation (an app that switched to the generational collector never completes one) */
   int gave_up;

@@ -2,7 +2,8 @@
    out again for the next one of its size class, the cache holds at most
    CLANK_ALLOC_CACHE_BYTES or half of what Lua holds, the larger (the rest
    goes back to malloc), cached bytes are not counted as used, a drain
-   empties it, and the heap it grows is advised for huge pages. Exit status
+   empties it, the heap it grows is advised for huge pages, and a large
+   heap's room ahead is faulted in when asked. Exit status
    0 when every case passes; each failure prints a line. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* sbrk */
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../check.h"
@@ -148,10 +150,60 @@ static void advises_the_heap_it_grows(void) {
   clank_alloc_drain(&a);
   free(blocks);
 }
+
+/* Whether the page that holds p is resident. */
+static int resident(const char *p) {
+  uintptr_t page = (uintptr_t)getpagesize();
+  unsigned char in = 0;
+  if (mincore((void *)((uintptr_t)p & ~(page - 1)), 1, &in) != 0) return -1;
+  return in & 1;
+}
+
+/* Once Lua holds 256 MiB (POPULATE_FROM), the room the heap grew in ahead is
+   faulted in by clank_alloc_populate, a few MiB a call, and not before: 16
+   MiB blocks (malloc's, untouched) up to 128 MiB leave nothing to do; up to
+   304 MiB the heap's last page is not resident until the calls are done. */
+static void populates_the_room_of_a_large_heap(void) {
+  clank_alloc_t a = {0};
+  enum { BLOCKS = 19 };
+  void *blocks[BLOCKS];
+  size_t block = (size_t)16 << 20;
+  for (int i = 0; i < BLOCKS; i++) {
+    blocks[i] = clank_alloc(&a, NULL, LUA_TSTRING, block);
+    if (blocks[i] == NULL) {
+      CHECK(0, "out of memory for the test");
+      return;
+    }
+    if (i == 7) CHECK(clank_alloc_unpopulated(&a) == 0, "128 MiB: nothing to populate");
+  }
+  char *end = sbrk(0);
+  size_t room = clank_alloc_unpopulated(&a);
+  CHECK(room >= ((size_t)32 << 20), "304 MiB: the room to populate is %zu bytes", room);
+  int before = resident(end - 1);
+  if (before == -1) {
+    printf("unit/core/alloc: mincore failed, the population is not checked\n");
+  } else {
+    CHECK(before == 0, "the heap's last page is not resident before");
+    int calls = 0;
+    size_t left = room;
+    while (left > 0 && calls < 1000) {
+      size_t next = clank_alloc_populate(&a, (size_t)4 << 20);
+      CHECK(next < left || next == 0, "each call does some: %zu then %zu", left, next);
+      left = next;
+      calls++;
+    }
+    CHECK(left == 0 && calls >= (int)(room >> 22), "done in %d calls of 4 MiB", calls);
+    CHECK(resident(end - 1) == 1, "the heap's last page is resident after");
+    CHECK(clank_alloc_unpopulated(&a) == 0, "nothing left to populate");
+  }
+  for (int i = 0; i < BLOCKS; i++) clank_alloc(&a, blocks[i], block, 0);
+  clank_alloc_drain(&a);
+}
 #else
 static void advises_the_heap_it_grows(void) {
   printf("unit/core/alloc: this build does not advise its heap (CLANK_ALLOC_HUGE_HEAP 0)\n");
 }
+static void populates_the_room_of_a_large_heap(void) {}
 #endif
 
 int main(void) {
@@ -160,6 +212,7 @@ int main(void) {
   holds_at_most_its_bound();
   holds_half_of_a_large_heap();
   advises_the_heap_it_grows();
+  populates_the_room_of_a_large_heap();
   printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
