@@ -70,8 +70,10 @@ static void stop(clank_host_t *h, int completed) {
 
 static void collect(clank_host_t *h);
 
-/* Idle work, when the loop is idle: the heap's room ahead first (it is what
-   the next burst writes to), then the cycle's steps. */
+/* Idle work, when the loop is idle: the cycle's steps, or else the heap's
+   room ahead (what the next burst writes to; a cycle that completes frees
+   blocks the next burst takes instead, and its collection of what sessions
+   that hibernated let go is not put off). */
 static void slice(uv_timer_t *t) {
   clank_host_t *h = t->data;
   clank_idle_gc_t *c = &h->idle_gc;
@@ -84,14 +86,14 @@ static void slice(uv_timer_t *t) {
     uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
     return;
   }
-  if (clank_alloc_unpopulated(&g->alloc) > 0) {
+  if (c->running) {
+    collect(h);
+  } else if (clank_alloc_unpopulated(&g->alloc) > 0) {
     uint64_t began = uv_hrtime();
     clank_alloc_populate(&g->alloc, POPULATE_BYTES);
     c->sliced = uv_hrtime() - began;
     uv_timer_start(&c->slices, slice, 1, 0); /* (1 ms: see collect) */
-    return;
   }
-  if (c->running) collect(h);
 }
 
 /* A slice of the cycle's steps. */
@@ -136,13 +138,12 @@ static void collect(clank_host_t *h) {
 static void watch_heap(uv_check_t *w) {
   clank_host_t *h = w->data;
   clank_idle_gc_t *c = &h->idle_gc;
-  if (h->gen == NULL || h->torn_down || uv_is_active((uv_handle_t *)&c->slices)) return;
+  if (h->gen == NULL || h->torn_down || c->running || uv_is_active((uv_handle_t *)&c->slices))
+    return;
   if (clank_alloc_unpopulated(&h->gen->alloc) == 0) return;
-  if (!c->running) { /* the slices' measure of the loop starts now */
-    c->looked_at = uv_hrtime();
-    c->waited = uv_metrics_idle_time(&h->loop);
-    c->sliced = 0;
-  }
+  c->looked_at = uv_hrtime(); /* the slices' measure of the loop starts now */
+  c->waited = uv_metrics_idle_time(&h->loop);
+  c->sliced = 0;
   uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
 }
 

@@ -14,9 +14,9 @@
      work (core/collector.h's credit) until the heap reaches twice what the
      last cycle left (or a third more than when the cycle started, if that is
      more), where Lua's own pace takes over again.
-   The same slices fault in a large heap's room ahead first (core/alloc.h's
-   clank_alloc_populate), a few MiB each, armed after any turn of the loop in
-   which the heap grew. */
+   While no cycle runs, the same slices fault in a large heap's room ahead
+   (core/alloc.h's clank_alloc_populate), a few MiB each, armed after any
+   turn of the loop in which the heap grew. */
 #ifndef CLANK_HOST_IDLE_GC_H
 #define CLANK_HOST_IDLE_GC_H
 
