@@ -42,6 +42,14 @@ static int io_waiting(uv_loop_t *loop) {
   return poll(&p, 1, 0) > 0;
 }
 
+/* The slices' measure of the loop starts now. */
+static void look_from_now(clank_host_t *h) {
+  clank_idle_gc_t *c = &h->idle_gc;
+  c->looked_at = uv_hrtime();
+  c->waited = uv_metrics_idle_time(&h->loop);
+  c->sliced = 0;
+}
+
 /* Whether the loop spent more than half its time since the last look on
    work other than the slices (host.c has libuv count the time it waits). */
 static int loop_busy(clank_host_t *h) {
@@ -141,9 +149,7 @@ static void watch_heap(uv_check_t *w) {
   if (h->gen == NULL || h->torn_down || c->running || uv_is_active((uv_handle_t *)&c->slices))
     return;
   if (clank_alloc_unpopulated(&h->gen->alloc) == 0) return;
-  c->looked_at = uv_hrtime(); /* the slices' measure of the loop starts now */
-  c->waited = uv_metrics_idle_time(&h->loop);
-  c->sliced = 0;
+  look_from_now(h);
   uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
 }
 
@@ -168,9 +174,7 @@ static void start(clank_host_t *h, size_t kib) {
   c->cycle_ns = 0;
   c->running = 1;
   c->left = MAX_SLICES;
-  c->looked_at = uv_hrtime();
-  c->waited = uv_metrics_idle_time(&h->loop);
-  c->sliced = 0;
+  look_from_now(h);
   uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
 }
 

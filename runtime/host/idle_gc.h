@@ -47,7 +47,8 @@ typedef struct clank_idle_gc_s {
   int running;
 } clank_idle_gc_t;
 
-/* Sets up the timer (unreferenced: it never keeps the loop alive). */
+/* Sets up the slices' timer and the heap's watch (unreferenced: they never
+   keep the loop alive). */
 void clank_idle_gc_init(struct clank_host_s *h);
 /* About once a second (host.c's tick): starts a cycle when the heap grew half
    again over what the last one left, or when sessions hibernated since the
