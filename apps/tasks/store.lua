@@ -34,6 +34,7 @@ local array = clank.json.array
 
 local json = cjson.new() -- a private instance: its settings never leak into the app's cjson
 local json_decode = json.decode
+local decode_strict = clank.json.decode
 
 local store = {}
 
@@ -153,20 +154,33 @@ local function check_owner(owner)
   end
 end
 
--- The tags stored as text s, as cjson decodes them: a table (an array, unless someone stored an
--- object), or {} when s is not JSON or not an array or object. A task without tags is stored
--- as "[]": that one is answered without cjson. (A decoder in Lua for the other common texts,
--- `["a","b"]` with a string.match per tag, costs twice what cjson does, pcall and all: 8.2 k
--- against 3.7 k instructions for two tags.)
+-- The tags stored as text s, as cjson decodes them, marked as an array: a table (an array,
+-- unless someone stored an object), or {} when s is not JSON or not an array or object. A task
+-- without tags is stored as "[]": that one is answered without a decoder. A non-empty array of
+-- strings (what this store writes) is decoded by clank.json, for about half of cjson's cost (no
+-- pcall, no buffer allocated per call): it takes less than cjson does, and gives the same
+-- strings where both take a text. Any other text is cjson's (whose null, numbers and nesting
+-- are not clank.json's). (A decoder in Lua, a string.match per tag, costs twice what cjson does.)
 local function decode_tags(s)
   if s == "[]" then
-    return {}
+    return array({})
   end
-  local ok, tags = pcall(json_decode, s)
+  local tags = decode_strict(s)
+  if type(tags) == "table" and tags[1] ~= nil then -- an array: an object's keys are strings
+    local n = #tags
+    while n > 0 and type(tags[n]) == "string" do
+      n = n - 1
+    end
+    if n == 0 then
+      return tags -- marked as an array
+    end
+  end
+  local ok
+  ok, tags = pcall(json_decode, s)
   if not ok or type(tags) ~= "table" then
-    return {}
+    return array({})
   end
-  return tags
+  return array(tags)
 end
 
 local function encode_tags(tags)
@@ -310,7 +324,7 @@ function Store:list_output(owner, include_archived)
     if estimate ~= null then -- as list's task has it, then the answer: nil becomes null
       row.estimate = tonumber(estimate) or null
     end
-    row.tags = array(decode_tags(row.tags))
+    row.tags = decode_tags(row.tags)
     row.completed = row.completed == 1
     row.archived = row.archived == 1
     if row.remindAt == null then

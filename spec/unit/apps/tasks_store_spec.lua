@@ -39,7 +39,7 @@ local TAGS = {
   '["\\u00e9t\\u00e9","\\ud83d\\ude00","\\u0001"]', '["été","日本","𝄞"]', '[ "spaced" , "out" ]',
   '["x",]', '["x"', "not json", "", "[", "]", '"docs"', "5", "true", "null", "{}",
   '{"a":"b"}', '[["nested"]]', "[1,2.5]", "[null]", '["a"] trailing', '["\\ud800"]',
-  '["tab\there"]', '["\t"]', "[] ", " []",
+  '["tab\there"]', '["\t"]', "[] ", " []", '["a",null]', "[9007199254740993]", '["a",["b"]]',
 }
 
 -- Runs fn() in an action's handler and returns what it returns; what it raises (a failed
