@@ -234,9 +234,11 @@ async function eventOn(h, rotate = false) {
 
 async function measure(name, seconds, workers) {
   const cpu0 = cpuSeconds(), t0 = performance.now(), closed0 = closesOf(), rq0 = runqueueSeconds();
-  // BENCH_EVENTS=N: each worker makes N round trips instead of running SECONDS, warm-ups aside
-  // (a count callgrind can divide by: bench/README.md)
-  const count = name === "warmup" ? 0 : Number(process.env.BENCH_EVENTS || 0);
+  // BENCH_EVENTS=N: each worker makes N round trips instead of running SECONDS, and a warm-up
+  // 20 (not a second's worth, which varies with the machine's speed): counts callgrind can
+  // divide by (bench/README.md)
+  const events = Number(process.env.BENCH_EVENTS || 0);
+  const count = name === "warmup" && events ? 20 : events;
   const all = (await Promise.all(workers.map((fn) => loop(seconds, fn, count)))).flat();
   const wall = (performance.now() - t0) / 1000;
   const closed = closesSince(closed0);
