@@ -5,7 +5,15 @@
 
      render_core.keyFinder(ELEMENT) → find(tree, path): the element at path in tree (an element
                                       or a list of them), or nil
-     render_core.validKeyPath(path) → whether path is in that one form */
+     render_core.validKeyPath(path) → whether path is in that one form
+
+   A keyed segment in a long list (INDEXED_CHILDREN or more) is looked up in an index of the
+   list's keys, made on the first such lookup and kept, weakly, as long as the list lives: a
+   scan reads every row's props and key, cold in a large heap, and an event on a list of a
+   hundred rows cost more in the scan than anywhere else but the collector. What the index
+   gives is checked (the element there has that key) and, where it does not or where it has no
+   such key, the list is scanned as before and its index made again on the next lookup: an
+   event or a component's new tree may have changed the list in place. */
 #include <lauxlib.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +22,9 @@
 #include "render/render_internal.h"
 #include "util/bytes.h"
 
-enum { UV_ELEMENT = 1, UV_PROPS, UV_CHILDREN, UV_KEY };
+enum { UV_ELEMENT = 1, UV_PROPS, UV_CHILDREN, UV_KEY, UV_INDEXES };
+
+#define INDEXED_CHILDREN 16
 
 /* Whether s[0..n) is a key as key_segment writes it: plain bytes as they are, every other
    byte %XX in upper-case hex (and no plain byte escaped). */
@@ -108,6 +118,99 @@ static int has_key(lua_State *L, int idx, const char *e, size_t n) {
   return found;
 }
 
+/* Pushes the key of the element at idx as has_key reads it (a string, or an integer's digits)
+   → 1, or pushes nothing → 0 (no key, or one of another type). */
+static int push_key_text(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_pushvalue(L, lua_upvalueindex(UV_PROPS));
+  lua_gettable(L, idx);
+  if (lua_type(L, -1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  lua_pushvalue(L, lua_upvalueindex(UV_KEY));
+  lua_gettable(L, -2);
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    lua_remove(L, -2);
+    return 1;
+  }
+  if (lua_isinteger(L, -1)) {
+    char digits[32];
+    int n = snprintf(digits, sizeof digits, LUA_INTEGER_FMT, lua_tointeger(L, -1));
+    lua_pop(L, 2);
+    lua_pushlstring(L, digits, (size_t)n);
+    return 1;
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
+/* Pushes the index of the list at idx: each key → the position of the first element child
+   with it (the one a scan finds), made now unless it was before. */
+static void push_index(lua_State *L, int list) {
+  lua_pushvalue(L, list);
+  if (lua_rawget(L, lua_upvalueindex(UV_INDEXES)) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_createtable(L, 0, (int)lua_rawlen(L, list));
+  int index = lua_gettop(L);
+  for (lua_Integer c = 1; lua_rawgeti(L, list, c) != LUA_TNIL; c++) {
+    if (is_element(L, -1) && push_key_text(L, -1)) {
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, index) == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_pushinteger(L, c);
+        lua_rawset(L, index);
+      } else {
+        lua_pop(L, 2);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1); /* the nil that ended the list */
+  lua_pushvalue(L, list);
+  lua_pushvalue(L, index);
+  lua_rawset(L, lua_upvalueindex(UV_INDEXES));
+}
+
+/* Pushes the key the encoded segment e[0..n) names (valid_path checked its escapes). */
+static void push_decoded(lua_State *L, const char *e, size_t n) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (size_t i = 0; i < n;) {
+    int c = (unsigned char)e[i];
+    if (c == '%') {
+      c = clank_hex_value((unsigned char)e[i + 1]) * 16 + clank_hex_value((unsigned char)e[i + 2]);
+      i += 3;
+    } else {
+      i++;
+    }
+    luaL_addchar(&b, (char)c);
+  }
+  luaL_pushresult(&b);
+}
+
+/* The element of the list at 3 with the key e[0..n), found through the list's index: replaces
+   the list at 3 → 1; or 0, the stack as it was, and the index dropped (the next lookup makes it
+   again) when the key is not there or the element there no longer has it. */
+static int find_indexed(lua_State *L, const char *e, size_t n) {
+  int top = lua_gettop(L);
+  push_index(L, 3);
+  push_decoded(L, e, n);
+  if (lua_rawget(L, top + 1) == LUA_TNUMBER) {
+    lua_rawgeti(L, 3, lua_tointeger(L, -1));
+    if (is_element(L, -1) && has_key(L, -1, e, n)) {
+      lua_replace(L, 3);
+      lua_settop(L, top);
+      return 1;
+    }
+  }
+  lua_settop(L, top);
+  lua_pushvalue(L, 3);
+  lua_pushnil(L);
+  lua_rawset(L, lua_upvalueindex(UV_INDEXES));
+  return 0;
+}
+
 /* find(tree, path): pushes the element, or nil (none there, or a path not in its form). */
 static int find(lua_State *L) {
   size_t n;
@@ -142,6 +245,8 @@ static int find(lua_State *L) {
     int found = 0;
     if (single) {
       if ((keyed && has_key(L, 3, seg + 2, len - 2)) || (!keyed && want == 0)) found = 1;
+    } else if (keyed && lua_rawlen(L, 3) >= INDEXED_CHILDREN && find_indexed(L, seg + 2, len - 2)) {
+      found = 1;
     } else {
       uint64_t nth = 0;
       for (lua_Integer c = 1; lua_rawgeti(L, 3, c) != LUA_TNIL; c++) {
@@ -182,6 +287,11 @@ int clank_render_key_finder(lua_State *L) {
   lua_pushstring(L, "props");
   lua_pushstring(L, "children");
   lua_pushstring(L, "key");
-  lua_pushcclosure(L, find, 4);
+  lua_newtable(L); /* the lists' indexes, weak-keyed: each goes with its list */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushcclosure(L, find, 5);
   return 1;
 }

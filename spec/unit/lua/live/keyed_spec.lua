@@ -200,6 +200,54 @@ describe("clank.live.findKey", function()
     assert.is_nil(find(tree, "0.k:a%00"))
   end)
 
+  -- lists of 16 rows or more are looked up through an index of their keys (keys.c), which
+  -- must answer what a scan of the rows answers, whatever happened to the list since
+  local function long_list(n)
+    local items = {}
+    for i = 1, n do
+      local key = i % 2 == 0 and i or "r" .. i
+      items[i] = h.li({ key = key }, "row " .. i)
+    end
+    local tree = h.ul(nil, items)
+    return tree.children, tree -- the list the tree holds, changed in place below
+  end
+
+  it("finds each row of a long list by its key, the first of a key given twice", function()
+    local items, tree = long_list(40)
+    items[30] = h.li({ key = "r11" }, "again")
+    for i = 1, 40 do
+      local key = i % 2 == 0 and tostring(i) or "r" .. i
+      if i ~= 30 then assert.are.equal("row " .. i, find(tree, "0.k:" .. key).children[1]) end
+    end
+    assert.are.equal("row 11", find(tree, "0.k:r11").children[1])
+    assert.is_nil(find(tree, "0.k:r30"))
+    assert.is_nil(find(tree, "0.k:41"))
+    assert.are.equal("row 12", find(tree, "0.k:12").children[1]) -- after a miss too
+  end)
+
+  it("finds the rows of a long list changed in place since the last lookup", function()
+    local items, tree = long_list(40)
+    assert.are.equal("row 5", find(tree, "0.k:r5").children[1])
+    items[5] = h.li({ key = "new" }, "replaced") -- another key where r5 was
+    items[1], items[2] = items[2], items[1]
+    items[41] = h.li({ key = "tail" }, "appended")
+    items[20] = h.li({ key = 20 }, "same key, new row")
+    assert.is_nil(find(tree, "0.k:r5"))
+    assert.are.equal("replaced", find(tree, "0.k:new").children[1])
+    assert.are.equal("row 1", find(tree, "0.k:r1").children[1])
+    assert.are.equal("row 2", find(tree, "0.k:2").children[1])
+    assert.are.equal("appended", find(tree, "0.k:tail").children[1])
+    assert.are.equal("same key, new row", find(tree, "0.k:20").children[1])
+    -- moved after its index was made: the row at the old place has another key now
+    items[7], items[9] = items[9], items[7]
+    assert.are.equal("row 7", find(tree, "0.k:r7").children[1])
+    assert.are.equal("row 9", find(tree, "0.k:r9").children[1])
+    table.remove(items, 3)
+    assert.is_nil(find(tree, "0.k:r3"))
+    assert.are.equal("row 4", find(tree, "0.k:4").children[1])
+    assert.are.equal("appended", find(tree, "0.k:tail").children[1])
+  end)
+
   it("finds nothing for a path not in its one form, however it could be read", function()
     local tree = h.ul(nil, h.li({ key = "a." }), h.li({ key = "%" }))
     assert.is_nil(find(tree, "0.k:a."))
