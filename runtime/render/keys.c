@@ -76,49 +76,19 @@ static int is_element(lua_State *L, int idx) {
   return same;
 }
 
-/* Whether the element at idx has the key the encoded segment e[0..n) names: its props.key a
-   string of those bytes, or an integer of those digits. */
-static int has_key(lua_State *L, int idx, const char *e, size_t n) {
-  int found = 0;
-  idx = lua_absindex(L, idx);
-  lua_pushvalue(L, lua_upvalueindex(UV_PROPS));
-  lua_gettable(L, idx);
-  if (lua_type(L, -1) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return 0;
+/* The byte of the encoded segment e at *i (valid_path checked its escapes), *i moved past it. */
+static int decoded_byte(const char *e, size_t *i) {
+  int c = (unsigned char)e[*i];
+  if (c != '%') {
+    *i += 1;
+    return c;
   }
-  lua_pushvalue(L, lua_upvalueindex(UV_KEY));
-  lua_gettable(L, -2);
-  char digits[32];
-  const char *k = NULL;
-  size_t kn = 0;
-  if (lua_type(L, -1) == LUA_TSTRING) {
-    k = lua_tolstring(L, -1, &kn);
-  } else if (lua_isinteger(L, -1)) {
-    kn = (size_t)snprintf(digits, sizeof digits, LUA_INTEGER_FMT, lua_tointeger(L, -1));
-    k = digits;
-  }
-  if (k) { /* compare with the segment decoded */
-    size_t i = 0, j = 0;
-    found = 1;
-    while (i < n && found) {
-      int c = (unsigned char)e[i];
-      if (c == '%') {
-        c = clank_hex_value((unsigned char)e[i + 1]) * 16 +
-            clank_hex_value((unsigned char)e[i + 2]);
-        i += 3;
-      } else {
-        i++;
-      }
-      found = j < kn && (unsigned char)k[j++] == c;
-    }
-    found = found && j == kn;
-  }
-  lua_pop(L, 2);
-  return found;
+  c = clank_hex_value((unsigned char)e[*i + 1]) * 16 + clank_hex_value((unsigned char)e[*i + 2]);
+  *i += 3;
+  return c;
 }
 
-/* Pushes the key of the element at idx as has_key reads it (a string, or an integer's digits)
+/* Pushes the key of the element at idx as a path names it (a string, or an integer's digits)
    → 1, or pushes nothing → 0 (no key, or one of another type). */
 static int push_key_text(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
@@ -143,6 +113,22 @@ static int push_key_text(lua_State *L, int idx) {
   }
   lua_pop(L, 2);
   return 0;
+}
+
+/* Whether the element at idx has the key the encoded segment e[0..n) names: its props.key a
+   string of those bytes, or an integer of those digits. */
+static int has_key(lua_State *L, int idx, const char *e, size_t n) {
+  if (!push_key_text(L, idx)) return 0;
+  size_t kn;
+  const char *k = lua_tolstring(L, -1, &kn);
+  size_t i = 0, j = 0; /* compared with the segment decoded */
+  int found = 1;
+  while (i < n && found) {
+    int c = decoded_byte(e, &i);
+    found = j < kn && (unsigned char)k[j++] == c;
+  }
+  lua_pop(L, 1);
+  return found && j == kn;
 }
 
 /* Pushes the index of the list at idx: each key → the position of the first element child
@@ -172,20 +158,11 @@ static void push_index(lua_State *L, int list) {
   lua_rawset(L, lua_upvalueindex(UV_INDEXES));
 }
 
-/* Pushes the key the encoded segment e[0..n) names (valid_path checked its escapes). */
+/* Pushes the key the encoded segment e[0..n) names. */
 static void push_decoded(lua_State *L, const char *e, size_t n) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  for (size_t i = 0; i < n;) {
-    int c = (unsigned char)e[i];
-    if (c == '%') {
-      c = clank_hex_value((unsigned char)e[i + 1]) * 16 + clank_hex_value((unsigned char)e[i + 2]);
-      i += 3;
-    } else {
-      i++;
-    }
-    luaL_addchar(&b, (char)c);
-  }
+  for (size_t i = 0; i < n;) luaL_addchar(&b, (char)decoded_byte(e, &i));
   luaL_pushresult(&b);
 }
 
