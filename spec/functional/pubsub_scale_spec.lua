@@ -322,6 +322,9 @@ describe("topics across instances on one PostgreSQL (--pubsub; a with --workers 
       return ha.status == "ok" and hb.status == "ok"
     end)
     assert.are.equal(1, listeners(b.port, "up"))
+    -- a's health is one worker's: the publish may land on the other, which must listen again too
+    -- (until it does, its publishes stay local)
+    eventually("both of a's listeners up again", function() return listeners(a.port, "up") == 2 end)
     publish(a.port, 6)
     sees_reload(on_b)
     -- per worker, one line for the outage and one for the return, however many retries and
