@@ -131,8 +131,8 @@ static int has_key(lua_State *L, int idx, const char *e, size_t n) {
   return found && j == kn;
 }
 
-/* Pushes the index of the list at idx: each key → the position of the first element child
-   with it (the one a scan finds), made now unless it was before. */
+/* Pushes the index of the list at stack index list: each key → the position of the first
+   element child with it (the one a scan finds), made now unless it was before. */
 static void push_index(lua_State *L, int list) {
   lua_pushvalue(L, list);
   if (lua_rawget(L, lua_upvalueindex(UV_INDEXES)) == LUA_TTABLE) return;
