@@ -411,7 +411,8 @@ if (mode === "roundtrip") {
     bytes.push(answer.bytes);
   };
   // warm-up, of the kinds timed (BENCH_KINDS, below): another kind's would be in a profile of one
-  const timed = (kind) => !process.env.BENCH_KINDS || process.env.BENCH_KINDS.split(/[ ,]/).includes(kind);
+  const kinds = process.env.BENCH_KINDS ? process.env.BENCH_KINDS.split(/[ ,]/) : null;
+  const timed = (kind) => !kinds || kinds.includes(kind);
   if (timed("unkeyed")) await measure("warmup", 1, sessions.map((h) => () => eventOn(h)));
   if (timed("keyed")) await measure("warmup", 1, keyed.map(keyedEvent));
   if (timed("action")) await measure("warmup", 1, sessions.map(() => call));
