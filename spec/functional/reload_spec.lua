@@ -424,9 +424,20 @@ describe("clank-run hot reload", function()
     end)
 
     it("does not reload for a change undone within the debounce", function()
-      local s, _, app, text = start()
-      write_in_place(app, with_version(text, "v2"))
-      write_in_place(app, text)
+      -- The undo is this test's own doing: on a loaded machine (the suite runs two specs at
+      -- once) it may land after the 50 ms debounce, and then it proves nothing; it is tried again.
+      local s, app, text, took
+      for attempt = 1, 3 do
+        local _
+        s, _, app, text = start()
+        local t0 = http.now()
+        write_in_place(app, with_version(text, "v2"))
+        write_in_place(app, text)
+        took = http.now() - t0
+        if took < 0.025 or attempt == 3 then break end
+        assert.are.equal(0, s:stop())
+      end
+      assert.is_true(took < 0.025, ("the two writes took %.3f s, three times"):format(took))
       socket.sleep(QUIET)
       assert.are.same({}, reloads(s), s:stderr())
       assert.are.same({}, failures(s), s:stderr())
