@@ -11,13 +11,6 @@
 
 enum { UV_TAG = 1, UV_ELEMENT, UV_RAW };
 
-static int has_metatable(lua_State *L, int idx, int uv) {
-  if (!lua_getmetatable(L, idx)) return 0;
-  int same = lua_rawequal(L, -1, lua_upvalueindex(uv));
-  lua_pop(L, 1);
-  return same;
-}
-
 static void bad_child(lua_State *L, int idx) {
   const char *name = NULL;
   if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) name = lua_tostring(L, -1);
@@ -25,39 +18,57 @@ static void bad_child(lua_State *L, int idx) {
              name ? name : luaL_typename(L, idx));
 }
 
-/* The child at idx appended to the list at out (nested lists flattened,
-   nil and booleans skipped). */
-static void add_child(lua_State *L, int out, int idx, int depth) {
+/* Whether the table at idx is an element or raw HTML (else a list, or a bad child). */
+static int is_node(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  int node = lua_rawequal(L, -1, lua_upvalueindex(UV_ELEMENT)) ||
+             lua_rawequal(L, -1, lua_upvalueindex(UV_RAW));
+  lua_pop(L, 1);
+  if (!node) bad_child(L, idx); /* a table with a metatable of its own */
+  return 1;
+}
+
+/* The child on top of the stack, popped, appended to the list at out after its *n items
+   (nested lists flattened, nil and booleans skipped). */
+static void add_child(lua_State *L, int out, lua_Integer *n, int depth) {
+  int idx = lua_gettop(L);
   switch (lua_type(L, idx)) {
     case LUA_TNIL:
-    case LUA_TBOOLEAN: return;
+    case LUA_TBOOLEAN: lua_pop(L, 1); return;
     case LUA_TSTRING:
-    case LUA_TNUMBER:
-      lua_pushvalue(L, idx);
-      lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
-      return;
+    case LUA_TNUMBER: lua_rawseti(L, out, ++*n); return;
     case LUA_TTABLE:
-      if (has_metatable(L, idx, UV_ELEMENT) || has_metatable(L, idx, UV_RAW)) {
-        lua_pushvalue(L, idx);
-        lua_rawseti(L, out, (lua_Integer)lua_rawlen(L, out) + 1);
+      if (is_node(L, idx)) {
+        lua_rawseti(L, out, ++*n);
         return;
       }
-      if (!lua_getmetatable(L, idx)) {
-        if (depth > MAX_NESTING) luaL_error(L, "clank.h: children nested too deeply");
-        lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-        luaL_checkstack(L, 2, "clank.h");
-        for (lua_Integer i = 1; i <= n; i++) {
-          lua_rawgeti(L, idx, i);
-          add_child(L, out, lua_gettop(L), depth + 1);
-          lua_pop(L, 1);
-        }
-        return;
+      if (depth > MAX_NESTING) luaL_error(L, "clank.h: children nested too deeply");
+      luaL_checkstack(L, 2, "clank.h");
+      for (lua_Integer i = 1, len = (lua_Integer)lua_rawlen(L, idx); i <= len; i++) {
+        lua_rawgeti(L, idx, i);
+        add_child(L, out, n, depth + 1);
       }
       lua_pop(L, 1);
-      bad_child(L, idx); /* a table with a metatable of its own */
       return;
     default: bad_child(L, idx);
   }
+}
+
+/* How many slots the children at first..last take, lists counted by their length (their own
+   nested lists as one): the children table is made that size, not grown item by item. */
+static int children_size(lua_State *L, int first, int last) {
+  lua_Integer size = 0;
+  for (int i = first; i <= last; i++) {
+    if (lua_type(L, i) != LUA_TTABLE) {
+      size++;
+    } else if (lua_getmetatable(L, i)) {
+      lua_pop(L, 1);
+      size++;
+    } else {
+      size += (lua_Integer)lua_rawlen(L, i);
+    }
+  }
+  return size > 1 << 20 ? 1 << 20 : (int)size;
 }
 
 /* builder(props, ...children) → { tag, props = a copy, children } with the
@@ -78,8 +89,9 @@ static int build(lua_State *L) {
   int el = lua_gettop(L);
   lua_createtable(L, 0, has_props ? 4 : 0); /* its props */
   int copy = lua_gettop(L);
-  lua_createtable(L, nargs > 1 ? nargs - 1 : 0, 0); /* its children */
+  lua_createtable(L, nargs > 1 ? children_size(L, 2, nargs) : 0, 0); /* its children */
   int children = lua_gettop(L);
+  lua_Integer n = 0;
   if (has_props) {
     for (lua_pushnil(L); lua_next(L, props); lua_pop(L, 1)) {
       if (lua_type(L, -2) != LUA_TSTRING)
@@ -89,13 +101,17 @@ static int build(lua_State *L) {
       lua_rawset(L, copy);
     }
     if (lua_getfield(L, copy, "children") != LUA_TNIL) {
-      add_child(L, children, lua_gettop(L), 2);
+      add_child(L, children, &n, 2);
       lua_pushnil(L);
       lua_setfield(L, copy, "children");
+    } else {
+      lua_pop(L, 1);
     }
-    lua_pop(L, 1);
   }
-  for (int i = 2; i <= nargs; i++) add_child(L, children, i, 2);
+  for (int i = 2; i <= nargs; i++) {
+    lua_pushvalue(L, i);
+    add_child(L, children, &n, 2);
+  }
   lua_setfield(L, el, "children");
   lua_setfield(L, el, "props");
   lua_pushvalue(L, lua_upvalueindex(UV_TAG));
