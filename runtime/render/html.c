@@ -66,14 +66,31 @@ int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n) {
   return 0;
 }
 
-/* Where text[0..tn) is in s[0..n), when it is there exactly once; else -1. (memmem: a row's
-   HTML starts with "<", as a thousand other places of the page do.) */
+/* The first place of text[0..tn) in s[0..n) (0 < tn), or NULL. memmem looks for at most its
+   first PROBE bytes, and the rest is compared at each place found: glibc's memmem skips ahead
+   by up to the needle's length for needles up to 256 bytes, and walks byte by byte (two-way)
+   for longer ones, such as a table row's HTML. */
+#define PROBE 256
+static const char *find_text(const char *s, size_t n, const char *text, size_t tn) {
+  size_t probe = tn < PROBE ? tn : PROBE;
+  while (n >= tn) {
+    /* a place the whole text fits after: it starts at most n - tn bytes in */
+    const char *p = memmem(s, n - (tn - probe), text, probe);
+    if (!p) return NULL;
+    if (memcmp(p + probe, text + probe, tn - probe) == 0) return p;
+    n -= (size_t)(p + 1 - s);
+    s = p + 1;
+  }
+  return NULL;
+}
+
+/* Where text[0..tn) is in s[0..n), when it is there exactly once; else -1. */
 static long find_once(const char *s, size_t n, const char *text, size_t tn) {
   if (tn == 0 || tn > n) return -1;
-  const char *p = memmem(s, n, text, tn);
+  const char *p = find_text(s, n, text, tn);
   if (!p) return -1;
   size_t after = (size_t)(p - s) + 1;
-  if (memmem(s + after, n - after, text, tn)) return -1;
+  if (find_text(s + after, n - after, text, tn)) return -1;
   return (long)(p - s);
 }
 

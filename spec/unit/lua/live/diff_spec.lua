@@ -261,6 +261,24 @@ describe("Html buffers (render_core.htmlBuffer): a session's renders, rewritten 
     assert.has_error(function() core.htmlPatch("text", into, { "a" }, { "b" }) end)
   end)
 
+  it("finds an old text longer than 256 bytes only where all of it is, and only once", function()
+    -- rows whose first 300 bytes are the same: each is told apart by what follows
+    local same = ("x"):rep(300)
+    local function row(tail) return h.li(nil, same .. tail) end
+    local base, into = core.htmlBuffer(), core.htmlBuffer()
+    clank.render(h.ul(nil, row("a"), row("b"), row("c")), { live = true, into = base })
+    -- the second and the last: the first place whose opening matches is not theirs
+    assert.is_true((core.htmlPatch(base, into, { "<li>" .. same .. "b</li>" }, { "<li>B</li>" })))
+    assert.are.equal("<ul><li>" .. same .. "a</li><li>B</li><li>" .. same .. "c</li></ul>", tostring(into))
+    assert.is_true((core.htmlPatch(base, into, { "<li>" .. same .. "c</li></ul>" }, { "</ul>" })))
+    assert.are.equal("<ul><li>" .. same .. "a</li><li>" .. same .. "b</li></ul>", tostring(into))
+    -- there twice: refused; not there at all (a longer text than any row): refused
+    clank.render(h.ul(nil, row("a"), row("a")), { live = true, into = base })
+    assert.is_false(core.htmlPatch(base, into, { "<li>" .. same .. "a</li>" }, { "x" }))
+    assert.is_false(core.htmlPatch(base, into, { "<li>" .. same .. "aa</li>" }, { "x" }))
+    assert.is_false(core.htmlPatch(base, into, { tostring(base) .. "<" }, { "x" }))
+  end)
+
   it("is left as it was by a render that raised, and refuses what is not a buffer", function()
     local buf = core.htmlBuffer()
     clank.render(h.p(nil, "kept"), { live = true, into = buf })
