@@ -518,10 +518,28 @@ static void driven_resume(clank_task_t *t, int nargs) {
   if (d->status != LUA_YIELD) d->done = 1;
 }
 
+/* A coroutine for clank_sched_call, pushed on L: a spare one, or a new one. */
+static lua_State *call_thread(lua_State *L, clank_sched_t *s) {
+  if (s->ncall_spare == 0) return lua_newthread(L);
+  int i = --s->ncall_spare;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->call_spare_ref[i]);
+  luaL_unref(L, LUA_REGISTRYINDEX, s->call_spare_ref[i]);
+  return s->call_spare[i];
+}
+
+/* co (at idx of L), whose call returned, kept for the next when there is room. */
+static void keep_call_thread(lua_State *L, clank_sched_t *s, lua_State *co, int idx) {
+  if (s->ncall_spare == CLANK_CALL_SPARES) return;
+  lua_settop(co, 0);
+  lua_pushvalue(L, idx);
+  s->call_spare_ref[s->ncall_spare] = luaL_ref(L, LUA_REGISTRYINDEX);
+  s->call_spare[s->ncall_spare++] = co;
+}
+
 int clank_sched_call(lua_State *L, int nargs) {
   clank_sched_t *s = clank_sched_get(L);
   int base = lua_gettop(L) - nargs - 1;
-  lua_State *co = lua_newthread(L);
+  lua_State *co = call_thread(L, s);
   lua_insert(L, base + 1); /* anchor the thread below the function */
   lua_xmove(L, co, nargs + 1);
   driven_t d = {0};
@@ -555,6 +573,7 @@ int clank_sched_call(lua_State *L, int nargs) {
     return lua_error(L); /* the same error object: tables keep their identity */
   }
   lua_xmove(co, L, d.nres);
+  keep_call_thread(L, s, co, base + 1);
   lua_remove(L, base + 1);
   return d.nres;
 }
@@ -583,6 +602,10 @@ void clank_sched_cancel_all(clank_sched_t *s) {
   }
   s->turn_ns = 0;
   clank_tasks_drop(s);
+  while (s->ncall_spare > 0) {
+    int i = --s->ncall_spare;
+    luaL_unref(s->call_spare[i], LUA_REGISTRYINDEX, s->call_spare_ref[i]);
+  }
   while (s->waits) {
     clank_wait_t *w = s->waits;
     wait_unlink(w);

@@ -30,6 +30,7 @@ enum {
    clank.fetch's pool), found by the address of a key of the user's own;
    close, when set, runs from clank_sched_cancel_all. */
 #define CLANK_SCHED_SLOTS 4
+#define CLANK_CALL_SPARES 4
 typedef struct clank_sched_slot_s {
   const void *key;
   void *data;
@@ -117,6 +118,11 @@ struct clank_sched_s {
   clank_task_t *spawned; /* tasks made by clank.spawn or joined (a list through their own field) */
   void *spare;           /* finished ones, their coroutines kept for the next */
   int nspare;
+  /* clank_sched_call's coroutines that returned, kept for the next call (a live message
+     makes one call each), each anchored by a registry ref */
+  lua_State *call_spare[CLANK_CALL_SPARES];
+  int call_spare_ref[CLANK_CALL_SPARES];
+  int ncall_spare;
   clank_log_fn log;
   void *log_ud;
   clank_sched_slot_t slots[CLANK_SCHED_SLOTS];
