@@ -563,7 +563,9 @@ function Live:mount(id, view, props, request)
         data = data,
         onRender = function(tree, v)
           keep_tree(s, tree, v)
-          self:schedulePush(s)
+          -- an event's handler that has not waited yet sends the html itself when it ends
+          -- (drain pushes it if the handler waits instead): no push task for that render
+          if s.inEvent then s.pushDeferred = true else self:schedulePush(s) end
         end,
         onError = function(e)
           log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
@@ -1035,6 +1037,7 @@ function Live:drain(s)
     local job = remove(s.queue, 1)
     dequeued(s, job)
     s.busy, s.busySince = true, self.nowMs
+    s.inEvent = job.event ~= nil
     core.spawnThen(function()
       if job.event then
         local ok, err = pcall(self.event, self, s, job)
@@ -1059,6 +1062,12 @@ function Live:drain(s)
       s.busy, s.draining = false, false
       self:drain(s)
     end)
+    s.inEvent = false
+    if s.pushDeferred then
+      s.pushDeferred = false
+      -- the handler waits (or failed before it sent): what it rendered so far goes out
+      if not job.done or version(s) ~= s.sentV then self:schedulePush(s) end
+    end
     if not job.done then return end -- it waits: its done function goes on
     job.followed = true
     s.busy = false
