@@ -2,8 +2,8 @@
 -- action's handler) and returns its value; settle(ms) lets the tasks run for ms (5 by
 -- default); fake_socket() is a live connection's socket that keeps each frame sent, decoded
 -- (frames) and its size (sizes), and how it was closed (closed = { code, reason });
--- apply(html, splices) is html with a diff frame's splices applied (ASCII pages: a UTF-16
--- unit is a byte).
+-- apply(html, splices) is html with a diff frame's splices applied (their places and lengths
+-- in UTF-16 units, as a browser counts).
 local clank = require "clank"
 
 local M = {}
@@ -28,12 +28,26 @@ function M.fake_socket()
   return sock
 end
 
+-- The bytes of s that its first n UTF-16 units take (what a browser's string indexes count).
+local function bytes_of(s, n)
+  local units = 0
+  for p, c in utf8.codes(s) do
+    if units >= n then
+      assert(units == n, "a splice inside a character's two units")
+      return p - 1
+    end
+    units = units + (c >= 0x10000 and 2 or 1)
+  end
+  assert(units == n, "a splice past the end")
+  return #s
+end
+
 function M.apply(html, splices)
   local out, from = {}, 1
   for _, sp in ipairs(splices) do
-    out[#out + 1] = html:sub(from, sp[1])
+    out[#out + 1] = html:sub(from, bytes_of(html, sp[1]))
     out[#out + 1] = sp[3]
-    from = sp[1] + sp[2] + 1
+    from = bytes_of(html, sp[1] + sp[2]) + 1
   end
   out[#out + 1] = html:sub(from)
   return table.concat(out)
