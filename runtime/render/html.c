@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "render/render_internal.h"
+#include "util/bytes.h"
 
 typedef struct {
   char *data;
@@ -170,6 +171,44 @@ int clank_render_html_patch(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)pieces[0].at);       /* bytes the same at the start, */
   lua_pushinteger(L, (lua_Integer)(base->len - from)); /* and at the end */
   return 3;
+}
+
+/* render_core.htmlPatchInPlace(buf, old, new) → the place (in UTF-16 units, as a browser's
+   string counts) where the text old was in the Html buffer buf, which now holds new there
+   instead; nil when old is not there exactly once, false when the text before it is not valid
+   UTF-8 (buf as it was either way). A live session's update where one component's tree
+   changed: the buffer its connection holds is patched where it is, the diff made from old and
+   new alone (no second copy of the page to write and compare). */
+int clank_render_html_patch_in_place(lua_State *L) {
+  html_t *h = to_html(L, 1);
+  if (!h) luaL_typeerror(L, 1, "Html buffer");
+  size_t on, nn;
+  const char *old = luaL_checklstring(L, 2, &on);
+  const char *text = luaL_checklstring(L, 3, &nn);
+  long at = h->data ? find_once(h->data, h->len, old, on) : -1;
+  if (at < 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  size_t units = clank_utf16_units(h->data, (size_t)at);
+  if (units == CLANK_UTF8_BAD) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  size_t total = h->len - on + nn;
+  if (h->cap < total) {
+    size_t cap = total + total / 8 + 64;
+    char *p = h->alloc(h->ud, h->data, h->cap, cap);
+    if (!p) return luaL_error(L, "not enough memory"); /* buf as it was */
+    h->data = p;
+    h->cap = cap;
+  }
+  size_t after = (size_t)at + on;
+  memmove(h->data + at + nn, h->data + after, h->len - after);
+  memcpy(h->data + at, text, nn);
+  h->len = total;
+  lua_pushinteger(L, (lua_Integer)units);
+  return 1;
 }
 
 static html_t *check(lua_State *L) {

@@ -873,14 +873,15 @@ static int render_renderer(lua_State *L) {
 
 static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
-    {"elementMaker", clank_render_element_maker},  /* element.c */
-    {"slotsMatcher", clank_render_slots_matcher},  /* props_equal.c */
-    {"treeSwaps", clank_render_tree_swaps},        /* tree_swaps.c */
-    {"splices", clank_render_splices},             /* diff.c */
-    {"htmlBuffer", clank_render_html_buffer},      /* html.c */
-    {"htmlPatch", clank_render_html_patch},        /* html.c */
-    {"keyFinder", clank_render_key_finder},        /* keys.c */
-    {"validKeyPath", clank_render_valid_key_path}, /* keys.c */
+    {"elementMaker", clank_render_element_maker},           /* element.c */
+    {"slotsMatcher", clank_render_slots_matcher},           /* props_equal.c */
+    {"treeSwaps", clank_render_tree_swaps},                 /* tree_swaps.c */
+    {"splices", clank_render_splices},                      /* diff.c */
+    {"htmlBuffer", clank_render_html_buffer},               /* html.c */
+    {"htmlPatch", clank_render_html_patch},                 /* html.c */
+    {"htmlPatchInPlace", clank_render_html_patch_in_place}, /* html.c */
+    {"keyFinder", clank_render_key_finder},                 /* keys.c */
+    {"validKeyPath", clank_render_valid_key_path},          /* keys.c */
     {NULL, NULL},
 };
 

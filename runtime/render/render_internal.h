@@ -161,6 +161,8 @@ int clank_render_splices(lua_State *L);
 int clank_render_html_buffer(lua_State *L);
 /* render_core.htmlPatch(base, into, olds, news) (html.c). */
 int clank_render_html_patch(lua_State *L);
+/* render_core.htmlPatchInPlace(buf, old, new) (html.c). */
+int clank_render_html_patch_in_place(lua_State *L);
 int clank_render_is_html(lua_State *L, int idx);
 const char *clank_render_html_text(lua_State *L, int idx, size_t *len);
 int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n);

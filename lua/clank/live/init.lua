@@ -32,7 +32,8 @@ local pubsub = require "clank.pubsub"
 local diff = require "clank.live.diff"
 local memo = require "clank.ui.memo"
 local render_core = require "clank.render_core"
-local new_html_buffer, patch_html = render_core.htmlBuffer, render_core.htmlPatch
+local new_html_buffer, patch_html, patch_in_place =
+  render_core.htmlBuffer, render_core.htmlPatch, render_core.htmlPatchInPlace
 
 local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset, rawget =
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset, rawget
@@ -234,6 +235,10 @@ end
 -- each old tree's HTML (kept in fragments, found once) replaced by the new tree's, written
 -- alone where the old one was. nil when it is not that update, or that cannot be done: then
 -- the page renders whole. (A one-row change of a long list writes one row, not the list.)
+-- One tree changed: the connection's own html is patched where it is, and the splices of the
+-- diff from it (made from that tree's old and new HTML alone; false when none can be) come
+-- last, since no copy of the old page is left to compare. Else the patch goes into the
+-- session's other buffer, and the bytes it left the same at the start and the end come back.
 local function patched_html(self, s, v)
   local conn, swap, fragments = s.conn, s.mounted.swap, s.fragments
   local base = conn and conn.sent
@@ -253,8 +258,17 @@ local function patched_html(self, s, v)
     if not html then return nil end
     olds[i], news[i] = sub(kept, nl + 1), html
   end
-  local into = html_buffer(s)
   if #olds == 0 then return nil end
+  if #olds == 1 then
+    local at = patch_in_place(base, olds[1], news[1])
+    if not at then return nil end -- base as it was
+    local splices = diff.splices(olds[1], news[1])
+    if splices then
+      for _, sp in ipairs(splices) do sp[1] = sp[1] + at end
+    end
+    return base, base, nil, nil, splices or false
+  end
+  local into = html_buffer(s)
   local patched, same_start, same_end = patch_html(base, into, olds, news)
   if not patched then return nil end
   return into, base, same_start, same_end
@@ -275,8 +289,8 @@ function Live:html(s)
     local options = self.renderOptions
     -- patched from the html the connection holds (patchBase): the bytes from sameStart to
     -- sameEnd of its end are those of the base, which the diff need not compare
-    local html, base, same_start, same_end = patched_html(self, s, v)
-    s.patchBase, s.sameStart, s.sameEnd = base, same_start, same_end
+    local html, base, same_start, same_end, splices = patched_html(self, s, v)
+    s.patchBase, s.sameStart, s.sameEnd, s.patchSplices = base, same_start, same_end, splices
     s.html = html or render.render(s.mounted:tree(), { live = true,
       actions = options.actions, fragments = fragments, outputs = memo.outputs,
       into = html_buffer(s) })
@@ -356,16 +370,22 @@ function Live:appFailed(text)
   end
 end
 
+-- The diff frame of splices from what the connection last got (version baseV) to html, or nil
+-- when it would not be much smaller than the html itself.
+local function splices_frame(splices, baseV, html, seq, v)
+  local bytes = 0
+  for _, sp in ipairs(splices) do bytes = bytes + #sp[3] + 16 end
+  if bytes * 2 > #html then return nil end
+  return { t = "diff", seq = seq, base = baseV, v = v, splices = json.array(splices) }
+end
+
 -- A diff frame from what the connection last got (html of version base) to html, or nil when
 -- it would not be much smaller than the html itself (or cannot be made). same_start and same_end
 -- (optional): how many bytes the two have the same at their start and end, when known.
 local function diff_frame(base, baseV, html, seq, v, same_start, same_end)
   local splices = diff.splices(base, html, same_start, same_end)
   if not splices then return nil end
-  local bytes = 0
-  for _, sp in ipairs(splices) do bytes = bytes + #sp[3] + 16 end
-  if bytes * 2 > #html then return nil end
-  return { t = "diff", seq = seq, base = baseV, v = v, splices = json.array(splices) }
+  return splices_frame(splices, baseV, html, seq, v)
 end
 M.diffFrame = diff_frame
 
@@ -374,11 +394,16 @@ M.diffFrame = diff_frame
 local function send_version(s, seq, full, html, v)
   local conn = s.conn
   local base = conn and conn.sent
-  local same_start, same_end
-  if base and s.patchBase == base and s.htmlV == v and rawequal(html, s.html) then
-    same_start, same_end = s.sameStart, s.sameEnd -- html was written from base (patched_html)
+  local written_from = base and s.patchBase == base and s.htmlV == v and rawequal(html, s.html)
+  local frame
+  if written_from and rawequal(html, base) then
+    -- patched where it was (patched_html): the diff's splices were made then
+    frame = not full and s.patchSplices and splices_frame(s.patchSplices, conn.sentV, html, seq, v)
+  elseif not full and base then
+    local same_start, same_end
+    if written_from then same_start, same_end = s.sameStart, s.sameEnd end
+    frame = diff_frame(base, conn.sentV, html, seq, v, same_start, same_end)
   end
-  local frame = not full and base and diff_frame(base, conn.sentV, html, seq, v, same_start, same_end)
   if send(conn, frame or { t = "html", seq = seq, v = v, html = tostring(html) }) then
     s.sentV = v
     -- what the browser holds now: the base of the next diff (one of the session's buffers)

@@ -279,6 +279,32 @@ describe("Html buffers (render_core.htmlBuffer): a session's renders, rewritten 
     assert.is_false(core.htmlPatch(base, into, { tostring(base) .. "<" }, { "x" }))
   end)
 
+  it("is patched where it is (htmlPatchInPlace): the old text's place in UTF-16 units", function()
+    local buf = core.htmlBuffer()
+    -- é is 2 bytes and 1 unit, — 3 bytes and 1 unit, 😀 4 bytes and 2 units
+    clank.render(h.ul(nil, h.li(nil, "é—😀"), h.li(nil, "aa"), h.li(nil, "bb")), { live = true, into = buf })
+    local at = #"<ul><li>" + 1 + 1 + 2 + #"</li>"
+    assert.are.equal(at, core.htmlPatchInPlace(buf, "<li>aa</li>", "<li>A</li>"))
+    assert.are.equal("<ul><li>é—😀</li><li>A</li><li>bb</li></ul>", tostring(buf))
+    -- longer than the buffer holds: it grows, and what follows moves
+    local long = "<li>" .. ("z"):rep(5000) .. "</li>"
+    assert.are.equal(at + #"<li>A</li>", core.htmlPatchInPlace(buf, "<li>bb</li>", long))
+    assert.are.equal("<ul><li>é—😀</li><li>A</li>" .. long .. "</ul>", tostring(buf))
+    assert.are.equal(0, core.htmlPatchInPlace(buf, "<ul><li>é", "<ol><li>e"))
+    assert.are.equal(#"<ol><li>e" + 1 + 2 + #"</li><li>A</li>", core.htmlPatchInPlace(buf, long, ""))
+    assert.are.equal("<ol><li>e—😀</li><li>A</li></ul>", tostring(buf))
+    -- not there, there twice: nil; before it not valid UTF-8: false; the buffer as it was
+    assert.is_nil(core.htmlPatchInPlace(buf, "<li>B</li>", "x"))
+    assert.is_nil(core.htmlPatchInPlace(buf, "li>", "x"))
+    local bad = core.htmlBuffer()
+    clank.render(h.p(nil, clank.raw("\xff<b>x</b>")), { live = true, into = bad })
+    assert.is_false(core.htmlPatchInPlace(bad, "<b>x</b>", "<b>y</b>"))
+    assert.are.equal("<ol><li>e—😀</li><li>A</li></ul>", tostring(buf))
+    assert.are.equal("<p>\xff<b>x</b></p>", tostring(bad))
+    assert.is_nil(core.htmlPatchInPlace(core.htmlBuffer(), "a", "b")) -- an empty buffer
+    assert.has_error(function() core.htmlPatchInPlace("text", "a", "b") end)
+  end)
+
   it("is left as it was by a render that raised, and refuses what is not a buffer", function()
     local buf = core.htmlBuffer()
     clank.render(h.p(nil, "kept"), { live = true, into = buf })

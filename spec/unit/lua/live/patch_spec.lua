@@ -56,7 +56,8 @@ local function make_app()
     local rows, plain = {}, {}
     for i = 1, 12 do rows[i] = Row { key = "r" .. i, id = tostring(i), st = state[i] } end
     for i = 13, 20 do plain[#plain + 1] = Plain { st = state[i] } end
-    return h.main(nil, h.h1(nil, "Rows"), h.div({ key = "list" }, rows), h.ul(nil, plain),
+    -- (characters of 2, 3 and 4 bytes before the rows: splices count UTF-16 units)
+    return h.main(nil, h.h1(nil, "Rows é — 😀"), h.div({ key = "list" }, rows), h.ul(nil, plain),
       h.p(nil, Twin { st = state[22] }, Twin { st = state[21] }))
   end }
   return clank.app { name = "t", views = { View } }, state
@@ -71,7 +72,7 @@ end
 -- label or number changes (its props: the list's tree is the last one but for that row's), a
 -- row goes or comes back, the order turns around, the title changes.
 local function make_list_app()
-  local labels, reversed, title = signal.signal({}), signal.signal(false), signal.signal("Rows")
+  local labels, reversed, title = signal.signal({}), signal.signal(false), signal.signal("Rows é — 😀")
   local Row = clank.defineView {
     name = "lrow", props = s.object { id = s.string(), label = s.string(), n = s.number() },
     render = function(p)
@@ -194,7 +195,7 @@ describe("clank.live: an update of components' trees written from the html held"
           copy[j] = { text = "L" .. j .. " %" .. step, n = random(3) }
           signal.batch(function()
             labels.value = copy
-            if what <= 18 then reversed.value = not reversed:peek() else title.value = "Rows " .. step end
+            if what <= 18 then reversed.value = not reversed:peek() else title.value = "Rows 😀 " .. step end
           end)
         end
         t.push(step)
