@@ -48,19 +48,24 @@ const char *clank_render_html_text(lua_State *L, int idx, size_t *len) {
   return h->data ? h->data : "";
 }
 
+/* Gives h the room n bytes need and an eighth more (a page grows and shrinks by a few bytes an
+   update), not much more: a smaller page gives back what a larger one took. → 0, or -1 when
+   the allocator refused (h as it was). */
+static int fit(html_t *h, size_t n) {
+  if (h->cap >= n && h->cap <= n + n / 4 + 4096) return 0;
+  size_t cap = n + n / 8 + 64;
+  char *p = h->alloc(h->ud, h->data, h->data ? h->cap : 0, cap);
+  if (!p) return -1;
+  h->data = p;
+  h->cap = cap;
+  return 0;
+}
+
 int clank_render_html_set(lua_State *L, int idx, const char *s, size_t n) {
   html_t *h = to_html(L, idx);
-  /* the room it needs and an eighth more (a page grows and shrinks by a few bytes an update),
-     not much more: a smaller page gives back what a larger one took */
-  if (h->cap < n || h->cap > n + n / 4 + 4096) {
-    size_t cap = n + n / 8 + 64;
-    char *p = h->alloc(h->ud, h->data, h->data ? h->cap : 0, cap);
-    if (!p) {
-      release(h);
-      return -1;
-    }
-    h->data = p;
-    h->cap = cap;
+  if (fit(h, n)) {
+    release(h);
+    return -1;
   }
   if (n) memcpy(h->data, s, n);
   h->len = n;
@@ -145,15 +150,9 @@ int clank_render_html_patch(lua_State *L) {
       return 1;
     }
   }
-  if (into->cap < total || into->cap > total + total / 4 + 4096) {
-    size_t cap = total + total / 8 + 64;
-    char *p = into->alloc(into->ud, into->data, into->data ? into->cap : 0, cap);
-    if (!p) {
-      release(into);
-      return luaL_error(L, "not enough memory");
-    }
-    into->data = p;
-    into->cap = cap;
+  if (fit(into, total)) {
+    release(into);
+    return luaL_error(L, "not enough memory");
   }
   size_t from = 0, len = 0;
   for (lua_Integer i = 0; i < n; i++) {
@@ -196,13 +195,8 @@ int clank_render_html_patch_in_place(lua_State *L) {
     return 1;
   }
   size_t total = h->len - on + nn;
-  if (h->cap < total) {
-    size_t cap = total + total / 8 + 64;
-    char *p = h->alloc(h->ud, h->data, h->cap, cap);
-    if (!p) return luaL_error(L, "not enough memory"); /* buf as it was */
-    h->data = p;
-    h->cap = cap;
-  }
+  /* grown only (the text after the old one is still to move) */
+  if (h->cap < total && fit(h, total)) return luaL_error(L, "not enough memory");
   size_t after = (size_t)at + on;
   memmove(h->data + at + nn, h->data + after, h->len - after);
   memcpy(h->data + at, text, nn);
