@@ -99,9 +99,16 @@ static size_t growth_for(const clank_alloc_t *a) {
   return eighth > HEAP_GROWTH ? eighth : HEAP_GROWTH;
 }
 
-static __attribute__((noinline)) void advise_heap(clank_alloc_t *a) {
+/* Blocks this size come from the heap's top (below the mmap threshold, HEAP_GROWTH). */
+#define PROBE_BYTES (HEAP_GROWTH - HUGE_PAGE)
+#define MAX_PROBES 8
+
+/* block, n: where a block malloc or realloc just gave starts (0: none), and its size. */
+static __attribute__((noinline)) void advise_heap(clank_alloc_t *a, uintptr_t block, size_t n) {
   char *top = sbrk(0);
   if (top == (char *)-1) return;
+  if (block != 0 && block < (uintptr_t)top && block + n > (uintptr_t)a->reached)
+    a->reached = (char *)(block + n);
   if (a->advised_top == NULL) {
     mallopt(M_TOP_PAD, (int)HEAP_GROWTH);
     mallopt(M_MMAP_THRESHOLD, (int)HEAP_GROWTH);
@@ -117,6 +124,42 @@ static __attribute__((noinline)) void advise_heap(clank_alloc_t *a) {
   }
   a->advised_top = top; /* lower too, after a trim: what grows again is advised again */
   if (a->populated_to > top) a->populated_to = top;
+  if (a->reached > top) a->reached = top;
+}
+
+/* The free room at the heap's top wanted before a burst: half of what it grows by. */
+static size_t room_wanted(const clank_alloc_t *a) { return growth_for(a) / 2; }
+
+int clank_alloc_short(const clank_alloc_t *a) {
+  if (a->used < POPULATE_FROM || a->advised_top == NULL || a->reached == NULL) return 0;
+  if (a->advised_top == a->ahead_failed) return 0; /* (until the heap's end moves) */
+  return (size_t)(a->advised_top - a->reached) < room_wanted(a);
+}
+
+/* glibc grows its heap only for a block its top cannot hold, by what the block lacks and
+   M_TOP_PAD more; a free that leaves the top over M_TOP_PAD trims it back to that. So blocks
+   taken from the top until it grows, and freed, leave a top of M_TOP_PAD: the room the heap
+   grows by, there now. The first one starts where the top did (the real room: frees merge
+   into the top, which `reached` does not see). */
+int clank_alloc_ahead(clank_alloc_t *a) {
+  if (!clank_alloc_short(a)) return 0;
+  char *top = sbrk(0);
+  if (top == (char *)-1) return 0;
+  void *probes[MAX_PROBES];
+  int n = 0;
+  while (n < MAX_PROBES) {
+    void *q = malloc(PROBE_BYTES);
+    if (q == NULL) break;
+    probes[n++] = q;
+    if ((char *)sbrk(0) != top) break; /* it grew */
+  }
+  char *first = n > 0 ? probes[0] : NULL;
+  while (n > 0) free(probes[--n]);
+  advise_heap(a, 0, 0);
+  if (first != NULL && first < a->advised_top) a->reached = first;
+  /* the heap could not grow (glibc then maps memory apart): not tried again until it moves */
+  if (clank_alloc_short(a)) a->ahead_failed = a->advised_top;
+  return 1;
 }
 
 size_t clank_alloc_unpopulated(const clank_alloc_t *a) {
@@ -149,7 +192,19 @@ size_t clank_alloc_populate(clank_alloc_t *a, size_t most) {
   return (size_t)(a->advised_top - a->populated_to);
 }
 #else
-static void advise_heap(clank_alloc_t *a) { (void)a; }
+static void advise_heap(clank_alloc_t *a, uintptr_t block, size_t n) {
+  (void)a;
+  (void)block;
+  (void)n;
+}
+int clank_alloc_short(const clank_alloc_t *a) {
+  (void)a;
+  return 0;
+}
+int clank_alloc_ahead(clank_alloc_t *a) {
+  (void)a;
+  return 0;
+}
 size_t clank_alloc_unpopulated(const clank_alloc_t *a) {
   (void)a;
   return 0;
@@ -164,7 +219,7 @@ size_t clank_alloc_populate(clank_alloc_t *a, size_t most) {
 /* A block from malloc, the heap it may have grown advised. */
 static __attribute__((noinline)) void *fresh(clank_alloc_t *a, size_t n) {
   void *p = malloc(n);
-  advise_heap(a);
+  advise_heap(a, (uintptr_t)p, n);
   return p;
 }
 
@@ -206,7 +261,7 @@ static __attribute__((noinline)) void *resize(clank_alloc_t *a, void *ptr, size_
   void *p;
   if (old > CLANK_ALLOC_SMALL && nsize > CLANK_ALLOC_SMALL) {
     p = realloc(ptr, nsize);
-    advise_heap(a);
+    advise_heap(a, (uintptr_t)p, nsize);
   } else if (old <= CLANK_ALLOC_SMALL && nsize <= CLANK_ALLOC_SMALL &&
              class_of(old) == class_of(nsize)) {
     p = ptr; /* the block has room already */

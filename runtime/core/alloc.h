@@ -44,6 +44,8 @@ typedef struct clank_alloc_s {
   size_t cached;        /* bytes kept in cache */
   char *advised_top;    /* the heap's end when last advised (CLANK_ALLOC_HUGE_HEAP) */
   char *populated_to;   /* the heap faulted in ahead up to here (clank_alloc_populate) */
+  char *reached;        /* the highest end of a block from the heap: its top's room is above */
+  char *ahead_failed;   /* the heap's end when clank_alloc_ahead could not make room there */
   uint64_t tight_collected_at; /* loop time of clank_alloc_tight's last full collection */
   clank_alloc_block_t *cache[CLANK_ALLOC_SMALL / 16]; /* freed small blocks, by size class */
 } clank_alloc_t;
@@ -67,6 +69,14 @@ int clank_alloc_tight(lua_State *L);
 size_t clank_alloc_unpopulated(const clank_alloc_t *a);
 /* Faults in up to most bytes of that room (MADV_POPULATE_WRITE) → the bytes still to do. */
 size_t clank_alloc_populate(clank_alloc_t *a, size_t most);
+/* That room comes when a burst's block does not fit in the heap's top: the burst then writes
+   the rest of its blocks to new pages, each a fault (a publish to a thousand sessions that grew
+   the heap spent a tenth of its CPU there). clank_alloc_short says the top's free room is under
+   half of what the heap grows by (as far as the blocks given say: 0 also for a small heap or
+   where there is no such room); clank_alloc_ahead then grows the heap now, in idle time, for
+   clank_alloc_populate to fault in → 1 when it tried. */
+int clank_alloc_short(const clank_alloc_t *a);
+int clank_alloc_ahead(clank_alloc_t *a);
 /* Frees the blocks kept for reuse: after lua_close, or to give memory back. */
 void clank_alloc_drain(clank_alloc_t *a);
 

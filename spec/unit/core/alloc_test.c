@@ -199,7 +199,43 @@ static void populates_the_room_of_a_large_heap(void) {
   for (int i = 0; i < BLOCKS; i++) clank_alloc(&a, blocks[i], block, 0);
   clank_alloc_drain(&a);
 }
+/* A large heap whose top has little free room left (under half of what it grows by, its
+   blocks say) is grown by clank_alloc_ahead, not by the next block: after it, the heap has
+   room to fault in, and a 16 MiB block (a burst's) takes no growth. */
+static void grows_a_short_heap_ahead(void) {
+  clank_alloc_t a = {0};
+  enum { BLOCKS = 19, SMALL = 120 };
+  void *blocks[BLOCKS], *small[SMALL];
+  size_t block = (size_t)16 << 20, mib = (size_t)1 << 20;
+  for (int i = 0; i < BLOCKS; i++) {
+    blocks[i] = clank_alloc(&a, NULL, LUA_TSTRING, block);
+    if (blocks[i] == NULL) {
+      CHECK(0, "out of memory for the test");
+      return;
+    }
+  }
+  int n = 0; /* 1 MiB blocks until the room is short */
+  while (n < SMALL && !clank_alloc_short(&a)) {
+    small[n] = clank_alloc(&a, NULL, LUA_TSTRING, mib);
+    if (small[n] == NULL) break;
+    n++;
+  }
+  CHECK(clank_alloc_short(&a), "short after %d blocks of 1 MiB", n);
+  char *top = sbrk(0);
+  CHECK(clank_alloc_ahead(&a) == 1, "it grows the heap");
+  CHECK((char *)sbrk(0) > top, "the heap's end moved up: %p -> %p", (void *)top, sbrk(0));
+  CHECK(!clank_alloc_short(&a), "not short after");
+  CHECK(clank_alloc_unpopulated(&a) > 0, "the new room is there to fault in");
+  char *end = sbrk(0);
+  void *burst = clank_alloc(&a, NULL, LUA_TSTRING, block);
+  CHECK(burst != NULL && (char *)sbrk(0) == end, "a 16 MiB block fits without growing the heap");
+  if (burst) clank_alloc(&a, burst, block, 0);
+  while (n > 0) clank_alloc(&a, small[--n], mib, 0);
+  for (int i = 0; i < BLOCKS; i++) clank_alloc(&a, blocks[i], block, 0);
+  clank_alloc_drain(&a);
+}
 #else
+static void grows_a_short_heap_ahead(void) {}
 static void advises_the_heap_it_grows(void) {
   printf("unit/core/alloc: this build does not advise its heap (CLANK_ALLOC_HUGE_HEAP 0)\n");
 }
@@ -213,6 +249,7 @@ int main(void) {
   holds_half_of_a_large_heap();
   advises_the_heap_it_grows();
   populates_the_room_of_a_large_heap();
+  grows_a_short_heap_ahead();
   printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
