@@ -15,8 +15,10 @@
      last cycle left (or a third more than when the cycle started, if that is
      more), where Lua's own pace takes over again.
    While no cycle runs, the same slices fault in a large heap's room ahead
-   (core/alloc.h's clank_alloc_populate), a few MiB each, armed after any
-   turn of the loop in which the heap grew. */
+   (core/alloc.h's clank_alloc_populate), a few MiB each, growing the heap
+   first when its top's room is short (clank_alloc_ahead), armed after any
+   turn of the loop in which the heap grew or its room ran short; while one
+   runs, each of its slices does one huge page of that first. */
 #ifndef CLANK_HOST_IDLE_GC_H
 #define CLANK_HOST_IDLE_GC_H
 
@@ -28,7 +30,7 @@ struct clank_host_s;
 
 typedef struct clank_idle_gc_s {
   uv_timer_t slices;
-  uv_check_t heap_watch; /* arms the slices when the heap's room ahead is to fault in */
+  uv_check_t heap_watch; /* arms the slices when the heap's room ahead is short or to fault in */
   uint64_t generation;   /* the app's generation (metrics' count) these fields are of */
   size_t base_kib;       /* the heap the last cycle left (or the least seen since) */
   size_t hold_kib;       /* the heap up to which this cycle gives credit */
