@@ -82,10 +82,15 @@ static void stop(clank_host_t *h, int completed) {
 
 static void collect(clank_host_t *h, uint64_t ahead_ns);
 
+/* The heap's room ahead is short, or to fault in. */
+static int room_to_do(const clank_alloc_t *a) {
+  return clank_alloc_short(a) || clank_alloc_unpopulated(a) > 0;
+}
+
 /* The heap's room ahead grown when short, and up to most bytes of it faulted in → the time it
    took. */
 static uint64_t ahead(clank_gen_t *g, size_t most) {
-  if (!clank_alloc_short(&g->alloc) && clank_alloc_unpopulated(&g->alloc) == 0) return 0;
+  if (!room_to_do(&g->alloc)) return 0;
   uint64_t began = uv_hrtime();
   clank_alloc_ahead(&g->alloc);
   clank_alloc_populate(&g->alloc, most);
@@ -111,7 +116,7 @@ static void slice(uv_timer_t *t) {
   }
   if (c->running) {
     collect(h, ahead(g, POPULATE_BESIDE_CYCLE));
-  } else if (clank_alloc_short(&g->alloc) || clank_alloc_unpopulated(&g->alloc) > 0) {
+  } else if (room_to_do(&g->alloc)) {
     c->sliced = ahead(g, POPULATE_BYTES);
     uv_timer_start(&c->slices, slice, 1, 0); /* (1 ms: see collect) */
   }
@@ -161,7 +166,7 @@ static void watch_heap(uv_check_t *w) {
   clank_idle_gc_t *c = &h->idle_gc;
   if (h->gen == NULL || h->torn_down || c->running || uv_is_active((uv_handle_t *)&c->slices))
     return;
-  if (!clank_alloc_short(&h->gen->alloc) && clank_alloc_unpopulated(&h->gen->alloc) == 0) return;
+  if (!room_to_do(&h->gen->alloc)) return;
   look_from_now(h);
   uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
 }
