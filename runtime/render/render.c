@@ -875,6 +875,7 @@ static const luaL_Reg render_funcs[] = {
     {"renderer", render_renderer},
     {"elementMaker", clank_render_element_maker},           /* element.c */
     {"slotsMatcher", clank_render_slots_matcher},           /* props_equal.c */
+    {"callsPrefetcher", clank_render_calls_prefetcher},     /* prefetch.c */
     {"treeSwaps", clank_render_tree_swaps},                 /* tree_swaps.c */
     {"splices", clank_render_splices},                      /* diff.c */
     {"htmlBuffer", clank_render_html_buffer},               /* html.c */

@@ -172,6 +172,9 @@ int clank_render_valid_key_path(lua_State *L);
 /* render_core.slotsMatcher(deep, countSlot, propsSlot, firstSlot, maxPairs) → same(entry,
    props) → boolean: props against the fields memo keeps in an entry's slots (props_equal.c). */
 int clank_render_slots_matcher(lua_State *L);
+/* render_core.callsPrefetcher(slots) → prefetch(order, n), arrays: what a list's next component
+   calls read, asked for ahead (prefetch.c). */
+int clank_render_calls_prefetcher(lua_State *L);
 /* Raw equality as a page renders it: a number's subtype too (1 and 1.0 render apart). */
 int clank_render_same_raw(lua_State *L, int a, int b);
 /* How clank_render_same_fields compares two fields' values that are not raw-equal: tables

@@ -115,6 +115,12 @@ M.equal = function(a, b) return equal(a, b, 0) end
 -- them (the loop in C: a list's render compares every row's).
 local same_fields = render_core.slotsMatcher(equal, COUNT, PROPS, FIELDS, MAX_FIELDS)
 
+-- prefetch_calls(order, n), in a render that makes last time's calls again (see PREFIX): the
+-- slots the next call reads if it matches (up to its props' fields) and the header of the one
+-- after, asked for ahead. Each entry is a cache miss or two away in a server with many
+-- sessions (render_core.callsPrefetcher says why and how).
+local prefetch_calls = render_core.callsPrefetcher(FIELDS + 2 * MAX_FIELDS - 1)
+
 -- Keeps props (the caller's table; its copy is entry[PROPS]) in entry's slots: their count, and
 -- up to MAX_FIELDS names and values, the slots after them false.
 local function keep_fields(entry, props, before)
@@ -255,7 +261,9 @@ function M.call(view, props, copy, validate)
   if generation == PREFIX then -- the call at this place last time, when it is the same call
     local prev = scope[PREV]
     local n = prev.cursor + 1
-    entry = prev.order[n]
+    local order = prev.order
+    entry = order[n]
+    prefetch_calls(order, n)
     -- (entry's key was matched_by's "keyed" or "ranked": == leaves out only a float key
     -- equal to an integer one, which the renderer raises for)
     if entry and entry[VIEW] == view and entry[KEY] == kept_key then

@@ -348,6 +348,36 @@ describe("clank.ui.memo", function()
     assert.has_error(function() same("entry", { a = 1 }) end)
   end)
 
+  it("asks for the next calls' entries ahead, changing nothing (render_core.callsPrefetcher)", function()
+    local render_core = require("clank.render_core")
+    local prefetch, arrays = render_core.callsPrefetcher(21)
+    -- the Lua this runtime is built with is 5.4, whose tables' array parts it knows how to find
+    assert.are.equal("Lua 5.4", _VERSION)
+    assert.is_true(arrays)
+    local big = {}
+    for i = 1, 41 do big[i] = i end
+    local order = { big, {}, { 1 }, "not a table", 42, false, setmetatable({ 1, 2 }, { __index = error }), big }
+    for n = -3, #order + 3 do
+      assert.are.equal(0, select("#", prefetch(order, n))) -- nothing back, nothing raised
+    end
+    assert.are.equal(8, #order)
+    assert.are.equal(41, #big)
+    for i = 1, 41 do assert.are.equal(i, big[i]) end
+    assert.are.equal("not a table", order[4])
+    assert.are.same({}, order[2])
+    -- a hole in the list, and a list with a hash part only
+    prefetch({ [3] = big }, 1)
+    prefetch({ x = big }, 0)
+    assert.has_error(function() prefetch("order", 1) end)
+    assert.has_error(function() prefetch(order, "one") end)
+    assert.has_error(function() prefetch(order, 1.5) end)
+    assert.has_error(function() render_core.callsPrefetcher(-1) end)
+    assert.has_error(function() render_core.callsPrefetcher(1025) end)
+    assert.has_error(function() render_core.callsPrefetcher("all") end)
+    local none = render_core.callsPrefetcher(0) -- heads only
+    none(order, 0)
+  end)
+
   it("keeps a call's props in the entry and compares the next call's with them", function()
     local renders = 0
     local Cell = clank.defineView { name = "cell", render = function(p)
