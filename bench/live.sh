@@ -4,8 +4,10 @@
 #                unkeyed 100-row list (/: the whole html back, the historical baseline) and one
 #                on the keyed list (/views/rows, rows a component, ?diffs=1: one row changes, a
 #                diff back): server CPU per round trip, p50/p99, the update frame's bytes
-#   fan-out      BENCH_FANOUT sessions of /views/rows watching rows:bench; rows.rename changes
-#                one row and publishes: the time from the POST until every session has its push
+#   fan-out      BENCH_FANOUT sessions of /views/rows watching rows:bench; once the server is
+#                quiet after opening them (the collection cycle the opening started has run in
+#                its idle time), rows.rename changes one row and publishes, BENCH_ROUNDS times:
+#                the time from the POST until every session has its push
 #   scale        BENCH_SESSIONS open live sessions of /views/small, of / and of /views/rows:
 #                RSS per session and a probe's event round trip while they are open
 # then a table: measure | value | target | met?. The server runs on core 0, the client (Node,
