@@ -158,7 +158,9 @@ static void wait_unlink(clank_wait_t *w) {
     else
       w->sched->waits = w->next;
     if (w->next) w->next->prev = w->prev;
+    if (w->at_once) w->sched->waits_at_once--;
   }
+  w->at_once = 0;
   if (w->task && w->task->wait == w) w->task->wait = NULL;
   w->prev = w->next = NULL;
   w->sched = NULL;
@@ -210,6 +212,10 @@ clank_wait_t *clank_wait_new(lua_State *L, clank_sched_t *s, double ms) {
     double target = ceil(precise_ms + ms);
     due_ms = target > (double)now_ms ? (uint64_t)target - now_ms : 0;
   }
+  if (due_ms == 0) {
+    w->at_once = 1;
+    s->waits_at_once++;
+  }
   uv_timer_start(&w->timer, wait_fired, due_ms, 0);
   return w;
 }
@@ -248,6 +254,10 @@ int clank_sched_wake(clank_task_t *t) {
   clank_wait_t *w = t ? t->wait : NULL;
   if (w == NULL || !w->sleeping || w->task != t || uv_is_closing((uv_handle_t *)&w->timer))
     return 0;
+  if (!w->at_once && w->sched) {
+    w->at_once = 1;
+    w->sched->waits_at_once++;
+  }
   uv_timer_start(&w->timer, wait_fired, 0, 0);
   return 1;
 }

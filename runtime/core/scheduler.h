@@ -104,6 +104,7 @@ struct clank_wait_s {
   int ref;                         /* a registry ref fire needs, released with the wait */
   void (*retire)(clank_wait_t *w); /* on reload, instead of waiting on (clank.timeout) */
   int sleeping;                    /* clank.sleep's: clank_sched_wake may end it early */
+  int at_once;                     /* due at once (counted in sched's waits_at_once) */
   clank_sched_t *sched;
   clank_wait_t *prev, *next;
 };
@@ -115,6 +116,9 @@ struct clank_sched_s {
   uv_loop_t *loop;
   int loop_running; /* inside uv_run: never re-enter it */
   clank_wait_t *waits;
+  /* Of those, the ones due at once (a sleep(0), a wake): tasks that go on in the loop's next
+     turn (a publish's thousand sessions), work waiting that is not I/O (host/idle_gc.c). */
+  size_t waits_at_once;
   clank_task_t *spawned; /* tasks made by clank.spawn or joined (a list through their own field) */
   void *spare;           /* finished ones, their coroutines kept for the next */
   int nspare;

@@ -10,11 +10,12 @@
 
 /* A slice steps the cycle for SLICE_MIN_NS even when I/O is waiting (a
    server with light steady traffic never has an empty loop), then on while
-   nothing is (no I/O, no timer due), up to SLICE_MAX_NS. It runs when the
-   loop spent at most half its time since the last one on other work and no
-   timer is due (a publish that just came wakes its sessions' tasks by
-   timers: a slice run before them delayed every push by its length): the
-   next one PERIOD_MS later, or 1 ms later when nothing came meanwhile. */
+   nothing is (no I/O, no task waiting to go on), up to SLICE_MAX_NS. It
+   runs when the loop spent at most half its time since the last one on
+   other work and no task waits to go on (a publish that just came wakes its
+   sessions' tasks: a slice run before them delayed every push by its
+   length): the next one PERIOD_MS later, or 1 ms later when nothing came
+   meanwhile. */
 #define SLICE_MIN_NS 1000000u
 #define SLICE_MAX_NS 8000000u
 #define PERIOD_MS 10u
@@ -43,17 +44,17 @@
 
 static void slice(uv_timer_t *t);
 
-/* Whether a timer is due, or callbacks wait (loop time brought up to now first): a publish's
-   work is a timer per session (each task's sleep(0)), not I/O. */
-static int timer_due(uv_loop_t *loop) {
-  uv_update_time(loop);
-  return uv_backend_timeout(loop) == 0;
+/* Whether tasks wait to go on at once (core/scheduler.h): a publish wakes its sessions' tasks
+   so (each one's sleep(0)), not by I/O. Timers due later, such as a thousand connections'
+   pings, are not work waiting: counted, they would keep slices from ever running. */
+static int tasks_waiting(const clank_gen_t *g) {
+  return g->sched.ready != NULL || g->sched.waits_at_once > 0;
 }
 
-/* Whether the loop has work waiting: I/O, or a timer due. */
-static int work_waiting(uv_loop_t *loop) {
-  struct pollfd p = {.fd = uv_backend_fd(loop), .events = POLLIN};
-  return poll(&p, 1, 0) > 0 || timer_due(loop);
+/* Whether the loop has work waiting: I/O, or tasks. */
+static int work_waiting(clank_host_t *h) {
+  struct pollfd p = {.fd = uv_backend_fd(&h->loop), .events = POLLIN};
+  return poll(&p, 1, 0) > 0 || tasks_waiting(h->gen);
 }
 
 /* The slices' measure of the loop starts now. */
@@ -120,8 +121,7 @@ static void slice(uv_timer_t *t) {
     if (c->running) stop(h, 0);
     return;
   }
-  /* (a task preempted waits to go on; tasks whose sleep ended wait for their timers) */
-  if (loop_busy(h) || g->sched.ready != NULL || timer_due(&h->loop)) {
+  if (loop_busy(h) || tasks_waiting(g)) {
     uv_timer_start(&c->slices, slice, PERIOD_MS, 0);
     return;
   }
@@ -160,7 +160,7 @@ static void collect(clank_host_t *h, uint64_t ahead_ns) {
       return;
     }
     at = uv_hrtime();
-  } while (at < least || (at < until && !(came = work_waiting(&h->loop))));
+  } while (at < least || (at < until && !(came = work_waiting(h))));
   c->cycle_ns += at - now;
   c->sliced = ahead_ns + (at - now);
   /* what the work until the next slice allocates leaves the cycle to idle time */

@@ -8,9 +8,9 @@
    - a cycle starts once the heap grew half again over what the last cycle
      left (before Lua's own, at twice), or once sessions hibernated;
    - a slice runs when the loop spent at most half its time since the last
-     one on other work, no preempted task waits and no timer is due: it steps
-     the cycle for 1 ms, then on while no I/O nor timer is waiting, 8 ms at
-     most;
+     one on other work and no task waits to go on (preempted, or its sleep(0)
+     or wake due): it steps the cycle for 1 ms, then on while no I/O nor task
+     is waiting, 8 ms at most;
    - between slices the allocation of the work that comes does no collection
      work (core/collector.h's credit) until the heap reaches twice what the
      last cycle left (or a third more than when the cycle started, if that is

@@ -237,7 +237,51 @@ static void call_case(void) {
   clank_watchdog_stop(w);
 }
 
+/* The waits due at once (sched's waits_at_once: what idle-time collection yields to): each
+   sleep(0) and each wake counts until its task goes on; a sleep of some time does not. */
+static clank_task_t *sleeper;
+
+static int sleep50(lua_State *L) {
+  sleeper = clank_task_of(L);
+  return clank_sched_sleep(L, 50, sleep_k, 0);
+}
+
+static void at_once_case(void) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  clank_sched_t *s = clank_sched_get(L);
+  sleeper = NULL;
+  const char *tasks =
+      "local spawn, sleep0, sleep50 = ...\n"
+      "for _ = 1, 5 do spawn(function() sleep0() end) end\n"
+      "spawn(function() sleep50() end)\n";
+  if (luaL_loadstring(L, tasks) != LUA_OK) {
+    CHECK(0, "at once: %s", lua_tostring(L, -1));
+    lua_close(L);
+    return;
+  }
+  lua_pushcfunction(L, spawn);
+  lua_pushcfunction(L, sleep0);
+  lua_pushcfunction(L, sleep50);
+  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    CHECK(0, "at once: %s", lua_tostring(L, -1));
+    lua_close(L);
+    return;
+  }
+  CHECK(s->waits_at_once == 5, "five sleep(0) and a sleep(50) waiting: %zu due at once",
+        s->waits_at_once);
+  CHECK(sleeper != NULL && clank_sched_wake(sleeper), "the sleep(50) could not be woken");
+  CHECK(s->waits_at_once == 6, "and the sleep(50) woken: %zu due at once", s->waits_at_once);
+  CHECK(!clank_sched_wake(sleeper) || s->waits_at_once == 6, "woken twice: %zu due at once",
+        s->waits_at_once);
+  uv_run(s->loop, UV_RUN_DEFAULT);
+  CHECK(s->waits_at_once == 0, "every task went on: %zu due at once", s->waits_at_once);
+  printf("waits due at once: counted while they wait, none once the tasks went on\n");
+  lua_close(L);
+}
+
 int main(void) {
+  at_once_case();
   call_case();
   budget_case("sleep");
   budget_case("gate");
