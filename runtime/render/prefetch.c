@@ -67,6 +67,7 @@ static void prefetch_array(const void *p, lua_Integer slots) {
 static int prefetch_calls(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
+  if (n > LUA_MAXINTEGER - 2) return 0; /* (nothing is after it) */
   if (lua_rawgeti(L, 1, n + 2) == LUA_TTABLE) __builtin_prefetch(lua_topointer(L, -1));
   if (lua_toboolean(L, lua_upvalueindex(PF_ARRAYS)) && lua_rawgeti(L, 1, n + 1) == LUA_TTABLE)
     prefetch_array(lua_topointer(L, -1), lua_tointeger(L, lua_upvalueindex(PF_SLOTS)));

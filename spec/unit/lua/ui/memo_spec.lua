@@ -368,6 +368,8 @@ describe("clank.ui.memo", function()
     -- a hole in the list, and a list with a hash part only
     prefetch({ [3] = big }, 1)
     prefetch({ x = big }, 0)
+    prefetch(order, math.maxinteger)
+    prefetch(order, math.mininteger)
     assert.has_error(function() prefetch("order", 1) end)
     assert.has_error(function() prefetch(order, "one") end)
     assert.has_error(function() prefetch(order, 1.5) end)
