@@ -39,6 +39,7 @@ local type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmeta
   type, pairs, ipairs, pcall, xpcall, error, tonumber, setmetatable, getmetatable, rawset, rawget
 local math_type = math.type
 local remove, running = table.remove, coroutine.running
+local now_ms = core.nowMs
 local find, sub = string.find, string.sub
 
 local PUSH_MS = 50 -- pushes while a handler waits, and later changes, at most this often
@@ -106,6 +107,7 @@ function M.new(opts)
     actionTimeout = app.actionTimeout or require("clank.bridge").DEFAULT_ACTION_TIMEOUT,
     views = {}, actions = {}, sessionsById = {}, conns = {},
     count = 0, idleCount = 0, -- nowMs: the loop's clock at the last tick (nil before the first)
+    reloadTask = false, toReload = false, -- the sessions a turn's publishes reach (published)
   }, Live)
   for i, v in ipairs(app.views or {}) do
     if i == 1 then self.first = v end
@@ -442,22 +444,39 @@ function Live:sendHtml(s, seq, full)
   if not (s.conn and s.conn.diffs) and s.htmlA then s.htmlA:free() end -- nothing diffs from it
 end
 
+local function pushable(s) return not s.ended and s.conn and s.ready and version(s) ~= s.sentV end
+
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
--- that did not wait has sent its own html by then), then at most every PUSH_MS.
-function Live:schedulePush(s)
+-- that did not wait has sent its own html by then), or after delay ms, then at most every
+-- PUSH_MS.
+function Live:schedulePush(s, delay)
   if held(s.pushScheduled) or not s.conn then return end
   core.spawn(function()
     s.pushScheduled = coroutine.running()
     local ok, err = pcall(function()
-      core.sleep(0)
-      while not s.ended and s.conn and s.ready and version(s) ~= s.sentV do
+      core.sleep(delay or 0)
+      while pushable(s) do
         self:sendHtml(s, 0)
+        s.pushedAt = now_ms()
         core.sleep(PUSH_MS)
       end
     end)
     s.pushScheduled = false -- after an error too: a failed task's coroutine is reused
     if not ok then error(err, 0) end
   end)
+end
+
+-- A re-load's render (a publish): nothing else is sent for it, so it is pushed by the re-load
+-- itself, at once, unless a push went out less than PUSH_MS ago or is on its way (a task then
+-- pushes it in turn). A publish to a thousand sessions costs no push task per session.
+function Live:pushReloaded(s)
+  if held(s.pushScheduled) or not s.conn then return end
+  local wait = (s.pushedAt or math.mininteger // 2) + PUSH_MS - now_ms()
+  if wait > 0 then return self:schedulePush(s, wait) end
+  if pushable(s) then
+    self:sendHtml(s, 0)
+    s.pushedAt = now_ms()
+  end
 end
 
 -- Idle sessions are kept in a list, oldest idle first (a session made idle again moves to the
@@ -590,7 +609,7 @@ function Live:mount(id, view, props, request)
           keep_tree(s, tree, v)
           -- an event's handler that has not waited yet sends the html itself when it ends
           -- (drain pushes it if the handler waits instead): no push task for that render
-          if s.inEvent then s.pushDeferred = true else self:schedulePush(s) end
+          if s.inEvent or s.reloading then s.pushDeferred = true else self:schedulePush(s) end
         end,
         onError = function(e)
           log("error", "live view " .. s.name .. ": render failed: " .. describe_error(e))
@@ -666,27 +685,46 @@ function Live.unwatchTopics(_, s)
   s.watched = nil
 end
 
+-- Queues the re-load of each session in the list (see published).
+local function queue_reloads(self, sessions)
+  for i = 1, #sessions do
+    local s = sessions[i]
+    if not s.ended then
+      s.reloadQueued = true -- queued: the job clears it when it starts
+      s.queue[#s.queue + 1] = { fn = function()
+        s.reloadQueued = false
+        s.stale = false
+        self:reload(s, true)
+      end }
+      self:drain(s)
+    end
+  end
+end
+
 -- A topic of s got a publish: one re-load is queued on the next loop turn (the publishes of this
 -- one, and those until the re-load starts, add none), and runs in the session's queue like an
--- event, so it never overlaps a handler.
+-- event, so it never overlaps a handler. One task queues them for every session a turn's
+-- publishes reach (a publish to a thousand sessions spawns one, not a thousand).
 function Live:published(s)
   if s.ended or not s.ready or held(s.reloadQueued) then return end
   if not (s.conn and s.conn.open) then
     s.stale = true -- nobody watches it now: re-loaded when a connection or the surface asks
     return
   end
-  core.spawn(function()
-    s.reloadQueued = coroutine.running()
-    core.sleep(0)
-    if s.ended then return end
-    s.reloadQueued = true -- queued: the job clears it when it starts
-    s.queue[#s.queue + 1] = { fn = function()
-      s.reloadQueued = false
-      s.stale = false
-      self:reload(s)
-    end }
-    self:drain(s)
-  end)
+  if not held(self.reloadTask) then
+    local sessions = {}
+    self.toReload = sessions
+    core.spawn(function()
+      self.reloadTask = running()
+      core.sleep(0)
+      -- a publish from now on: another task
+      if self.toReload == sessions then self.reloadTask, self.toReload = false, false end
+      queue_reloads(self, sessions)
+    end)
+  end
+  local sessions = self.toReload
+  sessions[#sessions + 1] = s
+  s.reloadQueued = self.reloadTask -- held while the task waits to queue it
 end
 
 -- A session that missed publishes while nobody watched it re-loads before it is shown (in its
@@ -698,9 +736,9 @@ function Live:catchUp(s)
 end
 
 -- Re-runs load(props, ctx, previous) (when the view has one) and renders with its data; the
--- change is pushed as any other. A load that fails keeps the last tree, and the browser gets
--- {"t":"error"}.
-function Live:reload(s)
+-- change is pushed as any other, or with push (a publish's re-load) by the re-load itself
+-- (pushReloaded). A load that fails keeps the last tree, and the browser gets {"t":"error"}.
+function Live:reload(s, push)
   if s.ended then return end
   s.stale = false
   core.count("rerender")
@@ -723,8 +761,16 @@ function Live:reload(s)
   else
     data = s.mounted.data.value
   end
-  s.mounted:setData(data)
+  -- a publish's: its render is pushed below, after the topics (otherwise the caller sends it)
+  s.reloading = push and not s.inEvent
+  local set, err = pcall(s.mounted.setData, s.mounted, data)
+  s.reloading = false
+  if not set then error(err, 0) end
   self:watchTopics(s, ctx)
+  if s.pushDeferred and not s.inEvent then
+    s.pushDeferred = false
+    self:pushReloaded(s)
+  end
 end
 
 -- The session of a token, mounted when needed (in a task) → session | nil, "unknown" | "failed"

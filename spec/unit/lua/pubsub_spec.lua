@@ -5,6 +5,7 @@ local clank = require "clank"
 local live_mod = require "clank.live"
 local token = require "clank.live.token"
 local json = clank.json
+local core = require "clank.core"
 local s = clank.schema
 local h = clank.h
 
@@ -249,6 +250,48 @@ describe("view sessions with topics", function()
     local last = sock.frames[#sock.frames]
     assert.are.same({ "html", 0 }, { last.t, last.seq })
     assert.truthy(last.html:find("<li>a</li><li>b</li>", 1, true), last.html)
+  end)
+
+  it("push a publish's re-load at once, and one within 50 ms of the last push 50 ms after it", function()
+    local store, loads = { "a" }, 0
+    local List = clank.defineView {
+      name = "list",
+      topics = function() return { "list" } end,
+      load = function()
+        loads = loads + 1
+        return { items = { table.unpack(store) } }
+      end,
+      render = function(_, d) return h.p({ id = "items" }, table.concat(d.items, ",")) end,
+    }
+    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
+    local id = token.sign("spec-secret", "list", {}, nil, os.time())
+    local sock = fake_socket()
+    local sent_at = {}
+    local send = sock.send
+    function sock.send(self, text)
+      sent_at[#self.frames + 1] = core.nowMs()
+      return send(self, text)
+    end
+    run(function() live:connect(id, { method = "GET", url = "/", path = "/", query = {}, headers = {} }, sock) end)
+    settle()
+    local published_at
+    run(function()
+      store[2] = "b"
+      published_at = core.nowMs()
+      clank.publish("list")
+      clank.sleep(10)
+      store[3] = "c"
+      clank.publish("list")
+    end)
+    settle(150)
+    assert.are.equal(3, loads)
+    assert.are.equal(3, #sock.frames) -- the first html, then one push per publish
+    assert.truthy(sock.frames[2].html:find("a,b", 1, true), sock.frames[2].html)
+    assert.truthy(sock.frames[3].html:find("a,b,c", 1, true), sock.frames[3].html)
+    assert.is_true(sent_at[2] - published_at < 40, "first push " .. (sent_at[2] - published_at) .. " ms")
+    -- the second publish's re-load is 10 ms after the first push: its push waits (timers may
+    -- fire a few ms early by the wall clock)
+    assert.is_true(sent_at[3] - sent_at[2] >= 40, "pushes " .. (sent_at[3] - sent_at[2]) .. " ms apart")
   end)
 
   it("keep no more than the two newest trees of a session that only watches", function()
