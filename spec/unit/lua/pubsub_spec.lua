@@ -216,6 +216,23 @@ describe("view sessions with topics", function()
     return sock
   end
 
+  -- A live module serving the view "list" (topic "list"), whose load reads list.store and counts
+  -- list.loads; and a session token of it.
+  local function list_live()
+    local list = { store = { "a" }, loads = 0 }
+    local List = clank.defineView {
+      name = "list",
+      topics = function() return { "list" } end,
+      load = function()
+        list.loads = list.loads + 1
+        return { items = { table.unpack(list.store) } }
+      end,
+      render = function(_, d) return h.p({ id = "items" }, table.concat(d.items, ",")) end,
+    }
+    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
+    return list, live, token.sign("spec-secret", "list", {}, nil, os.time())
+  end
+
   it("re-load once per burst of publishes and push the new html with seq 0", function()
     local store, loads = { "a" }, 0
     local List = clank.defineView {
@@ -253,18 +270,7 @@ describe("view sessions with topics", function()
   end)
 
   it("push a publish's re-load at once, and one within 50 ms of the last push 50 ms after it", function()
-    local store, loads = { "a" }, 0
-    local List = clank.defineView {
-      name = "list",
-      topics = function() return { "list" } end,
-      load = function()
-        loads = loads + 1
-        return { items = { table.unpack(store) } }
-      end,
-      render = function(_, d) return h.p({ id = "items" }, table.concat(d.items, ",")) end,
-    }
-    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
-    local id = token.sign("spec-secret", "list", {}, nil, os.time())
+    local list, live, id = list_live()
     local sock = fake_socket()
     local sent_at = {}
     local send = sock.send
@@ -276,15 +282,15 @@ describe("view sessions with topics", function()
     settle()
     local published_at
     run(function()
-      store[2] = "b"
+      list.store[2] = "b"
       published_at = core.nowMs()
       clank.publish("list")
       clank.sleep(10)
-      store[3] = "c"
+      list.store[3] = "c"
       clank.publish("list")
     end)
     settle(150)
-    assert.are.equal(3, loads)
+    assert.are.equal(3, list.loads)
     assert.are.equal(3, #sock.frames) -- the first html, then one push per publish
     assert.truthy(sock.frames[2].html:find("a,b", 1, true), sock.frames[2].html)
     assert.truthy(sock.frames[3].html:find("a,b,c", 1, true), sock.frames[3].html)
@@ -327,33 +333,22 @@ describe("view sessions with topics", function()
   end)
 
   it("re-load a session nobody watches only once it is connected again", function()
-    local store, loads = { "a" }, 0
-    local List = clank.defineView {
-      name = "list",
-      topics = function() return { "list" } end,
-      load = function()
-        loads = loads + 1
-        return { items = { table.unpack(store) } }
-      end,
-      render = function(_, d) return h.p({ id = "items" }, table.concat(d.items, ",")) end,
-    }
-    local live = live_mod.new { app = clank.app { name = "t", views = { List } }, secret = "spec-secret" }
-    local id = token.sign("spec-secret", "list", {}, nil, os.time())
+    local list, live, id = list_live()
     local request = { method = "GET", url = "/", path = "/", query = {}, headers = {} }
     local sock = fake_socket()
     run(function() live:connect(id, request, sock) end)
     settle()
     live:disconnect(id, sock)
-    store[2] = "b"
+    list.store[2] = "b"
     for _ = 1, 3 do
       run(function() clank.publish("list") end)
       settle(80)
     end
-    assert.are.equal(1, loads) -- closed: its browser sees nothing, so nothing is rendered
+    assert.are.equal(1, list.loads) -- closed: its browser sees nothing, so nothing is rendered
     local again = fake_socket()
     run(function() live:connect(id, request, again) end)
     settle()
-    assert.are.equal(2, loads) -- once, for all it missed, before its first frame
+    assert.are.equal(2, list.loads) -- once, for all it missed, before its first frame
     assert.truthy(again.frames[1].html:find("a,b", 1, true), again.frames[1].html)
     assert.are.equal(1, #again.frames)
   end)
