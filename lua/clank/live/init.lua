@@ -446,6 +446,12 @@ end
 
 local function pushable(s) return not s.ended and s.conn and s.ready and version(s) ~= s.sentV end
 
+-- A push (seq 0), timed so that the next one waits PUSH_MS after it.
+function Live:pushNow(s)
+  self:sendHtml(s, 0)
+  s.pushedAt = now_ms()
+end
+
 -- A change after the last html sent: pushed with seq 0 on the next loop iteration (a handler
 -- that did not wait has sent its own html by then), or after delay ms, then at most every
 -- PUSH_MS.
@@ -456,8 +462,7 @@ function Live:schedulePush(s, delay)
     local ok, err = pcall(function()
       core.sleep(delay or 0)
       while pushable(s) do
-        self:sendHtml(s, 0)
-        s.pushedAt = now_ms()
+        self:pushNow(s)
         core.sleep(PUSH_MS)
       end
     end)
@@ -473,10 +478,7 @@ function Live:pushReloaded(s)
   if held(s.pushScheduled) or not s.conn then return end
   local wait = (s.pushedAt or math.mininteger // 2) + PUSH_MS - now_ms()
   if wait > 0 then return self:schedulePush(s, wait) end
-  if pushable(s) then
-    self:sendHtml(s, 0)
-    s.pushedAt = now_ms()
-  end
+  if pushable(s) then self:pushNow(s) end
 end
 
 -- Idle sessions are kept in a list, oldest idle first (a session made idle again moves to the
