@@ -240,9 +240,26 @@ static inline size_t cache_bound(const clank_alloc_t *a) {
   return a->used / 2 > CLANK_ALLOC_CACHE_BYTES ? a->used / 2 : CLANK_ALLOC_CACHE_BYTES;
 }
 
+/* glibc keeps freed chunks of up to 128 bytes in fastbins, unmerged, until a request of a
+   kilobyte or more merges all of them at once (malloc_consolidate). A collection that frees
+   hundreds of megabytes once the cache is full leaves millions there: after a full
+   collection over the heap of 10,000 quiet sessions, the next such request spent 1 to 2 s
+   merging them, inside whatever live event made it, which was stopped over its CPU budget. So every
+   MERGE_EVERY small blocks given back, a request of that size merges them while they are
+   few and still in the cache: about a millisecond each time. */
+#define MERGE_EVERY 65536u
+#define MERGE_REQUEST 2048 /* past glibc's per-thread cache (1032 bytes), which would answer it */
+
+static __attribute__((noinline)) void merge_freed(clank_alloc_t *a) {
+  a->unmerged = 0;
+  void *volatile request = malloc(MERGE_REQUEST); /* (volatile: a compiler drops free(malloc())) */
+  free(request);
+}
+
 static inline __attribute__((always_inline)) void give(clank_alloc_t *a, void *p, size_t n) {
   if (n > CLANK_ALLOC_SMALL || a->cached + class_bytes(class_of(n)) > cache_bound(a)) {
     free(p);
+    if (n <= CLANK_ALLOC_SMALL && ++a->unmerged >= MERGE_EVERY) merge_freed(a);
     return;
   }
   size_t c = class_of(n);

@@ -47,6 +47,7 @@ typedef struct clank_alloc_s {
   char *reached;        /* the highest end of a block from the heap: its top's room is above */
   char *ahead_failed;   /* the heap's end when clank_alloc_ahead could not make room there */
   uint64_t tight_collected_at; /* loop time of clank_alloc_tight's last full collection */
+  unsigned unmerged; /* small blocks given back to malloc since it last merged them (alloc.c) */
   clank_alloc_block_t *cache[CLANK_ALLOC_SMALL / 16]; /* freed small blocks, by size class */
 } clank_alloc_t;
 

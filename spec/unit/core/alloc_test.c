@@ -2,8 +2,9 @@
    out again for the next one of its size class, the cache holds at most
    CLANK_ALLOC_CACHE_BYTES or half of what Lua holds, the larger (the rest
    goes back to malloc), cached bytes are not counted as used, a drain
-   empties it, the heap it grows is advised for huge pages, and a large
-   heap's room ahead is faulted in when asked. Exit status
+   empties it, the heap it grows is advised for huge pages, a large heap's
+   room ahead is faulted in when asked, and what goes back to malloc is
+   merged as it goes. Exit status
    0 when every case passes; each failure prints a line. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* sbrk */
@@ -74,6 +75,31 @@ static void holds_at_most_its_bound(void) {
   CHECK(a.cached == 0, "drained: cached %zu", a.cached);
   free(blocks);
 }
+
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#include <malloc.h>
+/* Small blocks given back to malloc (the cache full) are merged every 65,536 of them: after
+   four times that, freed past the bound, glibc's fastbins hold fewer than 65,536 chunks (all of
+   them without the merges, which a later request of a kilobyte merges at once). */
+static void merges_what_it_gives_back(void) {
+  clank_alloc_t a = {0};
+  size_t bound = CLANK_ALLOC_CACHE_BYTES / 64, n = bound + 4 * 65536;
+  void **blocks = malloc(n * sizeof *blocks);
+  if (!blocks) {
+    CHECK(0, "out of memory for the test");
+    return;
+  }
+  for (size_t i = 0; i < n; i++) blocks[i] = new_block(&a, 64);
+  for (size_t i = 0; i < n; i++) free_block(&a, blocks[i], 64);
+  struct mallinfo2 m = mallinfo2();
+  CHECK(m.smblks < 65536, "fastbin chunks after %zu blocks went back to malloc: %zu", n - bound,
+        m.smblks);
+  clank_alloc_drain(&a);
+  free(blocks);
+}
+#else
+static void merges_what_it_gives_back(void) {}
+#endif
 
 /* While Lua holds more than twice the bound, the cache may hold half of what
    it holds: 96 MiB live (one large block), then 64 MiB of 64-byte blocks
@@ -250,6 +276,7 @@ int main(void) {
   advises_the_heap_it_grows();
   populates_the_room_of_a_large_heap();
   grows_a_short_heap_ahead();
+  merges_what_it_gives_back();
   printf("unit/core/alloc: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
