@@ -152,8 +152,8 @@ static int collect(job_t *j, sqlite3_stmt *st) {
       case SQLITE_FLOAT: c->v.d = sqlite3_value_double(v); break;
       case SQLITE_TEXT:
       case SQLITE_BLOB: {
-        const void *p = c->type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v)
-                                               : sqlite3_value_blob(v);
+        const void *p =
+            c->type == SQLITE_TEXT ? (const void *)sqlite3_value_text(v) : sqlite3_value_blob(v);
         size_t len = (size_t)sqlite3_value_bytes(v);
         c->v.s.p = NULL;
         c->v.s.n = len;
