@@ -61,11 +61,9 @@ int clank_buf_append_uint(clank_buf_t *b, uint64_t v) {
       "00010203040506070809101112131415161718192021222324252627282930313233"
       "34353637383940414243444546474849505152535455565758596061626364656667"
       "6869707172737475767778798081828384858687888990919293949596979899";
-  size_t n = 1;
-  for (uint64_t t = v; t >= 10; t /= 10) n++;
-  if (b->cap - b->len < n && clank_buf_reserve(b, n) != 0) return -1;
-  char *p = b->data + b->len + n; /* written backwards, two digits a step */
-  b->len += n;
+  /* written backwards into digits, two a step, then copied: counting them first took a
+     division per digit */
+  char digits[20], *end = digits + sizeof digits, *p = end;
   while (v >= 100) {
     const char *d = pairs + 2 * (v % 100);
     v /= 100;
@@ -78,5 +76,9 @@ int clank_buf_append_uint(clank_buf_t *b, uint64_t v) {
   } else {
     *--p = (char)('0' + v);
   }
+  size_t n = (size_t)(end - p);
+  if (b->cap - b->len < n && clank_buf_reserve(b, n) != 0) return -1;
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
   return 0;
 }
