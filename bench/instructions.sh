@@ -16,10 +16,10 @@
 #   BENCH_REQUESTS=500 CLANK_RUN=build-bench/clank-run bench/instructions.sh
 #   BENCH_ROWS=hello bench/instructions.sh              # only some rows
 #
-# Rows list0 and list20 (not run unless named in BENCH_ROWS) serve apps/tasks/app.lua instead
-# (SQLite in a temporary folder, one user: CLANK_TASKS_USER), its database seeded beforehand,
-# outside valgrind, with 0 or 20 tasks by tasks.create; each request is POST /actions/tasks.list
-# with {}. (list20 - list0) / 20 is what one row of the answer costs.
+# Rows list0, list20 and list100 (not run unless named in BENCH_ROWS) serve apps/tasks/app.lua
+# instead (SQLite in a temporary folder, one user: CLANK_TASKS_USER), its database seeded
+# beforehand, outside valgrind, with 0, 20 or 100 tasks by tasks.create; each request is POST
+# /actions/tasks.list with {}. (list100 - list0) / 100 is what one row of the answer costs.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -103,7 +103,7 @@ measure() {
 
 printf '%-8s %14s %10s %10s   (N = %d, %s)\n' request instructions allocs frees "$n" "$clank_run"
 rows=${BENCH_ROWS:-valid invalid hello}
-for kind in valid:200 invalid:422 hello:200 list0:200 list20:200; do
+for kind in valid:200 invalid:422 hello:200 list0:200 list20:200 list100:200; do
   name=${kind%%:*} status=${kind##*:}
   case " $rows " in *" $name "*) ;; *) continue ;; esac
   app=$here/app.lua app_env=()

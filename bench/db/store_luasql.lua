@@ -18,10 +18,12 @@
 -- escaped by the driver (conn:escape) inside quotes or formatted from a checked number: no raw
 -- input is ever concatenated into SQL. LuaSQL calls block the calling thread while they run.
 local cjson = require "cjson"
+local clank = require "clank"
 
 local type, error, tonumber, ipairs, pcall, setmetatable = type, error, tonumber, ipairs, pcall,
   setmetatable
 local format, concat = string.format, table.concat
+local null, array = clank.null, clank.json.array
 local mtype = math.type
 
 local json = cjson.new() -- a private instance: its settings never leak into the app's cjson
@@ -359,6 +361,26 @@ function Store:list(owner, include_archived)
   end
   cur:close()
   return tasks
+end
+
+-- The owner's tasks as tasks.list answers them (apps/tasks/store.lua's list_output, which the
+-- app calls since that store reshapes its rows in place): list's tasks in the shape tasks.list
+-- gave them before, an absent estimate as null and the tags and the list marked as JSON arrays.
+-- Returns that list, or nil, message.
+function Store:list_output(owner, include_archived)
+  local tasks, err = self:list(owner, include_archived)
+  if not tasks then
+    return nil, err
+  end
+  local answer = array({})
+  for i, t in ipairs(tasks) do
+    answer[i] = {
+      id = t.id, title = t.title, priority = t.priority,
+      estimate = t.estimate == nil and null or t.estimate, tags = array(t.tags),
+      completed = t.completed, archived = t.archived, createdAt = t.created,
+    }
+  end
+  return answer
 end
 
 -- Sets one column to 1 on the owner's task; true when there was such a task.
