@@ -103,7 +103,7 @@ measure() {
       split(substr($0, 7), c, " ")
       if (callee == "malloc" || callee == "calloc" || callee == "realloc") allocs += c[1]
     }
-    END { printf "%d %d\n", total, allocs }
+    END { printf "%.0f %.0f\n", total, allocs } # %.0f: mawk writes no %d past 2^31 - 1
   ' "$tmp/callgrind.out"
 }
 

@@ -97,7 +97,7 @@ measure() {
       if (callee == "malloc" || callee == "calloc" || callee == "realloc") allocs += c[1]
       else if (callee == "free") frees += c[1]
     }
-    END { printf "%d %d %d\n", total, allocs, frees }
+    END { printf "%.0f %.0f %.0f\n", total, allocs, frees } # %.0f: mawk writes no %d past 2^31 - 1
   ' "$out"
 }
 
