@@ -27,8 +27,8 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 # would also put the source tarball's files under usr/.
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION web)
-# What clank-run and clank.so link (Lua is inside clank-run), and busted for `clank-run test` (Debian 12, with
-# libllhttp9.2 from trixie as vendor/deps.sh pins it).
+# What clank-run and clank.so link (Lua is inside clank-run), and busted for `clank-run test`
+# (Debian 12, with libllhttp9.2 from trixie as vendor/deps.sh pins it).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
   "libuv1, libwslay1, libllhttp9.2, libssl3, libsqlite3-0, libpq5, libsodium23, libcmark0.30.2, lua-busted")
 
