@@ -21,6 +21,7 @@
 #include "agent/bridge.h"
 #include "io/db.h"
 #include "modules/modules.h"
+#include "core/base.h"
 #include "core/protect.h"
 #include "util/bytes.h"
 
@@ -603,6 +604,7 @@ clank_gen_t *clank_gen_load(const clank_gen_opts_t *o, char *err, size_t errlen)
   lua_atpanic(L, panic);
   lua_setwarnf(L, NULL, NULL);
   luaL_openlibs(L);
+  clank_base_install(L);
   clank_preload_modules(L);
   clank_sched_install(L, &g->sched);
   lua_pushcfunction(L, log_print);
