@@ -34,7 +34,12 @@
 # /actions/slow: SELECT pg_sleep(0.2), wrk -c20) run, on clank.db (a pool of 20), LuaSQL and node
 # (bench/db/slow_app.lua, bench/db/server.js). Targets at the end of the report (issue 33: clank
 # ≥ 1.5x node's req/s on every workload and database, ≤ 30 µs of server CPU per 20-row list).
-#   BENCH_DURATION=5 BENCH_WARMUP=2 BENCH_CONNECTIONS=50 BENCH_SEED=20
+# All of that but the slow queries runs BENCH_ROUNDS times, each round on fresh databases and
+# servers, the servers' order reversed every other round; each figure is the round with the
+# median req/s (its CPU and p99 beside it), and the report gives the lowest and highest req/s.
+# A minute in which the machine runs slow (a shared host's) then costs one round of one server,
+# not a ratio: in one round, a server's workloads run a minute apart from the other servers'.
+#   BENCH_ROUNDS=3 BENCH_DURATION=5 BENCH_WARMUP=2 BENCH_CONNECTIONS=50 BENCH_SEED=20
 #   BENCH_SERVERS="clank luasql node" BENCH_DBS="postgres sqlite"
 #   BENCH_WORKLOADS="list list100 mixed create"
 set -euo pipefail
@@ -42,6 +47,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 
+rounds=${BENCH_ROUNDS:-3}
 warmup=${BENCH_WARMUP:-2}
 duration=${BENCH_DURATION:-5}
 connections=${BENCH_CONNECTIONS:-50}
@@ -76,6 +82,9 @@ server_pid='' server_port=''
 load_before=
 # Keyed by "server/db/workload" or "server/slow".
 declare -A rps cpu cpu_us p99 errors count failure
+# Keyed by "server/db/workload": each round's figures ("rps cpu_us cpu p99 errors count" lines),
+# and the lowest and highest req/s of them.
+declare -A samples rps_range
 
 log() { echo "db.sh: $*" >&2; }
 
@@ -289,17 +298,34 @@ measure() {
     'BEGIN { if (n > 0) printf "%.1f", dt / hz * 1e6 / n }')
   log "$key: ${rps[$key]} req/s, p99 ${p99[$key]} ms, ${errors[$key]} errors, server at ${cpu[$key]}" \
     "of a core, ${cpu_us[$key]:-?} µs per request"
+  samples[$key]+="${rps[$key]} ${cpu_us[$key]:--} ${cpu[$key]} ${p99[$key]} ${errors[$key]} ${count[$key]}"$'\n'
+}
+
+# The figures of each workload's median round (by req/s; the lower of the two middle ones when
+# the rounds are even), and the range of its req/s. A workload that failed in any round stays
+# failed: a server that answered wrongly once is not measured.
+pick_medians() {
+  local key sorted n line
+  for key in "${!samples[@]}"; do
+    [ -z "${failure[$key]:-}" ] || continue
+    sorted=$(printf '%s' "${samples[$key]}" | sort -n -k1,1)
+    n=$(wc -l <<<"$sorted")
+    line=$(sed -n "$(((n + 1) / 2))p" <<<"$sorted")
+    read -r "rps[$key]" "cpu_us[$key]" "cpu[$key]" "p99[$key]" "errors[$key]" "count[$key]" <<<"$line"
+    [ "${cpu_us[$key]}" != - ] || cpu_us[$key]=
+    rps_range[$key]="$(head -n 1 <<<"$sorted" | cut -d' ' -f1)-$(tail -n 1 <<<"$sorted" | cut -d' ' -f1)"
+  done
 }
 
 selected() { [[ " $workloads " == *" $1 "* ]]; }
 
 # bench NAME DB: the selected workloads in their order, a server started for each user (kept
 # running across workloads of the same user), each user seeded once.
-bench() {
-  local name=$1 db=$2 target wl user running='' key
+bench() { # NAME DB ROUND
+  local name=$1 db=$2 round=$3 target wl user running='' key
   local -A seeded=()
-  log "$name on $db: starting"
-  if ! target=$(fresh_db "$db" "${name}_$db"); then
+  log "$name on $db, round $round of $rounds: starting"
+  if ! target=$(fresh_db "$db" "${name}_${db}_$round"); then
     for wl in $workloads; do failure[$name/$db/$wl]="could not make its database"; done
     return
   fi
@@ -398,13 +424,14 @@ print_report() {
   echo "servers on CPU $server_cpu, wrk on CPU $wrk_cpu, PostgreSQL unpinned. CPU: the server's share of a"
   echo "core; CPU µs/req: its CPU time per request answered (CPU x 1e6 / req/s). mixed: its creates"
   echo "are moved to another owner by a trigger, so its lists stay at $seed rows (see db.sh's header)."
+  echo "Each figure is the round with the median req/s, of $rounds (req/s range: the lowest and highest)."
   for db in $dbs; do
     for wl in $all_workloads; do
       selected "$wl" || continue
       echo
       echo "${wl_label[$wl]} on ${db_label[$db]}:"
-      printf '  %-24s %9s %10s %8s %7s %7s %10s %9s\n' server req/s 'CPU us/req' 'p99 ms' errors CPU \
-        'vs luasql' 'vs node' | sed 's/CPU us/CPU µs/'
+      printf '  %-24s %9s %13s %10s %8s %7s %7s %10s %9s\n' server req/s 'req/s range' 'CPU us/req' \
+        'p99 ms' errors CPU 'vs luasql' 'vs node' | sed 's/CPU us/CPU µs/'
       for name in $servers; do
         key=$name/$db/$wl
         label=$(server_label "$name" "$db")
@@ -412,8 +439,8 @@ print_report() {
           printf '  %-24s not measured: %s\n' "$label" "${failure[$key]:-no figures}"
           continue
         fi
-        printf '  %-24s %9s %10s %8s %7s %7s %10s %9s\n' "$label" "${rps[$key]}" "${cpu_us[$key]:--}" \
-          "${p99[$key]}" "${errors[$key]}" "${cpu[$key]}" \
+        printf '  %-24s %9s %13s %10s %8s %7s %7s %10s %9s\n' "$label" "${rps[$key]}" \
+          "${rps_range[$key]}" "${cpu_us[$key]:--}" "${p99[$key]}" "${errors[$key]}" "${cpu[$key]}" \
           "$(ratio "${rps[$key]}" "${rps[luasql/$db/$wl]:-}")" "$(ratio "${rps[$key]}" "${rps[node/$db/$wl]:-}")"
       done
     done
@@ -513,6 +540,7 @@ main() {
   for wl in $workloads; do
     case " $all_workloads " in *" $wl "*) ;; *) log "unknown workload '$wl' in BENCH_WORKLOADS"; exit 2 ;; esac
   done
+  if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then log "BENCH_ROUNDS must be a whole number of at least 1"; exit 2; fi
   "$root/vendor/deps.sh" --bench
   if [ ! -x "$clank_run" ]; then log "$clank_run is missing: build it first (cmake --build build)"; exit 1; fi
   if [[ " $servers " == *" node "* ]] && [ ! -d "$here/node_modules/pg" ]; then
@@ -537,9 +565,15 @@ main() {
   pgdir=$(mktemp -d /tmp/clank-pg.XXXXXX)
   pg_url=$(bash "$root/spec/helpers/postgres.sh" start "$pgdir")
 
-  for db in $dbs; do
-    for name in $servers; do bench "$name" "$db"; done
+  local round order
+  for round in $(seq "$rounds"); do
+    order=$servers
+    ((round % 2)) || order=$(tr ' ' '\n' <<<"$servers" | tac | xargs)
+    for db in $dbs; do
+      for name in $order; do bench "$name" "$db" "$round"; done
+    done
   done
+  pick_medians
   if [[ " $dbs " == *" postgres "* ]]; then
     for name in $servers; do bench_slow "$name"; done
   fi
