@@ -95,16 +95,7 @@ measure() {
     --compress-strings=no --compress-pos=no
   lua5.4 "$here/instructions/client.lua" "$port" "$1" 200 POST /actions/tasks.list "$tmp/list.json"
   stop
-  awk '
-    /^totals:/ { total = $2 }
-    /^summary:/ { if (!total) total = $2 }
-    /^cfn=/ { sub(/^cfn=(\([0-9]+\) ?)?/, ""); callee = $0 }
-    /^calls=/ {
-      split(substr($0, 7), c, " ")
-      if (callee == "malloc" || callee == "calloc" || callee == "realloc") allocs += c[1]
-    }
-    END { printf "%.0f %.0f\n", total, allocs } # %.0f: mawk writes no %d past 2^31 - 1
-  ' "$tmp/callgrind.out"
+  awk -f "$here/callgrind_totals.awk" "$tmp/callgrind.out" | cut -d" " -f1,2
 }
 
 # CPU ns so far of the cluster's processes (the postmaster and its children), and of the server.

@@ -87,18 +87,7 @@ measure() {
   lua5.4 "$here/instructions/client.lua" "$port" "$count" "$status" "$method" "$path" \
     ${body:+"$here/fixtures/$body"}
   stop
-  # totals: every event of the run; calls=: how often a call site called the cfn above it.
-  awk '
-    /^totals:/ { total = $2 }
-    /^summary:/ { if (!total) total = $2 }
-    /^cfn=/ { sub(/^cfn=(\([0-9]+\) ?)?/, ""); callee = $0 }
-    /^calls=/ {
-      split(substr($0, 7), c, " ")
-      if (callee == "malloc" || callee == "calloc" || callee == "realloc") allocs += c[1]
-      else if (callee == "free") frees += c[1]
-    }
-    END { printf "%.0f %.0f %.0f\n", total, allocs, frees } # %.0f: mawk writes no %d past 2^31 - 1
-  ' "$out"
+  awk -f "$here/callgrind_totals.awk" "$out"
 }
 
 printf '%-8s %14s %10s %10s   (N = %d, %s)\n' request instructions allocs frees "$n" "$clank_run"
