@@ -319,9 +319,9 @@ pick_medians() {
 
 selected() { [[ " $workloads " == *" $1 "* ]]; }
 
-# bench NAME DB: the selected workloads in their order, a server started for each user (kept
+# bench NAME DB ROUND: the selected workloads in their order, a server started for each user (kept
 # running across workloads of the same user), each user seeded once.
-bench() { # NAME DB ROUND
+bench() {
   local name=$1 db=$2 round=$3 target wl user running='' key
   local -A seeded=()
   log "$name on $db, round $round of $rounds: starting"
