@@ -228,14 +228,16 @@ static lua_Number parse_float(const char *v, size_t len) {
   return (lua_Number)strtod(v, NULL);
 }
 
-static void push_value(lua_State *L, const PGresult *r, int row, int col) {
-  if (PQgetisnull(r, row, col)) {
+/* The value at row, col of a column of type type. libpq gives NULL as an
+   empty value: only an empty one is asked whether it is NULL. */
+static void push_value(lua_State *L, const PGresult *r, int row, int col, Oid type) {
+  size_t len = (size_t)PQgetlength(r, row, col);
+  if (len == 0 && PQgetisnull(r, row, col)) {
     clank_push_null(L);
     return;
   }
   const char *v = PQgetvalue(r, row, col);
-  size_t len = (size_t)PQgetlength(r, row, col);
-  switch (PQftype(r, col)) {
+  switch (type) {
     case BOOLOID: lua_pushboolean(L, v[0] == 't'); break;
     case INT2OID:
     case INT4OID:
@@ -248,20 +250,26 @@ static void push_value(lua_State *L, const PGresult *r, int row, int col) {
   }
 }
 
+/* Columns whose types are looked up once per result; the rest are looked up
+   per value. */
+#define TYPES_KEPT 32
+
 /* The column names are made Lua strings once per result and kept on the
    stack: each row's keys are those strings (lua_rawset), not a lookup of
    the name's text per value (lua_setfield). */
 void clank_pg_push_rows(lua_State *L, const PGresult *r) {
   int rows = PQntuples(r), cols = PQnfields(r);
+  Oid types[TYPES_KEPT];
   luaL_checkstack(L, cols + 4, "too many columns");
   lua_createtable(L, rows, 0);
   int list = lua_gettop(L), names = list + 1;
   for (int j = 0; j < cols; j++) lua_pushstring(L, PQfname(r, j));
+  for (int j = 0; j < cols && j < TYPES_KEPT; j++) types[j] = PQftype(r, j);
   for (int i = 0; i < rows; i++) {
     lua_createtable(L, 0, cols);
     for (int j = 0; j < cols; j++) {
       lua_pushvalue(L, names + j);
-      push_value(L, r, i, j);
+      push_value(L, r, i, j, j < TYPES_KEPT ? types[j] : PQftype(r, j));
       lua_rawset(L, -3);
     }
     lua_rawseti(L, list, i + 1);
@@ -276,7 +284,7 @@ void clank_pg_push_exec(lua_State *L, const PGresult *r) {
   lua_setfield(L, -2, "changes");
   if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0 &&
       !PQgetisnull(r, 0, 0)) {
-    push_value(L, r, 0, 0); /* RETURNING id */
+    push_value(L, r, 0, 0, PQftype(r, 0)); /* RETURNING id */
     lua_setfield(L, -2, "lastId");
   }
 }

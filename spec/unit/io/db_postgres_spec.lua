@@ -108,6 +108,22 @@ describe("clank.db.postgres", function()
     pool:close()
   end)
 
+  it("tells an empty value from NULL, of every type (libpq gives both as an empty value)", function()
+    local pool = new_pool()
+    local row = in_handler(function()
+      return query(pool, [[SELECT ''::text AS text, NULL::text AS null_text, ''::bytea AS bytes,
+        NULL::bytea AS null_bytes, ''::varchar AS v, NULL::int4 AS null_int,
+        NULL::bool AS null_bool, NULL::float8 AS null_float, $1::text AS bound,
+        $2::text AS null_bound]], { "", clank.null, n = 2 })[1]
+    end)
+    assert.are.same({
+      text = "", null_text = clank.null, bytes = "", null_bytes = clank.null, v = "",
+      null_int = clank.null, null_bool = clank.null, null_float = clank.null, bound = "",
+      null_bound = clank.null,
+    }, row)
+    pool:close()
+  end)
+
   it("binds floats as their shortest text and integers as int8", function()
     local pool = new_pool()
     local row = in_handler(function()
