@@ -226,7 +226,7 @@ local listTasks = clank.defineAction {
   sideEffects = "read",
   authorize = authorized,
   handler = function(input, ctx)
-    return { tasks = call("list_output", owner(ctx), input.includeArchived == true) }
+    return { tasks = call("list_rows", Task, owner(ctx), input.includeArchived == true) }
   end,
 }
 

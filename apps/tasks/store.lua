@@ -5,7 +5,7 @@
 --   local task = db:create("alice", { title = "Ship", priority = "high",
 --                                     estimate = 2, tags = { "docs" }, remindAt = ms? })
 --   db:list("alice", include_archived)  --> { task, ... } in creation order
---   db:list_output("alice", include_archived)  --> the same, as tasks.list answers them
+--   db:list_rows(Task, "alice", include_archived)  --> the same, read as tasks.list answers them
 --   db:complete("alice", task.id)       --> true, or false when alice has no such task
 --   db:archive("alice", task.id)        --> true, or false
 --   db:remind("alice", task.id, ms)     --> true, or false (no such task, or done or archived)
@@ -99,13 +99,12 @@ local SQL = {
     .. " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
   list = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0 ORDER BY id",
   list_all = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY id",
-  -- Store:list_output's: the id as text (the digits list's format("%d") makes, for fewer
-  -- instructions than string.format costs in Lua) and the times under the answer's names, so
-  -- that a row needs few changes to be the answer's task. ORDER BY names the table's id: the
-  -- text one would put "10" before "9".
-  list_output = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0"
+  -- Store:list_rows's: the id as text (the digits list's format("%d") makes) and the times
+  -- under the answer's names. ORDER BY names the table's id: the text one would put "10"
+  -- before "9".
+  list_rows = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0"
     .. " ORDER BY tasks.id",
-  list_all_output = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY tasks.id",
+  list_all_rows = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY tasks.id",
   -- completing again keeps the first completion's time
   complete = "UPDATE tasks SET completed = 1, completed_at = COALESCE(completed_at, $3)"
     .. " WHERE id = $1 AND owner = $2",
@@ -308,33 +307,17 @@ function Store:list(owner, include_archived)
   return tasks
 end
 
--- The owner's tasks as app.lua's tasks.list answers them (its Task schema): the same tasks as
--- list, each { id, title, priority?, estimate (clank.null when absent), tags (marked as a JSON
--- array), completed, archived, createdAt, remindAt?, remindedAt? }, in a list marked as a JSON
--- array. Each is the database's row itself, changed in place: no second table per task.
-function Store:list_output(owner, include_archived)
+-- The owner's tasks as app.lua's tasks.list answers them, each read as `shape` (its Task
+-- schema) reads a row (clank.db's queryAs): a list the action's answer writes straight from the
+-- database's result. The columns carry the answer's names; the database gives the rest of the
+-- shape: NULL leaves priority, remindAt and remindedAt out and makes estimate null, 0 and 1 are
+-- completed's and archived's false and true, and the tags' text is decoded as JSON. A row this
+-- store did not write, whose tags are not a JSON array of strings, makes the answer fail (the
+-- log names the row and field) where list, for pages, reads such tags as cjson does.
+function Store:list_rows(shape, owner, include_archived)
   check_owner(owner)
-  local rows = self.db:query(include_archived and SQL.list_all_output or SQL.list_output, text(owner))
-  for i = 1, #rows do
-    local row = rows[i]
-    if row.priority == null then
-      row.priority = nil
-    end
-    local estimate = row.estimate
-    if estimate ~= null then -- as list's task has it, then the answer: nil becomes null
-      row.estimate = tonumber(estimate) or null
-    end
-    row.tags = decode_tags(row.tags)
-    row.completed = row.completed == 1
-    row.archived = row.archived == 1
-    if row.remindAt == null then
-      row.remindAt = nil
-    end
-    if row.remindedAt == null then
-      row.remindedAt = nil
-    end
-  end
-  return array(rows)
+  local sql = include_archived and SQL.list_all_rows or SQL.list_rows
+  return self.db:queryAs(shape, sql, text(owner))
 end
 
 -- Runs statement ($1 the id, $2 the owner, $3 `value`) on the owner's task; true when it

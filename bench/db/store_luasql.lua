@@ -363,11 +363,11 @@ function Store:list(owner, include_archived)
   return tasks
 end
 
--- The owner's tasks as tasks.list answers them (apps/tasks/store.lua's list_output, which the
--- app calls since that store reshapes its rows in place): list's tasks in the shape tasks.list
--- gave them before, an absent estimate as null and the tags and the list marked as JSON arrays.
--- Returns that list, or nil, message.
-function Store:list_output(owner, include_archived)
+-- The owner's tasks as tasks.list answers them (apps/tasks/store.lua's list_rows, which reads
+-- them as the app's Task schema; here that shape is made in Lua and `_shape` is not needed):
+-- list's tasks in the shape tasks.list gives them, an absent estimate as null and the tags and
+-- the list marked as JSON arrays. Returns that list, or nil, message.
+function Store:list_rows(_shape, owner, include_archived)
   local tasks, err = self:list(owner, include_archived)
   if not tasks then
     return nil, err

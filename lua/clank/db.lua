@@ -33,6 +33,8 @@ local ActionError = action.ActionError
 local current_signal = core.currentSignal
 local db_registry = core.dbRegistry
 local sha256 = core.sha256
+local clank_rows = require "clank.rows"
+local shape, is_shape = clank_rows.shape, clank_rows.isShape
 local pack, unpack = table.pack, table.unpack
 local running = coroutine.running
 local type, error, pcall, setmetatable = type, error, pcall, setmetatable
@@ -187,6 +189,25 @@ function Db:query(sql, ...)
   return once(self, sql, pack(...), "rows")
 end
 
+-- The rows as the objects of an s.object schema (see doc/database.md): a clank.Rows, which an
+-- action's output writes straight from the driver's buffer.
+local function check_shape(schema)
+  if not is_shape(schema) then error("clank.db: queryAs expects an s.object schema first", 3) end
+end
+
+local function shaped(result, schema)
+  local ok, res = pcall(shape, result, schema)
+  if not ok then error("clank.db: queryAs: " .. tostring(res), 3) end
+  return res
+end
+
+function Db:queryAs(schema, sql, ...)
+  check_shape(schema)
+  check_sql(sql, "queryAs")
+  local rows = shaped(once(self, sql, pack(...), "raw"), schema)
+  return rows -- not a tail call: shaped's error names the caller's line
+end
+
 function Db:one(sql, ...)
   check_sql(sql, "one")
   return once(self, sql, pack(...), "rows")[1]
@@ -216,6 +237,13 @@ end
 function Tx:query(sql, ...)
   check_sql(sql, "query")
   return run(self.db, tx_conn(self), sql, pack(...), "rows", 2)
+end
+
+function Tx:queryAs(schema, sql, ...)
+  check_shape(schema)
+  check_sql(sql, "queryAs")
+  local rows = shaped(run(self.db, tx_conn(self), sql, pack(...), "raw", 2), schema)
+  return rows
 end
 
 function Tx:one(sql, ...)

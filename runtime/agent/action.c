@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/protect.h"
 #include "core/scheduler.h"
+#include "data/rows.h"
 #include "data/schema.h"
 #include "core/values.h"
 
@@ -438,7 +439,9 @@ static int fail_action(lua_State *L, const char *why) {
 /* The output at idx checked against the output schema of the action at 1:
    returns 1 when it is valid, else logs why and raises ACTION_FAILED. */
 static int check_output(lua_State *L, const clank_action_t *a, int idx) {
-  if (a->output && !clank_schema_validate(L, a->output, idx)) {
+  if (a->output == NULL) return 1;
+  clank_rows_settle(L, a->output, idx); /* a query's rows (db:queryAs) as the list Lua sees */
+  if (!clank_schema_validate(L, a->output, idx)) {
     lua_getfield(L, -1, "issues");
     clank_schema_push_message(L, lua_gettop(L), 0);
     return fail_action(L, lua_pushfstring(L, "its output does not match the output schema: %s",

@@ -13,6 +13,7 @@
 #include "core/abort.h"
 #include "core/protect.h"
 #include "data/json.h"
+#include "data/rows.h"
 #include "data/schema.h"
 #include "util/bytes.h"
 
@@ -255,6 +256,7 @@ static int handle_ran(lua_State *L, clank_bridge_answer_t *out) {
        that walk stops, checked as the pipeline checks it, then encoded */
     if (schema == NULL || !clank_schema_encode(L, schema, output, &b->scratch)) {
       if (schema != NULL) {
+        clank_rows_settle(L, schema, output); /* what the encoder below sees too */
         lua_pushcfunction(L, clank_action_check_output);
         lua_pushvalue(L, RUN_ACTION);
         lua_pushvalue(L, output);

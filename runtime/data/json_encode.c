@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/json.h"
+#include "data/rows.h"
 #include "data/schema.h"
 #include "core/values.h"
 #include "util/bytes.h"
@@ -319,6 +320,15 @@ static void encode_value(enc_t *e, int idx, const clank_schema_node_t *node, con
         put(e, "false", 5);
       return;
     case LUA_TTABLE: put_table(e, idx, node, at, depth); return;
+    case LUA_TUSERDATA:
+      if (clank_rows_at(L, idx)) { /* db:queryAs's rows: their list */
+        luaL_checkstack(L, 2, "clank.json.encode");
+        clank_rows_push_list(L, idx);
+        put_table(e, lua_gettop(L), node, at, depth);
+        lua_pop(L, 1);
+        return;
+      }
+      break;
     case LUA_TLIGHTUSERDATA:
       if (clank_is_null(L, idx)) {
         put(e, "null", 4);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "data/json.h"
+#include "data/rows.h"
 #include "data/schema_internal.h"
 #include "core/values.h"
 
@@ -203,10 +204,53 @@ static int walk_items_by_index(walk_t *w, const clank_schema_node_t *n, int idx,
   return PUT_LIT(w, "]");
 }
 
+static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth);
+
+/* A clank.Rows shaped by the array's item schema, written from the driver's
+   buffer: each property read as the shape reads it (clank_rows_push_field),
+   then walked as a table's value would be. Once Lua asked for a row, the
+   rows are that list, which Lua may have changed: it is walked instead. */
+static int walk_rows(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
+  lua_State *L = w->L;
+  const clank_rows_t *r = clank_rows_at(L, idx);
+  const clank_schema_node_t *item = n->inner;
+  if (r == NULL || r->shape != item || item->n > 64 || depth + 1 >= WALK_MAX_DEPTH) return 0;
+  if (clank_rows_push_made(L, idx)) {
+    if (!walk_array(w, n, lua_gettop(L), depth)) return 0;
+    lua_pop(L, 1);
+    return 1;
+  }
+  if ((n->has_min && (lua_Integer)r->nrows < n->min.i) ||
+      (n->has_max && (lua_Integer)r->nrows > n->max.i) || !lua_checkstack(L, 4))
+    return 0;
+  int top = lua_gettop(L);
+  if (!PUT_LIT(w, "[")) return 0;
+  for (size_t row = 0; row < r->nrows; row++) {
+    if (row > 0 && !PUT_LIT(w, ",")) return 0;
+    if (!PUT_LIT(w, "{")) return 0;
+    for (size_t i = 0, first = 1; i < item->n; i++) {
+      if (!clank_rows_push_field(L, r, row, i)) {
+        if (item->required_mask >> i & 1) return 0;
+        continue;
+      }
+      const clank_schema_prop_t *p = &item->props[i];
+      if (p->json.s ? !put_lit(w, p->json.s + first, p->json.len - first)
+                    : !put_quoted(w, p->key.s, p->key.len, !first, 1))
+        return 0;
+      first = 0;
+      if (!walk_node(w, p->node, top + 1, depth + 2)) return 0;
+      lua_settop(L, top);
+    }
+    if (!PUT_LIT(w, "}")) return 0;
+  }
+  return PUT_LIT(w, "]");
+}
+
 /* The items 1..rawlen of a table with no other key, unmarked or marked as a
-   JSON array (no other metatable). */
+   JSON array (no other metatable); or a clank.Rows. */
 static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
   lua_State *L = w->L;
+  if (lua_type(L, idx) == LUA_TUSERDATA) return walk_rows(w, n, idx, depth);
   if (lua_type(L, idx) != LUA_TTABLE || depth >= WALK_MAX_DEPTH || !lua_checkstack(L, 4)) return 0;
   if (lua_getmetatable(L, idx)) {
     const void *mt = lua_topointer(L, -1);

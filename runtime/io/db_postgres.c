@@ -960,10 +960,14 @@ static int push_outcome(lua_State *L) {
     case PGRES_COMMAND_OK:
     case PGRES_EMPTY_QUERY:
     case PGRES_SINGLE_TUPLE:
-      if (b->exec)
+      if (b->exec == PG_EXEC) {
         clank_pg_push_exec(L, r);
-      else
+      } else if (b->exec == PG_KEPT) {
+        clank_pg_push_kept(L, b->res); /* which takes the result over */
+        b->res = NULL;
+      } else {
         clank_pg_push_rows(L, r);
+      }
       lua_pushnil(L);
       return 2;
     default:
@@ -1054,16 +1058,18 @@ static box_t *new_box(lua_State *L, pool_t *p) {
 }
 
 /* conn:run's and pool:run's arguments, from index 2: sql, params (a list
-   or nil), mode ("rows" or "exec"), signal?, timeoutMs?. Raises on a bad one. */
+   or nil), mode ("rows", "exec" or "raw": the rows as a clank.Rows),
+   signal?, timeoutMs?. Raises on a bad one. */
 typedef struct run_args_s {
   const char *sql;
   size_t sqllen;
-  int params, exec, signal; /* params, signal: their index, or 0 */
+  int params, exec,
+      signal; /* exec: PG_ROWS, PG_EXEC or PG_KEPT; params, signal: their index, or 0 */
   double timeout;
 } run_args_t;
 
 static void check_run_args(lua_State *L, run_args_t *a) {
-  static const char *const modes[] = {"rows", "exec", NULL};
+  static const char *const modes[] = {"rows", "exec", "raw", NULL}; /* PG_ROWS ... */
   a->sql = luaL_checklstring(L, 2, &a->sqllen);
   a->params = lua_isnoneornil(L, 3) ? 0 : 3;
   if (a->params) luaL_checktype(L, 3, LUA_TTABLE);

@@ -42,6 +42,11 @@ void clank_pg_check_params(lua_State *L, int idx);
 void clank_pg_push_rows(lua_State *L, const PGresult *r);
 /* Pushes { changes, lastId? } for a statement's result. */
 void clank_pg_push_exec(lua_State *L, const PGresult *r);
+/* The rows of r as a clank.Rows, which takes r over (once this returned). */
+void clank_pg_push_kept(lua_State *L, PGresult *r);
+
+/* What a query answers (conn:run's mode). */
+enum { PG_ROWS, PG_EXEC, PG_KEPT };
 /* Pushes the error table { message, code, detail?, hint? } of a failed result. */
 void clank_pg_push_result_error(lua_State *L, const PGresult *r);
 

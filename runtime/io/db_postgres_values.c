@@ -9,6 +9,7 @@
 
 #include "io/db.h"
 #include "data/json.h"
+#include "data/rows.h"
 #include "core/values.h"
 #include "util/bytes.h"
 
@@ -276,6 +277,22 @@ void clank_pg_push_rows(lua_State *L, const PGresult *r) {
   }
   lua_settop(L, list);
   clank_mark_array(L, -1);
+}
+
+static void kept_push_cell(lua_State *L, void *data, size_t row, int col) {
+  const PGresult *r = data;
+  push_value(L, r, (int)row, col, PQftype(r, col));
+}
+
+static const char *kept_column_name(void *data, int col) { return PQfname(data, col); }
+
+static void kept_free(void *data) { PQclear(data); }
+
+static const clank_rows_source_t kept_source = {kept_push_cell, kept_column_name, kept_free};
+
+void clank_pg_push_kept(lua_State *L, PGresult *r) {
+  clank_rows_t *rows = clank_rows_push(L, &kept_source, (size_t)PQntuples(r), PQnfields(r));
+  clank_rows_adopt(rows, r);
 }
 
 void clank_pg_push_exec(lua_State *L, const PGresult *r) {

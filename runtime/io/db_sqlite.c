@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/abort.h"
+#include "data/rows.h"
 #include "io/db.h"
 #include "io/db_sqlite.h"
 #include "core/values.h"
@@ -167,7 +168,65 @@ static void push_conn(lua_State *L, sq_pool_t *p, slot_t *s) {
   luaL_setmetatable(L, CONN_MT);
 }
 
+/* A result kept for clank.Rows (mode "raw"): the job's cells, names and text. */
+typedef struct kept_rows_s {
+  cell_t *cells;
+  char *text;
+  size_t *cols;
+  int ncols;
+} kept_rows_t;
+
+static void push_cell(lua_State *L, const char *text, const cell_t *c) {
+  switch (c->type) {
+    case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)c->v.i); break;
+    case SQLITE_FLOAT: lua_pushnumber(L, c->v.d); break;
+    case SQLITE_TEXT:
+    case SQLITE_BLOB: lua_pushlstring(L, text + c->v.s.off, c->v.s.n); break;
+    default: clank_push_null(L); break;
+  }
+}
+
+static void kept_push_cell(lua_State *L, void *data, size_t row, int col) {
+  const kept_rows_t *k = data;
+  push_cell(L, k->text, &k->cells[row * (size_t)k->ncols + (size_t)col]);
+}
+
+static const char *kept_column_name(void *data, int col) {
+  const kept_rows_t *k = data;
+  return k->text + k->cols[col];
+}
+
+static void kept_free(void *data) {
+  kept_rows_t *k = data;
+  free(k->cells);
+  free(k->text);
+  free(k->cols);
+  free(k);
+}
+
+static const clank_rows_source_t kept_source = {kept_push_cell, kept_column_name, kept_free};
+
+/* The job's result as a clank.Rows, which takes its buffers over. */
+static void push_kept(lua_State *L, job_t *j) {
+  size_t nrows = j->ncols ? j->ncells / (size_t)j->ncols : 0;
+  clank_rows_t *rows = clank_rows_push(L, &kept_source, nrows, j->ncols);
+  kept_rows_t *k = malloc(sizeof *k);
+  if (k == NULL) luaL_error(L, "clank.db.sqlite: out of memory");
+  *k = (kept_rows_t){j->cells, j->text, j->cols, j->ncols};
+  clank_rows_adopt(rows, k);
+  j->cells = NULL;
+  j->text = NULL;
+  j->cols = NULL;
+  j->ncols = 0;
+  j->ncells = j->cap = 0;
+  j->text_len = j->text_cap = 0;
+}
+
 static void push_result(lua_State *L, job_t *j) {
+  if (j->rows == ROWS_KEPT) {
+    push_kept(L, j);
+    return;
+  }
   if (!j->rows) {
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, (lua_Integer)j->changes);
@@ -188,13 +247,7 @@ static void push_result(lua_State *L, job_t *j) {
     lua_createtable(L, 0, j->ncols);
     for (int i = 0; i < j->ncols; i++, c++) {
       lua_pushvalue(L, list + 1 + i);
-      switch (c->type) {
-        case SQLITE_INTEGER: lua_pushinteger(L, (lua_Integer)c->v.i); break;
-        case SQLITE_FLOAT: lua_pushnumber(L, c->v.d); break;
-        case SQLITE_TEXT:
-        case SQLITE_BLOB: lua_pushlstring(L, j->text + c->v.s.off, c->v.s.n); break;
-        default: clank_push_null(L); break;
-      }
+      push_cell(L, j->text, c);
       lua_rawset(L, -3);
     }
     lua_rawseti(L, list, (lua_Integer)r + 1);
@@ -618,7 +671,8 @@ static int run_gc(lua_State *L) {
 static cell_t *read_params(lua_State *L, int idx, int *count);
 
 /* conn:run's and pool:run's arguments, from index 2: sql, params (read
-   later, by new_run_job), mode ("rows" or "exec"), signal?, timeoutMs?. */
+   later, by new_run_job), mode ("rows", "exec" or "raw": the rows as a
+   clank.Rows), signal?, timeoutMs?. */
 typedef struct run_args_s {
   const char *sql;
   size_t sql_len;
@@ -627,9 +681,10 @@ typedef struct run_args_s {
 } run_args_t;
 
 static void check_run_args(lua_State *L, run_args_t *a) {
-  static const char *const modes[] = {"rows", "exec", NULL};
+  static const char *const modes[] = {"rows", "exec", "raw", NULL};
+  static const int as_rows[] = {ROWS_TABLES, ROWS_NONE, ROWS_KEPT};
   a->sql = luaL_checklstring(L, 2, &a->sql_len);
-  a->rows = luaL_checkoption(L, 4, NULL, modes) == 0;
+  a->rows = as_rows[luaL_checkoption(L, 4, NULL, modes)];
   a->signal = opt_signal(L, 5);
   a->timeout = opt_timeout(L, 6);
 }

@@ -39,6 +39,7 @@ typedef struct cell_s {
 } cell_t;
 
 enum { JOB_RUN, JOB_ROLLBACK, JOB_CLOSE };
+enum { ROWS_NONE, ROWS_TABLES, ROWS_KEPT };
 enum { JOB_POSTED, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 typedef struct sq_pool_s sq_pool_t;
@@ -49,7 +50,7 @@ typedef struct slot_s slot_t;
 
 typedef struct job_s {
   int kind;
-  int rows; /* mode "rows" */
+  int rows; /* ROWS_NONE (mode "exec"), ROWS_TABLES ("rows") or ROWS_KEPT ("raw") */
   char *sql;
   size_t sql_len;
   cell_t *params;

@@ -6,6 +6,7 @@
 #include "agent/bridge.h"
 #include "agent/runner.h"
 #include "data/json.h"
+#include "data/rows.h"
 #include "data/schema.h"
 #include "io/db_postgres.h"
 #include "io/db_sqlite.h"
@@ -19,6 +20,7 @@
 static const luaL_Reg clank_modules[] = {{"clank.core", luaopen_clank_core},
                                          {"clank.json", luaopen_clank_json},
                                          {"clank.schema", luaopen_clank_schema},
+                                         {"clank.rows", luaopen_clank_rows},
                                          {"clank.action", luaopen_clank_action},
                                          {"clank.runner", luaopen_clank_runner},
                                          {"clank.bridge", luaopen_clank_bridge},
