@@ -16,10 +16,30 @@
 
 #include "data/schema.h"
 
+/* A value as the driver holds it, read without making a Lua value. */
+enum {
+  CLANK_CELL_NULL,
+  CLANK_CELL_INTEGER,
+  CLANK_CELL_FLOAT,
+  CLANK_CELL_BOOLEAN,
+  CLANK_CELL_TEXT,
+  CLANK_CELL_OTHER /* bytes, ...: read through push_cell */
+};
+
+typedef struct clank_rows_cell_s {
+  int kind;
+  lua_Integer i; /* an integer; a boolean's 0 or 1 */
+  lua_Number d;
+  const char *s; /* text: its bytes, valid while the buffer is */
+  size_t len;
+} clank_rows_cell_t;
+
 /* What a driver's buffer answers. */
 typedef struct clank_rows_source_s {
   /* Pushes the value at row, col (0-based) as db:query gives it (NULL as clank.null). */
   void (*push_cell)(lua_State *L, void *data, size_t row, int col);
+  /* The same value in *cell: what push_cell would push, as a C value. */
+  void (*read_cell)(void *data, size_t row, int col, clank_rows_cell_t *cell);
   /* The column's name, valid while data is. */
   const char *(*column_name)(void *data, int col);
   void (*free)(void *data);

@@ -12,6 +12,7 @@
    for the same value and schema, and it writes only values that
    clank_schema_validate finds valid. */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -93,6 +94,13 @@ static inline __attribute__((always_inline)) int put_lit(walk_t *w, const char *
 
 #define PUT_LIT(w, lit) put_lit(w, lit, sizeof lit - 1)
 
+/* [","]"key": of property p; its JSON made at build when it needs no escape. */
+static inline __attribute__((always_inline)) int put_key(walk_t *w, const clank_schema_prop_t *p,
+                                                         size_t first) {
+  return p->json.s ? put_lit(w, p->json.s + first, p->json.len - first)
+                   : put_quoted(w, p->key.s, p->key.len, !first, 1);
+}
+
 /* A string, a finite number, a boolean or clank.null: what needs no schema. */
 static int put_scalar(walk_t *w, int idx) {
   lua_State *L = w->L;
@@ -122,19 +130,21 @@ static int walk_string(walk_t *w, const clank_schema_node_t *n, int idx) {
 
 /* Validation takes 2.0 as the integer 2: a float compares with the bounds
    exactly (clank_schema_numcmp), so reading it as a float decides the same. */
+static int put_bounded_number(walk_t *w, const clank_schema_node_t *n, clank_schema_num_t v);
+
 static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   lua_State *L = w->L;
   clank_schema_num_t v;
   if (lua_type(L, idx) != LUA_TNUMBER) return 0;
   v.isint = lua_isinteger(L, idx);
-  if (v.isint) {
-    v.i = lua_tointeger(L, idx);
-    v.n = 0;
-  } else {
-    v.i = 0;
-    v.n = lua_tonumber(L, idx);
-    if (!isfinite(v.n) || (n->integer && floor(v.n) != v.n)) return 0;
-  }
+  v.i = v.isint ? lua_tointeger(L, idx) : 0;
+  v.n = v.isint ? 0 : lua_tonumber(L, idx);
+  return put_bounded_number(w, n, v);
+}
+
+/* A number as walk_number checks and writes it. */
+static int put_bounded_number(walk_t *w, const clank_schema_node_t *n, clank_schema_num_t v) {
+  if (!v.isint && (!isfinite(v.n) || (n->integer && floor(v.n) != v.n))) return 0;
   if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
   if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
   return v.isint ? put_integer(w, v.i) : put_float(w, v.n);
@@ -206,6 +216,57 @@ static int walk_items_by_index(walk_t *w, const clank_schema_node_t *n, int idx,
 
 static int walk_array(walk_t *w, const clank_schema_node_t *n, int idx, int depth);
 
+/* A string without pattern, as walk_string checks and writes it. */
+static int put_bounded_string(walk_t *w, const clank_schema_node_t *n, const char *s, size_t len) {
+  if (n->has_min || n->has_max) {
+    ptrdiff_t cp = clank_schema_utf8_len(s, len);
+    if (cp < 0 || (n->has_min && cp < n->min.i) || (n->has_max && cp > n->max.i)) return 0;
+  }
+  return put_string(w, s, len);
+}
+
+/* Property node's value c, as the driver holds it, written the way
+   clank_rows_push_field's Lua value would be walked, for the common cases
+   (NULL, numbers, booleans, text as text): returns 1 written, 0 absent, or
+   -1 for the other cases, which go through Lua. */
+static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_cell_t *c) {
+  int optional = 0, nullable = 0;
+  for (;; n = n->inner) {
+    if (n->kind == CLANK_SK_OPTIONAL)
+      optional = 1;
+    else if (n->kind == CLANK_SK_NULLABLE)
+      nullable = 1;
+    else
+      break;
+  }
+  switch (c->kind) {
+    case CLANK_CELL_NULL:
+      if (nullable) return PUT_LIT(w, "null") ? 1 : -1;
+      return optional ? 0 : -1;
+    case CLANK_CELL_INTEGER:
+      if (n->kind == CLANK_SK_NUMBER)
+        return put_bounded_number(w, n, (clank_schema_num_t){1, c->i, 0}) ? 1 : -1;
+      if (n->kind == CLANK_SK_BOOLEAN && (c->i == 0 || c->i == 1))
+        return (c->i ? PUT_LIT(w, "true") : PUT_LIT(w, "false")) ? 1 : -1;
+      if (n->kind == CLANK_SK_STRING && !n->pattern.s && !n->has_min && !n->has_max) {
+        char digits[24]; /* the decimal text, which needs no escape */
+        size_t len = (size_t)snprintf(digits, sizeof digits, "%lld", (long long)c->i);
+        return put_string(w, digits, len) ? 1 : -1;
+      }
+      return -1;
+    case CLANK_CELL_FLOAT:
+      if (n->kind != CLANK_SK_NUMBER) return -1;
+      return put_bounded_number(w, n, (clank_schema_num_t){0, 0, c->d}) ? 1 : -1;
+    case CLANK_CELL_BOOLEAN:
+      if (n->kind != CLANK_SK_BOOLEAN) return -1;
+      return (c->i ? PUT_LIT(w, "true") : PUT_LIT(w, "false")) ? 1 : -1;
+    case CLANK_CELL_TEXT:
+      if (n->kind != CLANK_SK_STRING || n->pattern.s) return -1;
+      return put_bounded_string(w, n, c->s, c->len) ? 1 : -1;
+    default: return -1;
+  }
+}
+
 /* A clank.Rows shaped by the array's item schema, written from the driver's
    buffer: each property read as the shape reads it (clank_rows_push_field),
    then walked as a table's value would be. Once Lua asked for a row, the
@@ -229,17 +290,30 @@ static int walk_rows(walk_t *w, const clank_schema_node_t *n, int idx, int depth
     if (row > 0 && !PUT_LIT(w, ",")) return 0;
     if (!PUT_LIT(w, "{")) return 0;
     for (size_t i = 0, first = 1; i < item->n; i++) {
-      if (!clank_rows_push_field(L, r, row, i)) {
+      const clank_schema_prop_t *p = &item->props[i];
+      int col = r->column_of[i];
+      if (col < 0) {
         if (item->required_mask >> i & 1) return 0;
         continue;
       }
-      const clank_schema_prop_t *p = &item->props[i];
-      if (p->json.s ? !put_lit(w, p->json.s + first, p->json.len - first)
-                    : !put_quoted(w, p->key.s, p->key.len, !first, 1))
-        return 0;
+      /* the key, then the value; an absent value takes its key back */
+      size_t key_at = w->out->len;
+      if (!put_key(w, p, first)) return 0;
+      clank_rows_cell_t cell;
+      r->source->read_cell(r->data, row, col, &cell);
+      int wrote = walk_cell(w, p->node, &cell);
+      if (wrote < 0) { /* through Lua, as the list would have it */
+        w->out->len = key_at;
+        wrote = clank_rows_push_field(L, r, row, i);
+        if (wrote && !(put_key(w, p, first) && walk_node(w, p->node, top + 1, depth + 2))) return 0;
+        lua_settop(L, top);
+      }
+      if (wrote == 0) {
+        w->out->len = key_at;
+        if (item->required_mask >> i & 1) return 0;
+        continue;
+      }
       first = 0;
-      if (!walk_node(w, p->node, top + 1, depth + 2)) return 0;
-      lua_settop(L, top);
     }
     if (!PUT_LIT(w, "}")) return 0;
   }
@@ -311,9 +385,7 @@ static int walk_object(walk_t *w, const clank_schema_node_t *n, int idx, int dep
   for (size_t i = 0, first = 1; i < n->n; i++) {
     if (!(seen >> i & 1)) continue;
     const clank_schema_prop_t *p = &n->props[i];
-    if (p->json.s ? !put_lit(w, p->json.s + first, p->json.len - first)
-                  : !put_quoted(w, p->key.s, p->key.len, !first, 1))
-      return 0;
+    if (!put_key(w, p, first)) return 0;
     first = 0;
     if (!walk_node(w, p->node, slot[i], depth + 1)) return 0;
   }

@@ -284,11 +284,46 @@ static void kept_push_cell(lua_State *L, void *data, size_t row, int col) {
   push_value(L, r, (int)row, col, PQftype(r, col));
 }
 
+/* As push_value reads it. */
+static void kept_read_cell(void *data, size_t row, int col, clank_rows_cell_t *out) {
+  const PGresult *r = data;
+  size_t len = (size_t)PQgetlength(r, (int)row, col);
+  if (len == 0 && PQgetisnull(r, (int)row, col)) {
+    out->kind = CLANK_CELL_NULL;
+    return;
+  }
+  const char *v = PQgetvalue(r, (int)row, col);
+  switch (PQftype(r, col)) {
+    case BOOLOID:
+      out->kind = CLANK_CELL_BOOLEAN;
+      out->i = v[0] == 't';
+      break;
+    case INT2OID:
+    case INT4OID:
+    case INT8OID:
+    case OIDOID:
+      out->kind = CLANK_CELL_INTEGER;
+      out->i = parse_integer(v);
+      break;
+    case FLOAT4OID:
+    case FLOAT8OID:
+      out->kind = CLANK_CELL_FLOAT;
+      out->d = parse_float(v, len);
+      break;
+    case BYTEAOID: out->kind = CLANK_CELL_OTHER; break;
+    default:
+      out->kind = CLANK_CELL_TEXT;
+      out->s = v;
+      out->len = len;
+  }
+}
+
 static const char *kept_column_name(void *data, int col) { return PQfname(data, col); }
 
 static void kept_free(void *data) { PQclear(data); }
 
-static const clank_rows_source_t kept_source = {kept_push_cell, kept_column_name, kept_free};
+static const clank_rows_source_t kept_source = {kept_push_cell, kept_read_cell, kept_column_name,
+                                                kept_free};
 
 void clank_pg_push_kept(lua_State *L, PGresult *r) {
   clank_rows_t *rows = clank_rows_push(L, &kept_source, (size_t)PQntuples(r), PQnfields(r));

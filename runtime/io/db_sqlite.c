@@ -191,6 +191,28 @@ static void kept_push_cell(lua_State *L, void *data, size_t row, int col) {
   push_cell(L, k->text, &k->cells[row * (size_t)k->ncols + (size_t)col]);
 }
 
+static void kept_read_cell(void *data, size_t row, int col, clank_rows_cell_t *out) {
+  const kept_rows_t *k = data;
+  const cell_t *c = &k->cells[row * (size_t)k->ncols + (size_t)col];
+  switch (c->type) {
+    case SQLITE_INTEGER:
+      out->kind = CLANK_CELL_INTEGER;
+      out->i = (lua_Integer)c->v.i;
+      break;
+    case SQLITE_FLOAT:
+      out->kind = CLANK_CELL_FLOAT;
+      out->d = c->v.d;
+      break;
+    case SQLITE_TEXT:
+      out->kind = CLANK_CELL_TEXT;
+      out->s = k->text + c->v.s.off;
+      out->len = c->v.s.n;
+      break;
+    case SQLITE_BLOB: out->kind = CLANK_CELL_OTHER; break;
+    default: out->kind = CLANK_CELL_NULL; break;
+  }
+}
+
 static const char *kept_column_name(void *data, int col) {
   const kept_rows_t *k = data;
   return k->text + k->cols[col];
@@ -204,7 +226,8 @@ static void kept_free(void *data) {
   free(k);
 }
 
-static const clank_rows_source_t kept_source = {kept_push_cell, kept_column_name, kept_free};
+static const clank_rows_source_t kept_source = {kept_push_cell, kept_read_cell, kept_column_name,
+                                                kept_free};
 
 /* The job's result as a clank.Rows, which takes its buffers over. */
 static void push_kept(lua_State *L, job_t *j) {

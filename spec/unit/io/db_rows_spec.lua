@@ -30,6 +30,16 @@ local SameRow = s.object {
   kind = s.enum { "x", "y" }, gone = s.optional(s.string()),
 }
 
+-- Within the rows' values, and beyond them: id 2 > 1.
+local Short = s.object {
+  id = s.number { integer = true, min = 1, max = 2 }, title = s.string { min = 3, max = 3 },
+  est = s.optional(s.nullable(s.number { max = 3 })), ok = s.boolean(),
+}
+local Crossed = s.object {
+  id = s.number { integer = true, max = 1 }, title = s.string(), est = s.nullable(s.number()),
+  ok = s.boolean(),
+}
+
 -- The two rows below as Row reads them, and as an action's answer writes them.
 local ROWS_JSON = '[{"amount":12.5,"est":2.5,"flag":true,"id":"1","kind":"x","meta":{"a":1},'
   .. '"tags":["a","b"],"title":"one"},{"amount":3,"est":null,"flag":false,"id":"2","kind":"y",'
@@ -80,10 +90,10 @@ for _, backend in ipairs(storage.backends) do
     setup(function()
       in_handler(function()
         db:exec(("CREATE TABLE %s (id %s, title TEXT, flag INTEGER, note TEXT, est %s, tags TEXT,"
-          .. " meta TEXT, amount %s, extra TEXT, kind TEXT)"):format(t, pg and "BIGINT" or "INTEGER",
+          .. " meta TEXT, amount %s, extra TEXT, kind TEXT, ok BOOLEAN)"):format(t, pg and "BIGINT" or "INTEGER",
           pg and "DOUBLE PRECISION" or "REAL", pg and "NUMERIC" or "TEXT"))
         db:exec("INSERT INTO " .. t .. " VALUES (1, 'one', 1, NULL, 2.5, '[\"a\",\"b\"]', '{\"a\":1}',"
-          .. " 12.50, 'e1', 'x'), (2, 'two', 0, 'hi', NULL, '[]', NULL, 3, 'e2', 'y')")
+          .. " 12.50, 'e1', 'x', TRUE), (2, 'two', 0, 'hi', NULL, '[]', NULL, 3, 'e2', 'y', FALSE)")
       end)
     end)
 
@@ -208,6 +218,13 @@ for _, backend in ipairs(storage.backends) do
         action("few", s.object { rows = s.array(Row, { max = 1 }) }, function()
           return { rows = db:queryAs(Row, SELECT .. " ORDER BY id") }
         end),
+        -- bounds met and crossed; PostgreSQL's boolean, SQLite's 0/1
+        action("bounded", s.array(Short), function()
+          return db:queryAs(Short, "SELECT id, title, est, ok FROM " .. t .. " ORDER BY id")
+        end),
+        action("crossed", s.array(Crossed), function()
+          return db:queryAs(Crossed, "SELECT id, title, est, ok FROM " .. t .. " ORDER BY id")
+        end),
         action("invalid", Out, function()
           return { rows = db:queryAs(Row, "SELECT id, title, 2 AS flag, est, tags, kind FROM " .. t) }
         end),
@@ -224,6 +241,12 @@ for _, backend in ipairs(storage.backends) do
         assert.are.same({ 200, want }, { answer("other") }) -- another schema: the general way
         assert.are.same({ 200, '{"ok":true,"output":' .. ROWS_JSON .. "}" }, { answer("top") })
         assert.are.same({ 200, '{"ok":true,"output":{"rows":[]}}' }, { answer("empty") })
+      end)
+
+      it("checks each value's bounds as it writes it", function()
+        assert.are.same({ 200, '{"ok":true,"output":[{"est":2.5,"id":1,"ok":true,"title":"one"},'
+          .. '{"est":null,"id":2,"ok":false,"title":"two"}]}' }, { answer("bounded") })
+        assert.are.same({ 500, FAILED }, { answer("crossed") })
       end)
 
       it("writes the rows Lua changed", function()
