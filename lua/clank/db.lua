@@ -189,8 +189,7 @@ function Db:query(sql, ...)
   return once(self, sql, pack(...), "rows")
 end
 
--- The rows as the objects of an s.object schema (see doc/database.md): a clank.Rows, which an
--- action's output writes straight from the driver's buffer.
+-- queryAs's schema, an s.object, is checked before the query runs.
 local function check_shape(schema)
   if not is_shape(schema) then error("clank.db: queryAs expects an s.object schema first", 3) end
 end
@@ -201,6 +200,8 @@ local function shaped(result, schema)
   return res
 end
 
+-- The rows as the objects of an s.object schema (doc/data.md): a clank.Rows, which an
+-- action's answer writes straight from the driver's buffer.
 function Db:queryAs(schema, sql, ...)
   check_shape(schema)
   check_sql(sql, "queryAs")

@@ -54,7 +54,7 @@ static int is_string_node(const clank_schema_node_t *n) {
 }
 
 /* The value on top, as the database gave it, turned into what the property
-   of schema n holds (the rules of doc/database.md, "Rows as a schema's
+   of schema n holds (the rules of doc/data.md, "Rows read as a schema's
    objects"): returns 1, or 0 after popping it when the property is absent.
    What cannot be turned stays as it is, for the validation to refuse. */
 static int coerce(lua_State *L, const clank_schema_node_t *n) {

@@ -130,7 +130,12 @@ static int walk_string(walk_t *w, const clank_schema_node_t *n, int idx) {
 
 /* Validation takes 2.0 as the integer 2: a float compares with the bounds
    exactly (clank_schema_numcmp), so reading it as a float decides the same. */
-static int put_bounded_number(walk_t *w, const clank_schema_node_t *n, clank_schema_num_t v);
+static int put_bounded_number(walk_t *w, const clank_schema_node_t *n, clank_schema_num_t v) {
+  if (!v.isint && (!isfinite(v.n) || (n->integer && floor(v.n) != v.n))) return 0;
+  if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
+  if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
+  return v.isint ? put_integer(w, v.i) : put_float(w, v.n);
+}
 
 static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   lua_State *L = w->L;
@@ -140,14 +145,6 @@ static int walk_number(walk_t *w, const clank_schema_node_t *n, int idx) {
   v.i = v.isint ? lua_tointeger(L, idx) : 0;
   v.n = v.isint ? 0 : lua_tonumber(L, idx);
   return put_bounded_number(w, n, v);
-}
-
-/* A number as walk_number checks and writes it. */
-static int put_bounded_number(walk_t *w, const clank_schema_node_t *n, clank_schema_num_t v) {
-  if (!v.isint && (!isfinite(v.n) || (n->integer && floor(v.n) != v.n))) return 0;
-  if (n->has_min && clank_schema_numcmp(&v, &n->min) < 0) return 0;
-  if (n->has_max && clank_schema_numcmp(&v, &n->max) > 0) return 0;
-  return v.isint ? put_integer(w, v.i) : put_float(w, v.n);
 }
 
 /* Equal bytes; short strings are interned, so equal ones share an address. */
@@ -225,6 +222,41 @@ static int put_bounded_string(walk_t *w, const clank_schema_node_t *n, const cha
   return put_string(w, s, len);
 }
 
+static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* JSON text holding an array of strings, for an array of plain strings:
+   written as clank_json_decode's array of them would be walked, when every
+   string is ASCII without escapes or UTF-8 put_string takes. Returns 1, or
+   0 for anything else (escapes, other values, malformed text, too few or
+   too many items), which goes through the decoder. */
+static int put_json_strings(walk_t *w, const clank_schema_node_t *n, const char *s, size_t len) {
+  const clank_schema_node_t *item = n->inner;
+  if (item->kind != CLANK_SK_STRING || item->pattern.s || item->has_min || item->has_max) return 0;
+  const char *p = s, *end = s + len;
+  lua_Integer count = 0;
+  while (p < end && is_json_space(*p)) p++;
+  if (p == end || *p++ != '[' || !PUT_LIT(w, "[")) return 0;
+  for (;;) {
+    while (p < end && is_json_space(*p)) p++;
+    if (p == end) return 0;
+    if (*p == ']' && count == 0) break;
+    if (*p++ != '"') return 0;
+    const char *from = p;
+    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+    if (p == end || *p != '"') return 0; /* an escape or a control: the decoder's */
+    if ((count++ > 0 && !PUT_LIT(w, ",")) || !put_string(w, from, (size_t)(p - from))) return 0;
+    p++;
+    while (p < end && is_json_space(*p)) p++;
+    if (p == end) return 0;
+    if (*p == ']') break;
+    if (*p++ != ',') return 0;
+  }
+  p++;
+  while (p < end && is_json_space(*p)) p++;
+  if (p != end || (n->has_min && count < n->min.i) || (n->has_max && count > n->max.i)) return 0;
+  return PUT_LIT(w, "]");
+}
+
 /* Property node's value c, as the driver holds it, written the way
    clank_rows_push_field's Lua value would be walked, for the common cases
    (NULL, numbers, booleans, text as text): returns 1 written, 0 absent, or
@@ -261,6 +293,7 @@ static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_c
       if (n->kind != CLANK_SK_BOOLEAN) return -1;
       return (c->i ? PUT_LIT(w, "true") : PUT_LIT(w, "false")) ? 1 : -1;
     case CLANK_CELL_TEXT:
+      if (n->kind == CLANK_SK_ARRAY) return put_json_strings(w, n, c->s, c->len) ? 1 : -1;
       if (n->kind != CLANK_SK_STRING || n->pattern.s) return -1;
       return put_bounded_string(w, n, c->s, c->len) ? 1 : -1;
     default: return -1;
@@ -268,8 +301,9 @@ static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_c
 }
 
 /* A clank.Rows shaped by the array's item schema, written from the driver's
-   buffer: each property read as the shape reads it (clank_rows_push_field),
-   then walked as a table's value would be. Once Lua asked for a row, the
+   buffer: each property's column read as a C value where walk_cell can
+   write it, else made the Lua value the shape reads (clank_rows_push_field)
+   and walked as a table's value would be. Once Lua asked for a row, the
    rows are that list, which Lua may have changed: it is walked instead. */
 static int walk_rows(walk_t *w, const clank_schema_node_t *n, int idx, int depth) {
   lua_State *L = w->L;

@@ -40,17 +40,40 @@ local Crossed = s.object {
   ok = s.boolean(),
 }
 
+local Tagged = s.object { id = s.number(), tags = s.array(s.string()) }
+
 -- The two rows below as Row reads them, and as an action's answer writes them.
 local ROWS_JSON = '[{"amount":12.5,"est":2.5,"flag":true,"id":"1","kind":"x","meta":{"a":1},'
   .. '"tags":["a","b"],"title":"one"},{"amount":3,"est":null,"flag":false,"id":"2","kind":"y",'
   .. '"note":"hi","tags":[],"title":"two"}]'
 local FAILED = '{"error":{"code":"ACTION_FAILED","message":"The action failed."},"ok":false}'
 
-local function post(name)
+local function post(name, body)
+  body = body or "{}"
   return { method = "POST", url = "/actions/" .. name, path = "/actions/" .. name, query = {},
-           headers = { host = HOST, ["content-type"] = "application/json", ["content-length"] = "2" },
-           body = "{}", scheme = "http" }
+           headers = { host = HOST, ["content-type"] = "application/json",
+                       ["content-length"] = tostring(#body) },
+           body = body, scheme = "http" }
 end
+
+-- Tags texts and the answer's tags for each ("fails": the answer is ACTION_FAILED): arrays of
+-- strings (whitespace, Unicode, escapes) and what is not one.
+local TAGS = {
+  { "[]", "[]" },
+  { ' [ "a" , "b" ] ', '["a","b"]' },
+  { '[""]', '[""]' },
+  { '["é","日本","𝄞"]', '["é","日本","𝄞"]' },
+  { '["a\\"b","c\\\\d"]', '["a\\"b","c\\\\d"]' },
+  { '["\\u00e9","a\\/b","\\n"]', '["é","a/b","\\n"]' },
+  { '["x",]', "fails" },
+  { '["x"', "fails" },
+  { '["x"] y', "fails" },
+  { "[1]", "fails" },
+  { '["a",null]', "fails" },
+  { "{}", "fails" },
+  { '["\t"]', "fails" }, -- a raw tab
+  { "", "fails" },
+}
 
 -- Runs fn(ctx) as an action's handler and returns what it returns.
 local function in_handler(fn)
@@ -225,12 +248,19 @@ for _, backend in ipairs(storage.backends) do
         action("crossed", s.array(Crossed), function()
           return db:queryAs(Crossed, "SELECT id, title, est, ok FROM " .. t .. " ORDER BY id")
         end),
+        clank.defineAction {
+          name = "tags", description = "Answers one row's tags.", sideEffects = "read",
+          input = s.object { id = s.number { integer = true } }, output = s.array(Tagged),
+          handler = function(input)
+            return db:queryAs(Tagged, "SELECT id, tags FROM " .. t .. "_tags WHERE id = $1", input.id)
+          end,
+        },
         action("invalid", Out, function()
           return { rows = db:queryAs(Row, "SELECT id, title, 2 AS flag, est, tags, kind FROM " .. t) }
         end),
       })
-      local function answer(name)
-        local res = bridge:handle(post(name))
+      local function answer(name, body)
+        local res = bridge:handle(post(name, body))
         return res.status, res.body
       end
 
@@ -247,6 +277,19 @@ for _, backend in ipairs(storage.backends) do
         assert.are.same({ 200, '{"ok":true,"output":[{"est":2.5,"id":1,"ok":true,"title":"one"},'
           .. '{"est":null,"id":2,"ok":false,"title":"two"}]}' }, { answer("bounded") })
         assert.are.same({ 500, FAILED }, { answer("crossed") })
+      end)
+
+      it("writes a JSON text of strings as its array, and fails for any other text", function()
+        in_handler(function()
+          db:exec("CREATE TABLE " .. t .. "_tags (id INTEGER, tags TEXT)")
+          for i, case in ipairs(TAGS) do db:exec("INSERT INTO " .. t .. "_tags VALUES ($1, $2)", i, case[1]) end
+        end)
+        for i, case in ipairs(TAGS) do
+          local want = case[2] == "fails" and { 500, FAILED }
+            or { 200, '{"ok":true,"output":[{"id":' .. i .. ',"tags":' .. case[2] .. "}]}" }
+          assert.are.same(want, { answer("tags", '{"id":' .. i .. "}") }, case[1])
+        end
+        in_handler(function() db:exec("DROP TABLE " .. t .. "_tags") end)
       end)
 
       it("writes the rows Lua changed", function()
