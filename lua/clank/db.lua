@@ -4,6 +4,7 @@
 --   db:migrate { "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)" }
 --   local id = db:exec("INSERT INTO t (name) VALUES ($1)", "a").lastId
 --   local row = db:one("SELECT * FROM t WHERE id = $1", id)
+--   local rows = db:queryAs(Row, "SELECT id, name FROM t")  -- read as the s.object Row's objects
 --   db:transaction(function(tx) tx:exec(...); return tx:query(...) end)
 --
 -- The drivers (C: clank.db.sqlite, clank.db.postgres; their contract is in

@@ -58,15 +58,8 @@ static int is_string_node(const clank_schema_node_t *n) {
    objects"): returns 1, or 0 after popping it when the property is absent.
    What cannot be turned stays as it is, for the validation to refuse. */
 static int coerce(lua_State *L, const clank_schema_node_t *n) {
-  int optional = 0, nullable = 0;
-  for (;; n = n->inner) {
-    if (n->kind == CLANK_SK_OPTIONAL)
-      optional = 1;
-    else if (n->kind == CLANK_SK_NULLABLE)
-      nullable = 1;
-    else
-      break;
-  }
+  int optional, nullable;
+  n = clank_schema_unwrap_flags(n, &optional, &nullable);
   switch (lua_type(L, -1)) {
     case LUA_TLIGHTUSERDATA: /* NULL: null where the schema allows it, else absent */
       if (optional && !nullable && clank_is_null(L, -1)) {
@@ -145,12 +138,12 @@ void clank_rows_push_list(lua_State *L, int idx) {
   lua_setiuservalue(L, idx, UV_LIST);
 }
 
-/* Whether the value at idx may hold a clank.Rows where n has an array. */
 static const clank_schema_node_t *unwrap(const clank_schema_node_t *n) {
   while (n->kind == CLANK_SK_OPTIONAL || n->kind == CLANK_SK_NULLABLE) n = n->inner;
   return n;
 }
 
+/* Whether a value of schema n may be, or hold, a clank.Rows. */
 static int may_hold(const clank_schema_node_t *n) {
   n = unwrap(n);
   return n->kind == CLANK_SK_ARRAY || n->kind == CLANK_SK_OBJECT;
@@ -211,6 +204,7 @@ static int l_shape(lua_State *L) {
   if (r->shape != NULL) return luaL_error(L, "clank.Rows: already shaped");
   int *column_of = malloc((n->n ? n->n : 1) * sizeof *column_of);
   if (column_of == NULL) return luaL_error(L, "clank.Rows: out of memory");
+  free(r->column_of); /* a shape that failed before */
   r->column_of = column_of;
   for (size_t p = 0; p < n->n; p++) {
     column_of[p] = -1;

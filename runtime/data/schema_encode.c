@@ -262,15 +262,8 @@ static int put_json_strings(walk_t *w, const clank_schema_node_t *n, const char 
    (NULL, numbers, booleans, text as text): returns 1 written, 0 absent, or
    -1 for the other cases, which go through Lua. */
 static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_cell_t *c) {
-  int optional = 0, nullable = 0;
-  for (;; n = n->inner) {
-    if (n->kind == CLANK_SK_OPTIONAL)
-      optional = 1;
-    else if (n->kind == CLANK_SK_NULLABLE)
-      nullable = 1;
-    else
-      break;
-  }
+  int optional, nullable;
+  n = clank_schema_unwrap_flags(n, &optional, &nullable);
   switch (c->kind) {
     case CLANK_CELL_NULL:
       if (nullable) return PUT_LIT(w, "null") ? 1 : -1;

@@ -169,6 +169,20 @@ static inline int clank_schema_numcmp(const clank_schema_num_t *a, const clank_s
 
 /* Index of property key in an object node, or -1 (by its bytes: props are
    sorted). */
+/* n without its optional and nullable wrappers, and whether it had each. */
+static inline const clank_schema_node_t *clank_schema_unwrap_flags(const clank_schema_node_t *n,
+                                                                   int *optional, int *nullable) {
+  *optional = *nullable = 0;
+  for (;; n = n->inner) {
+    if (n->kind == CLANK_SK_OPTIONAL)
+      *optional = 1;
+    else if (n->kind == CLANK_SK_NULLABLE)
+      *nullable = 1;
+    else
+      return n;
+  }
+}
+
 ptrdiff_t clank_schema_find_prop(const clank_schema_node_t *n, const char *key, size_t len);
 
 /* The slot of a short key's address in an object's keyslot table: a

@@ -1063,13 +1063,13 @@ static box_t *new_box(lua_State *L, pool_t *p) {
 typedef struct run_args_s {
   const char *sql;
   size_t sqllen;
-  int params, exec,
-      signal; /* exec: PG_ROWS, PG_EXEC or PG_KEPT; params, signal: their index, or 0 */
+  /* exec: PG_ROWS, PG_EXEC or PG_KEPT; params, signal: their index, or 0 */
+  int params, exec, signal;
   double timeout;
 } run_args_t;
 
 static void check_run_args(lua_State *L, run_args_t *a) {
-  static const char *const modes[] = {"rows", "exec", "raw", NULL}; /* PG_ROWS ... */
+  static const char *const modes[] = {"rows", "exec", "raw", NULL}; /* as PG_ROWS, ... */
   a->sql = luaL_checklstring(L, 2, &a->sqllen);
   a->params = lua_isnoneornil(L, 3) ? 0 : 3;
   if (a->params) luaL_checktype(L, 3, LUA_TTABLE);
