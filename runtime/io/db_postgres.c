@@ -98,6 +98,7 @@ struct conn_s {
   int rollback_ok;
   box_t *box; /* the box whose run is in flight */
   uv_poll_t *poll;
+  int poll_events; /* what poll watches while it is active */
   uv_timer_t timer;
   int timer_open;
   uv_getaddrinfo_t gai;
@@ -215,10 +216,18 @@ static int poll_watch(conn_t *c, int events) {
     }
     h->data = c;
     c->poll = h;
+    c->poll_events = 0;
     c->handles++;
     c->pool->handles++;
   }
-  return uv_poll_start(c->poll, events, on_poll);
+  /* Each uv_poll_start registers the socket again (two epoll_ctl calls at
+     the loop's next turn, a few µs a query): an unchanged watch is kept,
+     except while connecting, when the socket may be a new one. */
+  if (c->state != C_CONNECTING && c->poll_events == events && uv_is_active((uv_handle_t *)c->poll))
+    return 0;
+  int r = uv_poll_start(c->poll, events, on_poll);
+  c->poll_events = r == 0 ? events : 0;
+  return r;
 }
 
 /* Closes the connection and its handles; the struct stays (lent, or until
