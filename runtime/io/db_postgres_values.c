@@ -231,23 +231,48 @@ static lua_Number parse_float(const char *v, size_t len) {
 
 /* The value at row, col of a column of type type. libpq gives NULL as an
    empty value: only an empty one is asked whether it is NULL. */
-static void push_value(lua_State *L, const PGresult *r, int row, int col, Oid type) {
+static void read_value(const PGresult *r, int row, int col, Oid type, clank_rows_cell_t *out) {
   size_t len = (size_t)PQgetlength(r, row, col);
   if (len == 0 && PQgetisnull(r, row, col)) {
-    clank_push_null(L);
+    out->kind = CLANK_CELL_NULL;
     return;
   }
   const char *v = PQgetvalue(r, row, col);
+  out->s = v;
+  out->len = len;
   switch (type) {
-    case BOOLOID: lua_pushboolean(L, v[0] == 't'); break;
+    case BOOLOID:
+      out->kind = CLANK_CELL_BOOLEAN;
+      out->i = v[0] == 't';
+      break;
     case INT2OID:
     case INT4OID:
     case INT8OID:
-    case OIDOID: lua_pushinteger(L, parse_integer(v)); break;
+    case OIDOID:
+      out->kind = CLANK_CELL_INTEGER;
+      out->i = parse_integer(v);
+      break;
     case FLOAT4OID:
-    case FLOAT8OID: lua_pushnumber(L, parse_float(v, len)); break;
-    case BYTEAOID: push_bytea(L, v, len); break;
-    default: lua_pushlstring(L, v, len); /* text, varchar, numeric (SPEC §12), ... */
+    case FLOAT8OID:
+      out->kind = CLANK_CELL_FLOAT;
+      out->d = parse_float(v, len);
+      break;
+    case BYTEAOID: out->kind = CLANK_CELL_OTHER; break; /* bytea: unescaped when pushed */
+    default: out->kind = CLANK_CELL_TEXT; /* text, varchar, numeric (SPEC §12), ... */
+  }
+}
+
+/* The value at row, col of a column of type type, as read_value reads it. */
+static void push_value(lua_State *L, const PGresult *r, int row, int col, Oid type) {
+  clank_rows_cell_t c;
+  read_value(r, row, col, type, &c);
+  switch (c.kind) {
+    case CLANK_CELL_NULL: clank_push_null(L); break;
+    case CLANK_CELL_BOOLEAN: lua_pushboolean(L, (int)c.i); break;
+    case CLANK_CELL_INTEGER: lua_pushinteger(L, c.i); break;
+    case CLANK_CELL_FLOAT: lua_pushnumber(L, c.d); break;
+    case CLANK_CELL_OTHER: push_bytea(L, c.s, c.len); break;
+    default: lua_pushlstring(L, c.s, c.len);
   }
 }
 
@@ -284,38 +309,9 @@ static void kept_push_cell(lua_State *L, void *data, size_t row, int col) {
   push_value(L, r, (int)row, col, PQftype(r, col));
 }
 
-/* As push_value reads it. */
 static void kept_read_cell(void *data, size_t row, int col, clank_rows_cell_t *out) {
   const PGresult *r = data;
-  size_t len = (size_t)PQgetlength(r, (int)row, col);
-  if (len == 0 && PQgetisnull(r, (int)row, col)) {
-    out->kind = CLANK_CELL_NULL;
-    return;
-  }
-  const char *v = PQgetvalue(r, (int)row, col);
-  switch (PQftype(r, col)) {
-    case BOOLOID:
-      out->kind = CLANK_CELL_BOOLEAN;
-      out->i = v[0] == 't';
-      break;
-    case INT2OID:
-    case INT4OID:
-    case INT8OID:
-    case OIDOID:
-      out->kind = CLANK_CELL_INTEGER;
-      out->i = parse_integer(v);
-      break;
-    case FLOAT4OID:
-    case FLOAT8OID:
-      out->kind = CLANK_CELL_FLOAT;
-      out->d = parse_float(v, len);
-      break;
-    case BYTEAOID: out->kind = CLANK_CELL_OTHER; break;
-    default:
-      out->kind = CLANK_CELL_TEXT;
-      out->s = v;
-      out->len = len;
-  }
+  read_value(r, (int)row, col, PQftype(r, col), out);
 }
 
 static const char *kept_column_name(void *data, int col) { return PQfname(data, col); }
