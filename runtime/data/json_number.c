@@ -133,6 +133,37 @@ static size_t put_digits(char *o, uint64_t v) {
   return n;
 }
 
+/* The powers of ten a double holds exactly. */
+static const double exact_tens[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Shortest digits of a d > 0 that is not an integer, for the common case of a
+   decimal with few places (an estimate of 1.5, a price of 4.35): the fewest
+   places j for which an integer m has m / 10^j == d. Both operands are exact,
+   so the quotient is the double nearest to m x 10^-j, which is what reading
+   that decimal gives. While d x 10^j < 2^50, the decimals with j places that
+   read back to d lie within a quarter of a unit of it (its rounding interval is
+   d x 2^-52 wide), so there is one at most and rounding the product (which
+   errs by an eighth at most) finds it; fewer places means fewer digits, so the
+   first j is the shortest. Sets the digits, their count *k and the exponent *n
+   (d = 0.digits x 10^n); returns 0, for shortest() to answer, when none fits
+   below 2^50 (17 digits, a power of two's lopsided interval, tiny numbers). */
+static int few_places(double d, char *digits, int *k, int *n) {
+  for (int j = 1; j < (int)(sizeof exact_tens / sizeof exact_tens[0]); j++) {
+    double scaled = d * exact_tens[j];
+    if (scaled >= 1125899906842624.0) return 0; /* 2^50 */
+    double m = floor(scaled + 0.5);
+    if (m / exact_tens[j] != d) continue;
+    int len = (int)put_digits(digits, (uint64_t)m);
+    *n = len - j;
+    while (len > 1 && digits[len - 1] == '0') len--;
+    *k = len;
+    return 1;
+  }
+  return 0;
+}
+
 size_t clank_json_format_number(double d, char *out) {
   char digits[24], *o = out;
   if (isnan(d)) return (size_t)sprintf(out, "NaN");
@@ -144,9 +175,9 @@ size_t clank_json_format_number(double d, char *out) {
   }
   if (d < 9007199254740992.0 && d == floor(d)) /* exact integer: its own digits */
     return (size_t)(o - out) + put_digits(o, (uint64_t)d);
-  int k;
-  int n = shortest(d, digits, &k) + 1; /* d = 0.digits x 10^n */
-  if (k <= n && n <= 21) {             /* 123000 */
+  int k, n; /* d = 0.digits x 10^n */
+  if (!few_places(d, digits, &k, &n)) n = shortest(d, digits, &k) + 1;
+  if (k <= n && n <= 21) { /* 123000 */
     memcpy(o, digits, (size_t)k);
     memset(o + k, '0', (size_t)(n - k));
     o += n;
