@@ -259,8 +259,9 @@ static int put_json_strings(walk_t *w, const clank_schema_node_t *n, const char 
 
 /* Property node's value c, as the driver holds it, written the way
    clank_rows_push_field's Lua value would be walked, for the common cases
-   (NULL, numbers, booleans, text as text): returns 1 written, 0 absent, or
-   -1 for the other cases, which go through Lua. */
+   (NULL, numbers, booleans, text as text or as one of an enum's values):
+   returns 1 written, 0 absent, or -1 for the other cases, which go through
+   Lua. */
 static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_cell_t *c) {
   int optional, nullable;
   n = clank_schema_unwrap_flags(n, &optional, &nullable);
@@ -287,6 +288,12 @@ static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_c
       return (c->i ? PUT_LIT(w, "true") : PUT_LIT(w, "false")) ? 1 : -1;
     case CLANK_CELL_TEXT:
       if (n->kind == CLANK_SK_ARRAY) return put_json_strings(w, n, c->s, c->len) ? 1 : -1;
+      if (n->kind == CLANK_SK_ENUM) { /* the cell's text is not interned: compare its bytes */
+        for (size_t i = 0; i < n->n; i++)
+          if (n->values[i].len == c->len && memcmp(n->values[i].s, c->s, c->len) == 0)
+            return put_string(w, c->s, c->len) ? 1 : -1;
+        return -1;
+      }
       if (n->kind != CLANK_SK_STRING || n->pattern.s) return -1;
       return put_bounded_string(w, n, c->s, c->len) ? 1 : -1;
     default: return -1;

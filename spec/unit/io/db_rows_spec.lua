@@ -41,6 +41,7 @@ local Crossed = s.object {
 }
 
 local Tagged = s.object { id = s.number(), tags = s.array(s.string()) }
+local Kind = s.object { kind = s.enum { "x", "y" } }
 
 -- The two rows below as Row reads them, and as an action's answer writes them.
 local ROWS_JSON = '[{"amount":12.5,"est":2.5,"flag":true,"id":"1","kind":"x","meta":{"a":1},'
@@ -258,6 +259,12 @@ for _, backend in ipairs(storage.backends) do
         action("invalid", Out, function()
           return { rows = db:queryAs(Row, "SELECT id, title, 2 AS flag, est, tags, kind FROM " .. t) }
         end),
+        -- an enum's value matches with all its bytes: "y" is one, "xx", "X", "" and "y\0" are not
+        clank.defineAction {
+          name = "kinds", description = "Answers a kind.", sideEffects = "read",
+          input = s.object { kind = s.string() }, output = s.array(Kind),
+          handler = function(input) return db:queryAs(Kind, "SELECT $1 AS kind", input.kind) end,
+        },
       })
       local function answer(name, body)
         local res = bridge:handle(post(name, body))
@@ -300,6 +307,10 @@ for _, backend in ipairs(storage.backends) do
 
       it("fails as any invalid output does: a row that does not fit, too many rows", function()
         assert.are.same({ 500, FAILED }, { answer("invalid") })
+        assert.are.same({ 200, '{"ok":true,"output":[{"kind":"y"}]}' }, { answer("kinds", '{"kind":"y"}') })
+        for _, kind in ipairs { "xx", "X", "", "y\\u0000" } do
+          assert.are.same({ 500, FAILED }, { answer("kinds", '{"kind":"' .. kind .. '"}') }, kind)
+        end
         assert.are.same({ 500, FAILED }, { answer("few") })
       end)
 
