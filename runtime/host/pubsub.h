@@ -8,7 +8,8 @@
      app.pubsub): NOTIFY on a channel named after the app, heard by every
      instance's LISTEN (io/pg_listen.h).
    Publishes of one loop turn go out together, as records "topic[ payload]\n"
-   (a topic has no space and canonical JSON no newline). What comes in is
+   (a topic has no space and canonical JSON no newline); to PostgreSQL, those
+   of the turns within 2 ms of the last notification go in the next one. What comes in is
    given to the current generation's pubsub.receive. Delivery is at most
    once: what a full buffer or a PostgreSQL outage drops only delays a view,
    since views read their state in load; after an outage every subscribed

@@ -190,8 +190,11 @@ local PG_PENDING = not os.getenv("CLANK_TEST_POSTGRES_URL")
   and "CLANK_TEST_POSTGRES_URL is not set (./dev test starts PostgreSQL and sets it)"
 local postgres_sh = server.source_dir() .. "/spec/helpers/postgres.sh"
 -- psql and pg_ctl run without the ASan runtime the sanitizer build preloads
+local PLAIN = "env -u LD_PRELOAD "
+local quote = files.quote
+local slow = server.sanitized and 4 or 1
 local function pg(cmd, dir)
-  local p = assert(io.popen("env -u LD_PRELOAD bash " .. postgres_sh .. " " .. cmd .. " " .. dir))
+  local p = assert(io.popen(PLAIN .. "bash " .. postgres_sh .. " " .. cmd .. " " .. dir))
   local out = p:read("a")
   assert(p:close(), "postgres.sh " .. cmd .. " failed")
   return (out:gsub("%s+$", ""))
@@ -284,6 +287,28 @@ describe("topics across instances on one PostgreSQL (--pubsub; a with --workers 
     assert.is_nil(extra, "a second push for one publish")
     on_a.live:close()
     on_b.live:close()
+  end)
+
+  -- What PostgreSQL carried, heard by psql LISTENing on the app's channel (an independent
+  -- client): each notification's payload is the instance id and a line per publish.
+  it("gather the publishes of many loop turns into few notifications, all of them in order", function()
+    eventually("b's listener up", function() return listeners(b.port, "up") == 1 end)
+    local psql = assert(io.popen(PLAIN .. "psql " .. quote(url) .. " -X -q -c 'LISTEN \"clank.pubsub_scale\"'"
+      .. " -c 'SELECT pg_sleep(" .. 2 * slow .. ")' 2>&1"))
+    http.sleep(1) -- psql is listening
+    local res = assert(http.request(b.port, "POST", "/burst?n=40", {}, ""))
+    assert.are.equal(200, res.status, res.body)
+    local heard = psql:read("a")
+    psql:close()
+    local ns = {}
+    for n in heard:gmatch('burst {"n":(%d+)}') do ns[#ns + 1] = tonumber(n) end
+    local all = {}
+    for i = 1, 40 do all[i] = i end
+    assert.are.same(all, ns, heard)
+    -- one notification per turn would be 40; one every 2 ms at most, after the first that goes
+    -- at once, is fewer while a turn (a query's round trip) takes less than 2 ms
+    local notifications = count(heard, "Asynchronous notification")
+    assert.is_true(notifications >= 1 and notifications <= 30, notifications .. " notifications: " .. heard)
   end)
 
   it("go on locally while PostgreSQL is down, say so once, and re-load every session when it is back", function()
