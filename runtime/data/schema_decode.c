@@ -74,31 +74,6 @@ static inline __attribute__((always_inline)) const char *scan(const char *p, con
   return p;
 }
 
-/* Whether the n bytes at a and at b are the same: short runs (keys and
-   enum values mostly are) compared a word or two at a time, without a call. */
-static inline int same_bytes(const char *a, const char *b, size_t n) {
-  if (n >= 8) {
-    if (n > 16) return memcmp(a, b, n) == 0;
-    uint64_t x, y, u, v; /* the first 8 and the last 8, overlapping */
-    memcpy(&x, a, 8);
-    memcpy(&y, b, 8);
-    memcpy(&u, a + n - 8, 8);
-    memcpy(&v, b + n - 8, 8);
-    return ((x ^ y) | (u ^ v)) == 0;
-  }
-  if (n >= 4) {
-    uint32_t x, y, u, v;
-    memcpy(&x, a, 4);
-    memcpy(&y, b, 4);
-    memcpy(&u, a + n - 4, 4);
-    memcpy(&v, b + n - 4, 4);
-    return ((x ^ y) | (u ^ v)) == 0;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (a[i] != b[i]) return 0;
-  return 1;
-}
-
 /* Index of the property of n named by the len bytes at k, or -1: few
    properties are compared one by one, lengths first, from the one after
    the last found (keys mostly come in the schema's order). */
@@ -106,7 +81,7 @@ static ptrdiff_t find_prop(const clank_schema_node_t *n, const char *k, size_t l
   if (n->n > 16) return clank_schema_find_prop(n, k, len);
   for (size_t j = 0, i = from < n->n ? from : 0; j < n->n; j++, i = i + 1 < n->n ? i + 1 : 0) {
     const clank_schema_str_t *key = &n->props[i].key;
-    if (key->len == len && same_bytes(key->s, k, len)) return (ptrdiff_t)i;
+    if (key->len == len && clank_schema_same_bytes(key->s, k, len)) return (ptrdiff_t)i;
   }
   return -1;
 }
@@ -321,17 +296,16 @@ static int value(sd_t *d, const clank_schema_node_t *n, int sdepth) {
     case CLANK_SK_ENUM:
       if (c != '"') break;
       if ((r = string(d, &s, &len, &cp)) < 0) return -1;
-      for (size_t i = 0; i < n->n; i++) {
-        if (len == n->values[i].len && same_bytes(s, n->values[i].s, len)) {
-          if (r && n->strs_ref == LUA_NOREF) {
-            lua_pushlstring(d->L, s, len);
-          } else if (r) { /* the value, held */
-            lua_rawgeti(d->L, LUA_REGISTRYINDEX, n->strs_ref);
-            lua_rawgeti(d->L, -1, (lua_Integer)i + 1);
-            lua_replace(d->L, -2);
-          }
-          return 0;
+      ptrdiff_t i = clank_schema_enum_find(n, s, len);
+      if (i >= 0) {
+        if (r && n->strs_ref == LUA_NOREF) {
+          lua_pushlstring(d->L, s, len);
+        } else if (r) { /* the value, held */
+          lua_rawgeti(d->L, LUA_REGISTRYINDEX, n->strs_ref);
+          lua_rawgeti(d->L, -1, (lua_Integer)i + 1);
+          lua_replace(d->L, -2);
         }
+        return 0;
       }
       if (r) lua_pushlstring(d->L, s, len);
       d->valid = 0;

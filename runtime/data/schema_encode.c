@@ -288,12 +288,8 @@ static int walk_cell(walk_t *w, const clank_schema_node_t *n, const clank_rows_c
       return (c->i ? PUT_LIT(w, "true") : PUT_LIT(w, "false")) ? 1 : -1;
     case CLANK_CELL_TEXT:
       if (n->kind == CLANK_SK_ARRAY) return put_json_strings(w, n, c->s, c->len) ? 1 : -1;
-      if (n->kind == CLANK_SK_ENUM) { /* the cell's text is not interned: compare its bytes */
-        for (size_t i = 0; i < n->n; i++)
-          if (n->values[i].len == c->len && memcmp(n->values[i].s, c->s, c->len) == 0)
-            return put_string(w, c->s, c->len) ? 1 : -1;
-        return -1;
-      }
+      if (n->kind == CLANK_SK_ENUM)
+        return clank_schema_enum_find(n, c->s, c->len) >= 0 && put_string(w, c->s, c->len) ? 1 : -1;
       if (n->kind != CLANK_SK_STRING || n->pattern.s) return -1;
       return put_bounded_string(w, n, c->s, c->len) ? 1 : -1;
     default: return -1;

@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "data/schema.h"
 #include "data/schema_match.h"
@@ -238,6 +239,41 @@ void clank_schema_push_jsonschema(lua_State *L, const clank_schema_node_t *n);
    translation to b; returns NULL, or why the pattern cannot be used.
    schema_match.c matches it. */
 const char *clank_schema_translate_pattern(const char *p, size_t len, luaL_Buffer *b);
+
+/* Whether the n bytes at a and at b are the same: short runs (keys and
+   enum values mostly are) compared a word or two at a time, without a call. */
+static inline int clank_schema_same_bytes(const char *a, const char *b, size_t n) {
+  if (n >= 8) {
+    if (n > 16) return memcmp(a, b, n) == 0;
+    uint64_t x, y, u, v; /* the first 8 and the last 8, overlapping */
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    memcpy(&u, a + n - 8, 8);
+    memcpy(&v, b + n - 8, 8);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  if (n >= 4) {
+    uint32_t x, y, u, v;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    memcpy(&u, a + n - 4, 4);
+    memcpy(&v, b + n - 4, 4);
+    return ((x ^ y) | (u ^ v)) == 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
+/* The index of n's enum value whose bytes are the len at s, or -1: for text
+   Lua has not interned (JSON being decoded, a database's cell). */
+static inline ptrdiff_t clank_schema_enum_find(const clank_schema_node_t *n, const char *s,
+                                               size_t len) {
+  for (size_t i = 0; i < n->n; i++)
+    if (n->values[i].len == len && clank_schema_same_bytes(s, n->values[i].s, len))
+      return (ptrdiff_t)i;
+  return -1;
+}
 
 /* schema_validate.c: code points in s, or -1 when s is not valid UTF-8. */
 ptrdiff_t clank_schema_utf8_len(const char *s, size_t len);
