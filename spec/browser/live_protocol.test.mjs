@@ -212,7 +212,7 @@ describe('page loads keep no state (SPEC §11)', () => {
     }));
   }
 
-  test('400 page loads neither grow the memory nor evict an idle session', async () => {
+  test('2400 page loads neither grow the memory nor evict an idle session', async () => {
     // an idle session with a count of its own
     const id = await newSession(server);
     const [live, first] = await connect(server, id);
@@ -221,12 +221,15 @@ describe('page loads keep no state (SPEC §11)', () => {
     assert.equal(countIn(answer.html), 1);
     await live.close();
 
-    await loads(100); // warm up
+    await loads(400); // warm up: the heap reaches the size its collection cycles keep it at
     const before = server.rssKiB();
-    await loads(400);
+    await loads(2400);
     const grown = server.rssKiB() - before;
+    // Lua's heap is advised for huge pages (runtime/core/alloc.h), so the RSS moves in steps of
+    // 2 MiB: one step is the heap's top crossing a page as its cycles come and go, not a leak.
+    // Two steps or more: 2 KiB kept per page load grows it by 4,800 KiB, two steps at least.
     // ASan keeps freed memory in quarantine: its RSS says nothing about what the server keeps
-    if (!process.env.CLANK_SANITIZED) assert.ok(grown < 2048, `RSS grew by ${grown} KiB over 400 page loads`);
+    if (!process.env.CLANK_SANITIZED) assert.ok(grown < 4096, `RSS grew by ${grown} KiB over 2400 page loads`);
 
     const [again, resumed] = await connect(server, id);
     assert.equal(countIn(resumed.html), 1, 'the idle session was not evicted by page loads');
