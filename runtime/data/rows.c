@@ -206,12 +206,20 @@ static int l_shape(lua_State *L) {
   if (column_of == NULL) return luaL_error(L, "clank.Rows: out of memory");
   free(r->column_of); /* a shape that failed before */
   r->column_of = column_of;
+  /* the columns' names and lengths found once, not once per property (up to 64 of them) */
+  const char *names[64];
+  size_t lens[64];
+  int known = r->data ? (r->ncols < 64 ? r->ncols : 64) : 0;
+  for (int c = 0; c < known; c++) {
+    names[c] = r->source->column_name(r->data, c);
+    lens[c] = strlen(names[c]);
+  }
   for (size_t p = 0; p < n->n; p++) {
     column_of[p] = -1;
     for (int c = 0; c < r->ncols && r->data; c++) {
-      const char *name = r->source->column_name(r->data, c);
-      if (strlen(name) == n->props[p].key.len &&
-          memcmp(name, n->props[p].key.s, n->props[p].key.len) == 0) {
+      const char *name = c < known ? names[c] : r->source->column_name(r->data, c);
+      size_t len = c < known ? lens[c] : strlen(name);
+      if (len == n->props[p].key.len && memcmp(name, n->props[p].key.s, len) == 0) {
         column_of[p] = c;
         break;
       }

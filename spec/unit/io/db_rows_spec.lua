@@ -42,6 +42,7 @@ local Crossed = s.object {
 
 local Tagged = s.object { id = s.number(), tags = s.array(s.string()) }
 local Kind = s.object { kind = s.enum { "x", "y" } }
+local Id = s.object { id = s.string() }
 
 -- The two rows below as Row reads them, and as an action's answer writes them.
 local ROWS_JSON = '[{"amount":12.5,"est":2.5,"flag":true,"id":"1","kind":"x","meta":{"a":1},'
@@ -265,6 +266,12 @@ for _, backend in ipairs(storage.backends) do
           input = s.object { kind = s.string() }, output = s.array(Kind),
           handler = function(input) return db:queryAs(Kind, "SELECT $1 AS kind", input.kind) end,
         },
+        -- an integer column read as s.string() is its decimal digits
+        clank.defineAction {
+          name = "ids", description = "Answers an id.", sideEffects = "read",
+          input = s.object { n = s.number { integer = true } }, output = s.array(Id),
+          handler = function(input) return db:queryAs(Id, "SELECT CAST($1 AS BIGINT) AS id", input.n) end,
+        },
       })
       local function answer(name, body)
         local res = bridge:handle(post(name, body))
@@ -297,6 +304,13 @@ for _, backend in ipairs(storage.backends) do
           assert.are.same(want, { answer("tags", '{"id":' .. i .. "}") }, case[1])
         end
         in_handler(function() db:exec("DROP TABLE " .. t .. "_tags") end)
+      end)
+
+      it("writes an integer read as a string as its digits", function()
+        for _, n in ipairs { "0", "7", "-1", "1234567890123", "9223372036854775807", "-9223372036854775808" } do
+          assert.are.same({ 200, '{"ok":true,"output":[{"id":"' .. n .. '"}]}' },
+            { answer("ids", '{"n":' .. n .. "}") }, n)
+        end
       end)
 
       it("writes the rows Lua changed", function()
