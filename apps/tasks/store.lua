@@ -92,16 +92,16 @@ local MIGRATIONS = {
 
 -- The statements: the same text on both databases.
 local COLUMNS = "id, title, priority, estimate, tags, completed, archived, created_at, remind_at, reminded_at"
-local OUTPUT_COLUMNS = "CAST(id AS TEXT) AS id, title, priority, estimate, tags, completed, archived,"
+local OUTPUT_COLUMNS = "id, title, priority, estimate, tags, completed, archived,"
   .. ' created_at AS "createdAt", remind_at AS "remindAt", reminded_at AS "remindedAt"'
 local SQL = {
   insert = "INSERT INTO tasks (owner, title, priority, estimate, tags, created_at, remind_at)"
     .. " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
   list = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0 ORDER BY id",
   list_all = "SELECT " .. COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY id",
-  -- Store:list_rows's: the id as text (the digits list's format("%d") makes) and the times
-  -- under the answer's names. ORDER BY names the table's id: the text one would put "10"
-  -- before "9".
+  -- Store:list_rows's: the times under the answer's names. The id stays an integer: the Task
+  -- schema's s.string() reads it as its digits, what list's format("%d") makes, without a
+  -- cast in the database.
   list_rows = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 AND archived = 0"
     .. " ORDER BY tasks.id",
   list_all_rows = "SELECT " .. OUTPUT_COLUMNS .. " FROM tasks WHERE owner = $1 ORDER BY tasks.id",
