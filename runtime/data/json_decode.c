@@ -205,8 +205,6 @@ static int isdigit_(const char *p, const char *end) { return p < end && *p >= '0
    call. Returns 1 when it pushed the number. */
 static int fast_number(lua_State *L, const char *start, const char *int_end, const char *frac,
                        const char *frac_end, int has_exp) {
-  static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
   if (has_exp) return 0;
   int neg = *start == '-';
   const char *q = start + neg;
@@ -219,7 +217,7 @@ static int fast_number(lua_State *L, const char *start, const char *int_end, con
     return 1;
   }
   for (q = frac; q < frac_end; q++) m = m * 10 + (uint64_t)(*q - '0');
-  double v = (double)m / pow10[frac_end - frac];
+  double v = (double)m / clank_json_exact_tens[frac_end - frac];
   lua_pushnumber(L, neg ? -v : v);
   return 1;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/json.h"
+#include "data/json_scan.h"
 
 /* Reads "d.ddde±x" (any decimal point character: snprintf follows the locale)
    into its significant digits and returns the decimal exponent. */
@@ -133,10 +134,9 @@ static size_t put_digits(char *o, uint64_t v) {
   return n;
 }
 
-/* The powers of ten a double holds exactly. */
-static const double exact_tens[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                    1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+const double clank_json_exact_tens[CLANK_JSON_EXACT_TENS] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 /* Shortest digits of a d > 0 that is not an integer, for the common case of a
    decimal with few places (an estimate of 1.5, a price of 4.35): the fewest
@@ -150,11 +150,11 @@ static const double exact_tens[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e
    (d = 0.digits x 10^n); returns 0, for shortest() to answer, when none fits
    below 2^50 (17 digits, a power of two's lopsided interval, tiny numbers). */
 static int few_places(double d, char *digits, int *k, int *n) {
-  for (int j = 1; j < (int)(sizeof exact_tens / sizeof exact_tens[0]); j++) {
-    double scaled = d * exact_tens[j];
+  for (int j = 1; j < CLANK_JSON_EXACT_TENS; j++) {
+    double scaled = d * clank_json_exact_tens[j];
     if (scaled >= 1125899906842624.0) return 0; /* 2^50 */
     double m = floor(scaled + 0.5);
-    if (m / exact_tens[j] != d) continue;
+    if (m / clank_json_exact_tens[j] != d) continue;
     int len = (int)put_digits(digits, (uint64_t)m);
     *n = len - j;
     while (len > 1 && digits[len - 1] == '0') len--;

@@ -1,5 +1,6 @@
-/* The byte-level pieces the JSON decoders share (json_decode.c and the
-   schema-guided schema_decode.c), so that both read text the same way. */
+/* The byte-level pieces the JSON code shares (the decoders json_decode.c and
+   the schema-guided schema_decode.c, and the number writer json_number.c), so
+   that the decoders read text the same way. */
 #ifndef CLANK_JSON_SCAN_H
 #define CLANK_JSON_SCAN_H
 
@@ -7,6 +8,10 @@
 
 /* 1 for the bytes a string takes as they are: printable ASCII but '"' and '\\'. */
 extern const unsigned char clank_json_plain_byte[256];
+
+/* The powers of ten a double holds exactly: 10^0 to 10^22 (json_number.c). */
+#define CLANK_JSON_EXACT_TENS 23
+extern const double clank_json_exact_tens[CLANK_JSON_EXACT_TENS];
 
 /* Bit 7 of each byte of w that may end a run of plain bytes: '"', '\\',
    a control character or a byte of 0x80 and above. Only the lowest is

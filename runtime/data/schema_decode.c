@@ -128,8 +128,6 @@ static int number_ok(lua_State *L, const clank_schema_node_t *n) {
    without asking Lua what it is; 0 when it is not short (or not a number),
    with nothing pushed and d->p where it was. */
 static int short_number(sd_t *d, const clank_schema_node_t *n) {
-  static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
   const char *p = d->p, *end = d->end, *digits;
   int neg = *p == '-';
   uint64_t m = 0;
@@ -153,7 +151,7 @@ static int short_number(sd_t *d, const clank_schema_node_t *n) {
     v.i = neg ? -(lua_Integer)m : (lua_Integer)m;
     lua_pushinteger(d->L, v.i);
   } else {
-    double x = (double)m / pow10[fdigits];
+    double x = (double)m / clank_json_exact_tens[fdigits];
     v.n = neg ? -x : x;
     lua_pushnumber(d->L, v.n);
     if (n->integer && floor(v.n) != v.n) d->valid = 0;
